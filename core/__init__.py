@@ -1,0 +1,37 @@
+"""tooltap.core: the pure rules. No I/O, no mitmproxy, no logging, no clock, no globals.
+
+`inspect(exchange) -> Verdict` is the entry point that the proxy, `audit` and
+`demo` share; the seed-named rules live in `parallel` and `schema`.
+"""
+
+from .arguments import Call, SchemaError, ValidatorCache
+from .inspection import Exchange, Rejected, Verdict, header, inspect
+from .jsontext import ParseError
+from .loop import LoopError, ToolResult
+from .schema import OPENAI_LIMITS, SEED_LIMITS, Limits
+from .stream import StreamReader, StreamResult
+from .wire import APIS, Api, Turn, detect_api, read_turn
+
+__all__ = [
+    "APIS",
+    "OPENAI_LIMITS",
+    "SEED_LIMITS",
+    "Api",
+    "Call",
+    "Exchange",
+    "Limits",
+    "LoopError",
+    "ParseError",
+    "Rejected",
+    "SchemaError",
+    "StreamReader",
+    "StreamResult",
+    "ToolResult",
+    "Turn",
+    "ValidatorCache",
+    "Verdict",
+    "detect_api",
+    "header",
+    "inspect",
+    "read_turn",
+]

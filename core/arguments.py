@@ -1,0 +1,133 @@
+"""Per-call argument diagnostics (seed 002): raw text kept, then parse, then schema.
+
+The raw arguments string is kept exactly as received. When it does not parse,
+the parse error (type, message, position) is recorded beside the raw text;
+when it parses, it is validated against the tool's declared JSON Schema and
+every violation is reported with its path. Bad arguments are the second
+failure layer: the request was accepted and the model still returned them.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import jsonschema_rs
+import orjson
+from pydantic import BaseModel
+
+from .jsontext import ParseError, loads
+from .wire import Tool, ToolCall
+
+MAX_SCHEMA_ERRORS = 20
+
+# The validator is Rust: a panic there surfaces as a BaseException, which is
+# caught like any other failure; these are not.
+_FATAL = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+class SchemaError(BaseModel):
+    path: str
+    message: str
+
+
+class Call(BaseModel):
+    """One tool call and what went wrong with its arguments."""
+
+    call_id: str
+    name: str
+    type: str
+    arguments_raw: str
+    parse_error: ParseError | None = None
+    schema_errors: list[SchemaError] = []
+    schema_problem: str | None = None
+
+
+def _refuse_remote(uri: str) -> Any:
+    # A tool schema's remote $ref is never fetched: core does no I/O.
+    raise ValueError(f"remote $ref {uri} is not fetched")
+
+
+def _path(parts: Any) -> str:
+    path = "$"
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+Compiled = Any  # jsonschema_rs.Validator, or a str saying why the schema is unusable
+
+
+class ValidatorCache:
+    """Compiled validators by schema, least recently used first out.
+
+    The caller owns it (the proxy keeps one per worker), so core holds no
+    global state; results are the same with or without it.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self._size = size
+        self._compiled: OrderedDict[bytes, Compiled] = OrderedDict()
+
+    def get(self, schema: Any) -> Compiled:
+        try:
+            key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+        except (TypeError, orjson.JSONEncodeError):
+            return "the tool schema is not JSON-serialisable"
+        if key in self._compiled:
+            self._compiled.move_to_end(key)
+            return self._compiled[key]
+        compiled = compile_schema(schema)
+        self._compiled[key] = compiled
+        if len(self._compiled) > self._size:
+            self._compiled.popitem(last=False)
+        return compiled
+
+
+def compile_schema(schema: Any) -> Compiled:
+    """A validator for a tool schema, or why there is none. Pure, never raises."""
+    try:
+        return jsonschema_rs.validator_for(schema, retriever=_refuse_remote)
+    except _FATAL:
+        raise
+    except BaseException as exc:
+        first = str(exc).strip().splitlines()
+        return "the declared schema is invalid: " + (first[0] if first else type(exc).__name__)
+
+
+def diagnose(call: ToolCall, tool: Tool | None, cache: ValidatorCache | None = None) -> Call:
+    """Parse and validate one call's arguments against its tool. Pure."""
+    out = Call(
+        call_id=call.call_id, name=call.name, type=call.type, arguments_raw=call.arguments_raw
+    )
+    if call.type == "custom_tool_call":
+        return out  # free-form text (or a grammar), not JSON
+    value, error = loads(call.arguments_raw)
+    if error is not None:
+        out.parse_error = error
+        return out
+    schema = tool.parameters if tool is not None else None
+    if not isinstance(schema, dict | bool):
+        return out
+    compiled = cache.get(schema) if cache is not None else compile_schema(schema)
+    if isinstance(compiled, str):
+        out.schema_problem = compiled
+        return out
+    errors: list[SchemaError] = []
+    try:
+        for found in compiled.iter_errors(value):
+            if len(errors) == MAX_SCHEMA_ERRORS:
+                errors.append(
+                    SchemaError(
+                        path="$",
+                        message=f"more than {MAX_SCHEMA_ERRORS} errors; the rest are not listed",
+                    )
+                )
+                break
+            errors.append(SchemaError(path=_path(found.instance_path), message=found.message))
+    except _FATAL:
+        raise
+    except BaseException as exc:
+        out.schema_problem = f"the declared schema could not be applied: {exc}"
+    out.schema_errors = errors
+    return out

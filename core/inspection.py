@@ -1,0 +1,244 @@
+"""inspect(exchange) -> Verdict: the one entry point the proxy, audit and demo share.
+
+An Exchange is what crossed the wire, bytes as sent (possibly content-encoded,
+possibly a stream). The Verdict is everything the rules found, and its
+to_dict() keys are the fields of the structured log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from . import parallel, schema
+from .arguments import Call, ValidatorCache, diagnose
+from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
+from .jsontext import loads
+from .loop import LoopError, LoopReport, ToolResult, check_loop
+from .schema import SEED_LIMITS, Limits
+from .stream import StreamReader, api_error
+from .wire import Api, Turn, detect_api, read_turn
+
+Outcome = Literal["inspected", "skipped", "unparseable", "upstream_error"]
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One request/response pair as it crossed the wire. status None: no response."""
+
+    method: str
+    url: str
+    request_body: bytes = b""
+    status: int | None = None
+    response_headers: Mapping[str, str] = field(default_factory=dict)
+    response_body: bytes = b""
+    request_headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class Rejected(BaseModel):
+    """The API refused the request (4xx): its own words, and the local blockers."""
+
+    status: int
+    type: str
+    message: str
+    blockers: list[str] = []
+
+
+class Verdict(BaseModel):
+    api: Api | None
+    outcome: Outcome
+    reason: str | None = None
+    status: int | None = None
+    stream: bool = False
+    model: str | None = None
+    response_id: str | None = None
+    state: str | None = None
+    detail: str | None = None
+    format_state: str | None = None
+    format_detail: str | None = None
+    calls: list[Call] = []
+    duplicates: dict[str, int] = {}
+    loop_errors: list[LoopError] = []
+    tool_results: list[ToolResult] = []
+    repairs: list[str] = []
+    rejected: Rejected | None = None
+    output_types: list[str] = []
+    stream_errors: list[dict[str, str]] = []
+    awaiting: list[str] = []
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def header(headers: Mapping[str, str], name: str) -> str:
+    """A header's value, whatever the case of its name. Pure."""
+    for key, value in headers.items():
+        if key.lower() == name:
+            return value
+    return ""
+
+
+def _looks_like_sse(body: bytes) -> bool:
+    return body.lstrip()[:6].startswith((b"data:", b"event:", b":", b"id:"))
+
+
+class _Body(BaseModel):
+    value: Any = None
+    problem: str | None = None
+    stream: bool = False
+    complete: bool = True
+    errors: list[dict[str, str]] = []
+
+
+def _read_request(exchange: Exchange) -> _Body:
+    try:
+        text = decode(exchange.request_body, header(exchange.request_headers, "content-encoding"))
+    except DecodeError as exc:
+        return _Body(problem=f"request body could not be decoded: {exc}")
+    value, error = loads(text)
+    if error is not None or not isinstance(value, dict):
+        return _Body(problem="request body is not a JSON object")
+    return _Body(value=value)
+
+
+def _read_stream(api: Api, body: bytes, encoding: str | None, max_decoded: int) -> _Body:
+    reader = StreamReader(api, encoding, max_decoded)
+    reader.feed(body)
+    result = reader.close()
+    if result.decode_error is not None:
+        return _Body(stream=True, problem=f"stream could not be decoded: {result.decode_error}")
+    if result.events == 0:
+        return _Body(stream=True, problem="stream carried no JSON events")
+    return _Body(value=result.response, stream=True, complete=result.complete, errors=result.errors)
+
+
+def _read_response(api: Api, exchange: Exchange, max_decoded: int) -> _Body:
+    content_type = header(exchange.response_headers, "content-type").lower()
+    encoding = header(exchange.response_headers, "content-encoding")
+    if "text/event-stream" in content_type:
+        return _read_stream(api, exchange.response_body, encoding, max_decoded)
+    try:
+        body = decode(exchange.response_body, encoding, max_decoded)
+    except DecodeError as exc:
+        return _Body(problem=f"response body could not be decoded: {exc}")
+    if "json" not in content_type and _looks_like_sse(body):
+        return _read_stream(api, body, None, max_decoded)
+    value, error = loads(body)
+    if error is not None:
+        text = body[:300].decode("utf-8", "replace").strip()
+        return _Body(value=text or None, problem=f"response body is not JSON ({error.message})")
+    return _Body(value=value)
+
+
+def _blockers(turn: Turn, limits: Limits) -> list[str]:
+    """Why strict tools or a strict format could have been refused. Pure."""
+    found: list[str] = []
+    for tool in turn.tools:
+        if tool.strict is True:
+            found.extend(
+                f"tool {tool.name}: {b}"
+                for b in schema.schema_blockers(tool.parameters, limits=limits)
+            )
+            found.extend(
+                f"tool {tool.name}: {b}" for b in schema.limit_problems(tool.parameters, limits)
+            )
+    kind, name, strict, declared = schema.declared_format(turn.as_response())
+    if kind == "json_schema" and strict is True:
+        label = f"format {name}" if name else "format"
+        found.extend(f"{label}: {b}" for b in schema.schema_blockers(declared, limits=limits))
+        found.extend(f"{label}: {b}" for b in schema.limit_problems(declared, limits))
+    return found
+
+
+def _argument_repair(calls: Sequence[Call]) -> list[str]:
+    bad = [c.call_id or c.name for c in calls if c.parse_error or c.schema_errors]
+    if not bad:
+        return []
+    return [
+        f"answer {', '.join(bad)} with an error result bound to the same call id "
+        "rather than dropping the call, and keep the raw arguments for the post-mortem: "
+        "a call left unanswered fails the next request."
+    ]
+
+
+def inspect(
+    exchange: Exchange,
+    prior: Mapping[str, Sequence[str]] | None = None,
+    *,
+    limits: Limits = SEED_LIMITS,
+    validators: ValidatorCache | None = None,
+    max_decoded: int = DEFAULT_MAX_DECODED,
+) -> Verdict:
+    """Classify one exchange. Pure and total: any bytes give a Verdict.
+
+    prior maps a response id to the call ids it returned, for requests that
+    continue it with previous_response_id (the proxy owns that memory).
+    """
+    api = detect_api(exchange.method, exchange.url)
+    if api is None:
+        return Verdict(api=None, outcome="skipped", reason="not a tool-calling endpoint")
+
+    request = _read_request(exchange)
+    loop = check_loop(api, request.value, prior) if request.value is not None else LoopReport()
+    verdict = Verdict(
+        api=api,
+        outcome="inspected",
+        status=exchange.status,
+        loop_errors=loop.errors,
+        tool_results=loop.results,
+    )
+    if exchange.status is None:
+        verdict.outcome, verdict.reason = "upstream_error", "no response from the upstream"
+        return verdict
+
+    response = _read_response(api, exchange, max_decoded)
+    verdict.stream = response.stream
+    if exchange.status >= 400:
+        error = api_error(response.value)
+        if exchange.status >= 500:
+            verdict.outcome = "upstream_error"
+            verdict.reason = f"{exchange.status} {error['type']}: {error['message']}".strip()
+            return verdict
+        turn = read_turn(api, request.value, {})
+        verdict.model = turn.model
+        verdict.rejected = Rejected(
+            status=exchange.status,
+            type=error["type"],
+            message=error["message"],
+            blockers=_blockers(turn, limits),
+        )
+        return verdict
+
+    if response.problem is not None or not isinstance(response.value, dict):
+        verdict.outcome = "unparseable"
+        verdict.reason = response.problem or "response body is not a JSON object"
+        return verdict
+
+    turn = read_turn(api, request.value, response.value)
+    calls = [diagnose(call, turn.tool(call), validators) for call in turn.calls]
+    verdict.model, verdict.response_id = turn.model, turn.response_id
+    verdict.calls, verdict.output_types, verdict.awaiting = calls, turn.output_types, turn.awaiting
+    verdict.stream_errors = response.errors
+    verdict.duplicates = parallel.duplicate_names({"name": c.name} for c in turn.calls)
+    if not response.complete:
+        verdict.reason = "the stream ended before its final event"
+    if request.problem is not None:
+        verdict.outcome, verdict.reason = "unparseable", request.problem
+        return verdict
+
+    projection = turn.as_response()
+    verdict.state, verdict.detail = parallel.classify(
+        projection, parallel_voids_strict=api != "messages"
+    )
+    verdict.format_state, verdict.format_detail = schema.classify(projection)
+    duplicate = parallel.duplicate_line(verdict.duplicates)
+    verdict.repairs = [
+        *parallel.repair_lines(verdict.state),
+        *schema.repair_lines(projection, verdict.format_state, limits),
+        *([duplicate] if duplicate else []),
+        *_argument_repair(calls),
+    ]
+    return verdict

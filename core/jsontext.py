@@ -1,0 +1,40 @@
+"""Total JSON reading: a value or the reason there is none, never an exception.
+
+orjson is used because it is fast and refuses nesting deeper than 1,024 levels
+with a JSONDecodeError instead of exhausting the interpreter's stack.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+
+class ParseError(BaseModel):
+    """Why a JSON text did not parse: the exception type, message and offset."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str
+    message: str
+    position: int | None = None
+
+
+def loads(text: bytes | str) -> tuple[Any, ParseError | None]:
+    """Parse JSON. Pure. Returns (value, None) or (None, ParseError)."""
+    try:
+        return orjson.loads(text), None
+    except orjson.JSONDecodeError as exc:
+        return None, ParseError(type="JSONDecodeError", message=exc.msg, position=exc.pos)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return None, ParseError(type=type(exc).__name__, message=str(exc))
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text of a parsed value, key order kept. Pure."""
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, ValueError, orjson.JSONEncodeError):
+        return ""

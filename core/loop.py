@@ -1,0 +1,340 @@
+"""Tool-loop integrity: every call answered exactly once, by id (seed 001, WIRE.md E).
+
+A request that carries history shows whether the application ran its tool
+loop correctly: each call gets one result matched by id; no result is orphaned
+or duplicated; Anthropic wants all results in the single next user message
+with tool_result blocks first; results are not empty. Results flagged as errors
+are tool failures, the third failure layer, kept apart from bad arguments.
+
+The whole history is checked, but only what is new in this request is
+reported (the last model turn and what follows it): history is re-sent on
+every turn, and a result counted on every turn is counted many times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from .jsontext import loads
+from .wire import CLIENT_CALL_TYPES, Api
+
+RULES = (
+    "unanswered-call",
+    "orphan-result",
+    "duplicate-result",
+    "split-results",
+    "results-not-first",
+    "empty-result",
+)
+
+_ID_FIELD = {"responses": "call_id", "chat": "tool_call_id", "messages": "tool_use_id"}
+
+REPAIRS = {
+    "unanswered-call": (
+        "answer every call with exactly one result carrying its {field}, in the "
+        "next request; a tool that failed still gets a result describing the "
+        "failure, or the API rejects the request."
+    ),
+    "orphan-result": (
+        "send a result only for a call in the preceding model turn, with the "
+        "same {field}; restore the call it answers or drop the result."
+    ),
+    "duplicate-result": (
+        "send one result per {field}: a dispatcher that appends inside a nested "
+        "loop duplicates results, and the API rejects them."
+    ),
+    "split-results": (
+        "put every tool_result for one assistant turn into the single next user "
+        "message; one message per result teaches the model to stop calling tools "
+        "in parallel."
+    ),
+    "results-not-first": (
+        "put the tool_result blocks first in the user message and any text after "
+        "them; text before a tool_result is a 400."
+    ),
+    "empty-result": (
+        "send a non-empty result: what the tool returned, or a sentence saying it "
+        "returned nothing. Empty content is rejected or misread as a failure."
+    ),
+}
+
+
+class LoopError(BaseModel):
+    rule: str
+    ids: list[str]
+    where: str
+    repair: str
+
+
+class ToolResult(BaseModel):
+    call_id: str
+    where: str
+    outcome: Literal["ok", "error"]
+
+
+class LoopReport(BaseModel):
+    errors: list[LoopError] = []
+    results: list[ToolResult] = []
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _text(content: Any) -> str:
+    """The text of a result's content: a string, or text parts joined."""
+    if isinstance(content, str):
+        return content
+    return "".join(_str(_dict(part).get("text")) for part in _list(content))
+
+
+def _empty(content: Any) -> bool:
+    return content is None or content in ("", [])
+
+
+def error_payload(content: Any) -> bool:
+    """Does a result's content say the tool failed? Pure.
+
+    Chat and Responses have no is_error flag, so failures are encoded in the
+    content, conventionally as a JSON object: {"error": ...}, {"ok": false},
+    {"success": false}, {"is_error": true} or {"status": "error"|"failed"}.
+    """
+    text = _text(content).strip()
+    if not text.startswith("{"):
+        return False
+    value, error = loads(text)
+    body = _dict(value)
+    if error is not None or not body:
+        return False
+    return (
+        bool(body.get("error"))
+        or body.get("ok") is False
+        or body.get("success") is False
+        or body.get("is_error") is True
+        or body.get("status") in ("error", "failed")
+    )
+
+
+class _Checker:
+    """Collects findings, keeping only those at or after the new part of the request."""
+
+    def __init__(self, api: Api, prefix: str, new_from: int) -> None:
+        self.api = api
+        self.prefix = prefix
+        self.new_from = new_from
+        self.report = LoopReport()
+
+    def where(self, index: int, block: int | None = None) -> str:
+        return f"{self.prefix}.{index}" + ("" if block is None else f".content.{block}")
+
+    def error(self, rule: str, ids: Sequence[str], index: int, where: str | None = None) -> None:
+        if index >= self.new_from:
+            self.report.errors.append(
+                LoopError(
+                    rule=rule,
+                    ids=list(ids),
+                    where=where or self.where(index),
+                    repair=REPAIRS[rule].format(field=_ID_FIELD[self.api]),
+                )
+            )
+
+    def result(self, call_id: str, index: int, failed: bool, where: str) -> None:
+        if index >= self.new_from:
+            self.report.results.append(
+                ToolResult(call_id=call_id, where=where, outcome="error" if failed else "ok")
+            )
+
+    def unanswered(self, pending: Mapping[str, int]) -> None:
+        by_turn: dict[int, list[str]] = {}
+        for call_id, index in pending.items():
+            by_turn.setdefault(index, []).append(call_id)
+        for index, ids in sorted(by_turn.items()):
+            self.error("unanswered-call", ids, index)
+
+
+def _last_index(items: list[Any], is_model: Any) -> int:
+    for index in range(len(items) - 1, -1, -1):
+        if is_model(_dict(items[index])):
+            return index
+    return 0
+
+
+def _chat(request: Mapping[str, Any]) -> LoopReport:
+    messages = _list(request.get("messages"))
+    check = _Checker(
+        "chat", "messages", _last_index(messages, lambda m: m.get("role") == "assistant")
+    )
+    pending: dict[str, int] = {}
+    answered: set[str] = set()
+    for index, message in enumerate(map(_dict, messages)):
+        role = message.get("role")
+        if role != "tool":
+            # Results must directly follow their assistant message: anything
+            # else closes the window.
+            check.unanswered(pending)
+            pending, answered = {}, set()
+            if role == "assistant":
+                for call in _list(message.get("tool_calls")):
+                    call_id = _str(_dict(call).get("id"))
+                    if call_id:
+                        pending[call_id] = index
+            continue
+        call_id = _str(message.get("tool_call_id"))
+        content = message.get("content")
+        if _empty(content):
+            check.error("empty-result", [call_id], index)
+        if not call_id:
+            continue
+        check.result(call_id, index, error_payload(content), check.where(index))
+        if call_id in pending:
+            del pending[call_id]
+            answered.add(call_id)
+        elif call_id in answered:
+            check.error("duplicate-result", [call_id], index)
+        else:
+            check.error("orphan-result", [call_id], index)
+    check.unanswered(pending)
+    return check.report
+
+
+_OUTPUT_TYPES = {
+    f"{kind}_output": "call_id" for kind in CLIENT_CALL_TYPES if kind != "mcp_approval_request"
+}
+_OUTPUT_TYPES["mcp_approval_response"] = "approval_request_id"
+
+
+def _is_model_item(item: Mapping[str, Any]) -> bool:
+    kind = item.get("type")
+    if kind is None or kind == "message":
+        return item.get("role") == "assistant"
+    return kind not in _OUTPUT_TYPES and kind != "item_reference"
+
+
+def _responses(request: Mapping[str, Any], prior: Mapping[str, Sequence[str]] | None) -> LoopReport:
+    items = _list(request.get("input"))
+    previous = _str(request.get("previous_response_id"))
+    known_prior = prior.get(previous) if previous and prior is not None else None
+    # Calls that live on the server (a conversation, item references, or a
+    # previous response the proxy did not see) make an unmatched output
+    # unprovable, so orphans are only reported when every call is in view.
+    blind = bool(request.get("conversation")) or (bool(previous) and known_prior is None)
+    # With previous_response_id, every input item is new.
+    new_from = 0 if previous else _last_index(items, _is_model_item)
+    check = _Checker("responses", "input", new_from)
+    pending: dict[str, list[int]] = {call_id: [-1] for call_id in known_prior or ()}
+    answered: set[str] = set()
+    for index, item in enumerate(map(_dict, items)):
+        kind = _str(item.get("type"))
+        if not kind and "id" in item and "role" not in item:
+            blind = True  # an item_reference: its content is on the server
+        if kind == "item_reference":
+            blind = True
+        if kind in CLIENT_CALL_TYPES:
+            call_id = _str(item.get(CLIENT_CALL_TYPES[kind]))
+            if call_id:
+                # A list: some servers reuse call ids across turns (call_0, call_1).
+                pending.setdefault(call_id, []).append(index)
+            continue
+        if kind not in _OUTPUT_TYPES:
+            continue
+        call_id = _str(item.get(_OUTPUT_TYPES[kind]))
+        output = item.get("output", item.get("approve"))
+        if _empty(output):
+            check.error("empty-result", [call_id], index)
+        if not call_id:
+            continue
+        check.result(call_id, index, error_payload(output), check.where(index))
+        if pending.get(call_id):
+            pending[call_id].pop(0)
+            answered.add(call_id)
+        elif call_id in answered:
+            check.error("duplicate-result", [call_id], index)
+        elif not blind:
+            check.error("orphan-result", [call_id], index)
+    leftover = {call_id: where[0] for call_id, where in pending.items() if where and where[0] >= 0}
+    check.unanswered(leftover)
+    unanswered_prior = [call_id for call_id, where in pending.items() if where and where[0] < 0]
+    if unanswered_prior:
+        check.error("unanswered-call", unanswered_prior, 0, f"previous_response_id {previous}")
+    return check.report
+
+
+def _blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [_dict(block) for block in _list(message.get("content"))]
+
+
+def _messages(request: Mapping[str, Any]) -> LoopReport:
+    messages = _list(request.get("messages"))
+    check = _Checker(
+        "messages", "messages", _last_index(messages, lambda m: m.get("role") == "assistant")
+    )
+    pending: dict[str, int] = {}
+    answered: set[str] = set()
+    result_messages: list[int] = []
+
+    def close_turn() -> None:
+        check.unanswered(pending)
+        if len(result_messages) > 1:
+            ids = sorted(answered)
+            where = ", ".join(check.where(i) for i in result_messages)
+            check.error("split-results", ids, result_messages[0], where)
+
+    for index, message in enumerate(map(_dict, messages)):
+        if message.get("role") == "assistant":
+            close_turn()
+            pending, answered, result_messages = {}, set(), []
+            for block in _blocks(message):
+                # server_tool_use runs on Anthropic's side and needs no result.
+                if block.get("type") == "tool_use" and _str(block.get("id")):
+                    pending[_str(block.get("id"))] = index
+            continue
+        if message.get("role") != "user":
+            continue
+        other_first = False
+        for position, block in enumerate(_blocks(message)):
+            if block.get("type") != "tool_result":
+                other_first = True
+                continue
+            where = check.where(index, position)
+            call_id = _str(block.get("tool_use_id"))
+            if other_first:
+                check.error("results-not-first", [call_id], index, where)
+                other_first = False
+            if _empty(block.get("content")):
+                check.error("empty-result", [call_id], index, where)
+            failed = block.get("is_error") is True
+            check.result(call_id, index, failed, where)
+            if call_id in pending:
+                del pending[call_id]
+                answered.add(call_id)
+                if index not in result_messages:
+                    result_messages.append(index)
+            elif call_id in answered:
+                check.error("duplicate-result", [call_id], index, where)
+            else:
+                check.error("orphan-result", [call_id], index, where)
+    close_turn()
+    return check.report
+
+
+def check_loop(
+    api: Api, request: Any, prior: Mapping[str, Sequence[str]] | None = None
+) -> LoopReport:
+    """Tool-loop findings and tool results for one request body. Pure."""
+    body = _dict(request)
+    if api == "chat":
+        return _chat(body)
+    if api == "messages":
+        return _messages(body)
+    return _responses(body, prior)

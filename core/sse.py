@@ -1,0 +1,101 @@
+"""Server-sent events, decoded incrementally (WHATWG HTML, "event stream").
+
+Sans-I/O in the h11 style: feed() takes bytes cut anywhere (mid-line,
+mid-UTF-8 character, between \\r and \\n) and returns the events completed so
+far; close() flushes the last one. Lines end in \\r\\n, \\n or \\r; fields come
+in any order; data lines join with \\n; comments and unknown fields are ignored.
+
+No maintained Python SSE library exposes a byte-level feed() like this (they
+wrap a socket or an iterator of whole lines), so the ~60 lines live here.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Event(NamedTuple):
+    event: str
+    data: str
+    id: str | None
+
+
+class SSEDecoder:
+    def __init__(self) -> None:
+        self._pending: list[bytes] = []
+        self._skip_lf = False
+        self._first = True
+        self._event = ""
+        self._data: list[str] = []
+        self._id: str | None = None
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        if not chunk:
+            return []
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk[:1] == b"\n":
+                chunk = chunk[1:]
+        if b"\n" not in chunk and b"\r" not in chunk:
+            # No line ends here: keep the piece; joining happens once per line,
+            # so a long line fed in small chunks stays linear.
+            self._pending.append(chunk)
+            return []
+        if self._pending:
+            self._pending.append(chunk)
+            chunk = b"".join(self._pending)
+            self._pending = []
+        lines = chunk.splitlines(keepends=True)
+        if not lines[-1].endswith((b"\n", b"\r")):
+            self._pending.append(lines.pop())
+        elif lines[-1].endswith(b"\r"):
+            # The \n of a \r\n pair may open the next chunk.
+            self._skip_lf = True
+        events: list[Event] = []
+        for line in lines:
+            event = self._line(line.rstrip(b"\r\n"))
+            if event is not None:
+                events.append(event)
+        return events
+
+    def close(self) -> list[Event]:
+        """Flush a final line and event that the stream did not terminate."""
+        events: list[Event] = []
+        if self._pending:
+            event = self._line(b"".join(self._pending))
+            self._pending = []
+            if event is not None:
+                events.append(event)
+        event = self._line(b"")
+        if event is not None:
+            events.append(event)
+        return events
+
+    def _line(self, raw: bytes) -> Event | None:
+        if self._first:
+            self._first = False
+            raw = raw.removeprefix(b"\xef\xbb\xbf")
+        if not raw:
+            return self._dispatch()
+        line = raw.decode("utf-8", "replace")
+        if line.startswith(":"):
+            return None
+        field, colon, value = line.partition(":")
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if field == "data":
+            self._data.append(value)
+        elif field == "event":
+            self._event = value
+        elif field == "id" and "\0" not in value:
+            self._id = value
+        return None
+
+    def _dispatch(self) -> Event | None:
+        if not self._data:
+            self._event = ""
+            return None
+        event = Event(self._event or "message", "\n".join(self._data), self._id)
+        self._event = ""
+        self._data = []
+        return event

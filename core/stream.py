@@ -1,0 +1,363 @@
+"""Streamed responses reassembled into the object the same call returns unstreamed.
+
+Sans-I/O: `StreamReader.feed(chunk)` takes raw (still content-encoded) bytes
+cut anywhere and returns the JSON events completed so far; `close()` returns a
+`StreamResult` whose `response` has the non-streaming shape of the dialect, so
+the wire layer reads one shape and a streamed turn gets the same Verdict as
+the same turn unstreamed. Dispatch is on the JSON `type`, never on `event:`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .encoding import DEFAULT_MAX_DECODED, DecodeError, Decoder
+from .jsontext import loads
+from .sse import SSEDecoder
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _int(value: Any, default: int = 0) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def api_error(value: Any) -> dict[str, str]:
+    """An error object in any of the shapes the APIs send, as {type, message}.
+
+    Accepts {"error": {...}} (OpenAI, Anthropic, the live Responses `error`
+    event), the flat {"type": "error", "code", "message"} of the spec, and a
+    bare message.
+    """
+    if isinstance(value, str):
+        return {"type": "", "message": value}
+    body = _dict(value)
+    inner = body.get("error")
+    if isinstance(inner, Mapping):
+        body = inner
+    elif isinstance(inner, str):
+        return {"type": str(body.get("type") or body.get("code") or ""), "message": inner}
+    kind = body.get("type") if body.get("type") not in (None, "error") else body.get("code")
+    message = body.get("message") or body.get("detail") or ""
+    return {
+        "type": str(kind or ""),
+        "message": message if isinstance(message, str) else str(message),
+    }
+
+
+class ResponsesAssembler:
+    """OpenAI Responses events: the final `response` object, or one rebuilt.
+
+    response.completed / .incomplete / .failed carry the whole response. When
+    the stream is cut before any of them, the output is rebuilt from
+    output_item.added/.done and the argument deltas, keyed by item_id.
+    """
+
+    FINAL = ("response.completed", "response.incomplete", "response.failed")
+    START = ("response.created", "response.in_progress", "response.queued")
+
+    def __init__(self) -> None:
+        self.final: Mapping[str, Any] | None = None
+        self.base: Mapping[str, Any] = {}
+        self.items: dict[int, dict[str, Any]] = {}
+        self.index_of: dict[str, int] = {}
+        self.deltas: dict[str, list[str]] = {}
+        self.done_text: dict[str, str] = {}
+        self.errors: list[dict[str, str]] = []
+
+    @property
+    def complete(self) -> bool:
+        return self.final is not None
+
+    def event(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        if kind in self.FINAL and isinstance(event.get("response"), Mapping):
+            self.final = event["response"]
+        elif kind in self.START and isinstance(event.get("response"), Mapping):
+            self.base = event["response"]
+        elif kind in ("response.output_item.added", "response.output_item.done"):
+            item = event.get("item")
+            if isinstance(item, Mapping):
+                index = _int(event.get("output_index"), len(self.items))
+                self.items[index] = dict(item)
+                if isinstance(item.get("id"), str):
+                    self.index_of[item["id"]] = index
+        elif kind in (
+            "response.function_call_arguments.delta",
+            "response.custom_tool_call_input.delta",
+        ):
+            if isinstance(event.get("delta"), str):
+                self.deltas.setdefault(str(event.get("item_id")), []).append(event["delta"])
+        elif kind == "response.function_call_arguments.done":
+            if isinstance(event.get("arguments"), str):
+                self.done_text[str(event.get("item_id"))] = event["arguments"]
+        elif kind == "response.custom_tool_call_input.done":
+            if isinstance(event.get("input"), str):
+                self.done_text[str(event.get("item_id"))] = event["input"]
+        elif kind == "error":
+            self.errors.append(api_error(event))
+
+    def result(self) -> dict[str, Any]:
+        if self.final is not None:
+            return dict(self.final)
+        output = []
+        for _, item in sorted(self.items.items()):
+            key = "input" if item.get("type") == "custom_tool_call" else "arguments"
+            if item.get("status") != "completed" or not item.get(key):
+                item_id = str(item.get("id"))
+                if item_id in self.done_text:
+                    item[key] = self.done_text[item_id]
+                elif item_id in self.deltas:
+                    item[key] = "".join(self.deltas[item_id])
+            output.append(item)
+        response = dict(self.base)
+        response["output"] = output
+        response["status"] = "incomplete"
+        return response
+
+
+class ChatAssembler:
+    """Chat Completions chunks: tool calls accumulate by index within a choice.
+
+    Never by id: some servers send a new id on every fragment. Azure's leading
+    chunk has empty id and model, and the usage chunk has no choices.
+    """
+
+    def __init__(self) -> None:
+        self.head: dict[str, Any] = {}
+        self.usage: Any = None
+        self.choices: dict[int, dict[str, Any]] = {}
+        self.errors: list[dict[str, str]] = []
+        self.done = False
+
+    @property
+    def complete(self) -> bool:
+        return self.done
+
+    def event(self, chunk: Mapping[str, Any]) -> None:
+        if chunk.get("error"):
+            self.errors.append(api_error(chunk))
+            return
+        for key in ("id", "model", "created", "system_fingerprint"):
+            if chunk.get(key) and key not in self.head:
+                self.head[key] = chunk[key]
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else []:
+            if isinstance(choice, Mapping):
+                self._choice(choice)
+
+    def _choice(self, choice: Mapping[str, Any]) -> None:
+        index = _int(choice.get("index"))
+        slot = self.choices.setdefault(
+            index, {"role": None, "content": [], "refusal": [], "calls": {}, "finish": None}
+        )
+        if choice.get("finish_reason"):
+            slot["finish"] = choice["finish_reason"]
+        delta = _dict(choice.get("delta"))
+        if isinstance(delta.get("role"), str):
+            slot["role"] = delta["role"]
+        for key in ("content", "refusal"):
+            if isinstance(delta.get(key), str):
+                slot[key].append(delta[key])
+        fragments = delta.get("tool_calls")
+        for fragment in fragments if isinstance(fragments, list) else []:
+            if not isinstance(fragment, Mapping):
+                continue
+            calls: dict[int, dict[str, Any]] = slot["calls"]
+            call = calls.setdefault(
+                _int(fragment.get("index"), len(calls)),
+                {"id": None, "type": None, "name": None, "arguments": []},
+            )
+            for key in ("id", "type"):
+                if fragment.get(key) and call[key] is None:
+                    call[key] = fragment[key]
+            function = _dict(fragment.get("function"))
+            if function.get("name") and call["name"] is None:
+                call["name"] = function["name"]
+            if isinstance(function.get("arguments"), str):
+                call["arguments"].append(function["arguments"])
+
+    def result(self) -> dict[str, Any]:
+        choices = []
+        for index, slot in sorted(self.choices.items()):
+            message: dict[str, Any] = {
+                "role": slot["role"] or "assistant",
+                "content": "".join(slot["content"]) if slot["content"] else None,
+            }
+            if slot["refusal"]:
+                message["refusal"] = "".join(slot["refusal"])
+            if slot["calls"]:
+                message["tool_calls"] = [
+                    {
+                        "id": call["id"] or "",
+                        "type": call["type"] or "function",
+                        "function": {
+                            "name": call["name"] or "",
+                            "arguments": "".join(call["arguments"]),
+                        },
+                    }
+                    for _, call in sorted(slot["calls"].items())
+                ]
+            choices.append({"index": index, "message": message, "finish_reason": slot["finish"]})
+        response: dict[str, Any] = {"object": "chat.completion", **self.head, "choices": choices}
+        if self.usage is not None:
+            response["usage"] = self.usage
+        return response
+
+
+class MessagesAssembler:
+    """Anthropic Messages events: content blocks accumulate by index.
+
+    input_json_delta fragments concatenate; "" means {}; a tool input that does
+    not parse (a stream cut by max_tokens) stays the raw partial text, so the
+    argument check reports it with the text kept.
+    """
+
+    def __init__(self) -> None:
+        self.message: dict[str, Any] = {}
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.parts: dict[int, list[str]] = {}
+        self.errors: list[dict[str, str]] = []
+        self.done = False
+
+    @property
+    def complete(self) -> bool:
+        return self.done
+
+    def event(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "message_start":
+            self.message = dict(_dict(event.get("message")))
+        elif kind == "content_block_start" and isinstance(event.get("content_block"), Mapping):
+            index = _int(event.get("index"), len(self.blocks))
+            self.blocks[index] = dict(event["content_block"])
+            self.parts[index] = []
+        elif kind == "content_block_delta":
+            self._delta(_int(event.get("index")), _dict(event.get("delta")))
+        elif kind == "message_delta":
+            delta = _dict(event.get("delta"))
+            for key in ("stop_reason", "stop_sequence"):
+                if key in delta:
+                    self.message[key] = delta[key]
+            if isinstance(event.get("usage"), Mapping):
+                self.message["usage"] = {**_dict(self.message.get("usage")), **event["usage"]}
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            self.errors.append(api_error(event))
+
+    def _delta(self, index: int, delta: Mapping[str, Any]) -> None:
+        if index not in self.blocks:
+            return
+        for key in ("partial_json", "text", "thinking"):
+            if isinstance(delta.get(key), str):
+                self.parts[index].append(delta[key])
+
+    def result(self) -> dict[str, Any]:
+        content = []
+        for index, started in sorted(self.blocks.items()):
+            block = dict(started)
+            text = "".join(self.parts[index])
+            if block.get("type") in ("tool_use", "server_tool_use", "mcp_tool_use"):
+                if not text.strip():
+                    block["input"] = {}
+                else:
+                    value, error = loads(text)
+                    block["input"] = text if error else value
+            elif block.get("type") in ("text", "thinking"):
+                key = str(block["type"])
+                block[key] = str(block.get(key) or "") + text
+            content.append(block)
+        return {**self.message, "content": content}
+
+
+Assembler = ResponsesAssembler | ChatAssembler | MessagesAssembler
+
+ASSEMBLERS: dict[str, type[Assembler]] = {
+    "responses": ResponsesAssembler,
+    "chat": ChatAssembler,
+    "messages": MessagesAssembler,
+}
+
+
+@dataclass
+class StreamResult:
+    """What a finished stream said: the response object, and how it ended."""
+
+    response: dict[str, Any]
+    events: int
+    complete: bool
+    errors: list[dict[str, str]] = field(default_factory=list)
+    bad_events: int = 0
+    decode_error: str | None = None
+
+
+class StreamReader:
+    """Content-encoding, SSE framing and one dialect's reassembly, fed chunk by chunk."""
+
+    def __init__(
+        self, api: str, content_encoding: str | None = None, max_decoded: int = DEFAULT_MAX_DECODED
+    ) -> None:
+        self._assembler = ASSEMBLERS[api]()
+        self._sse = SSEDecoder()
+        self._events = 0
+        self._bad = 0
+        self._error: str | None = None
+        self._decoder: Decoder | None = None
+        try:
+            self._decoder = Decoder(content_encoding, max_decoded)
+        except DecodeError as exc:
+            self._error = str(exc)
+
+    def feed(self, chunk: bytes) -> list[Any]:
+        if self._decoder is None:
+            return []
+        try:
+            data = self._decoder.feed(chunk)
+        except DecodeError as exc:
+            self._fail(str(exc))
+            return []
+        return self._events_of(self._sse.feed(data))
+
+    def close(self) -> StreamResult:
+        if self._decoder is not None:
+            try:
+                self._decoder.close()
+            except DecodeError as exc:
+                self._error = str(exc)
+            self._events_of(self._sse.close())
+        assembler = self._assembler
+        return StreamResult(
+            response=assembler.result(),
+            events=self._events,
+            complete=assembler.complete,
+            errors=assembler.errors,
+            bad_events=self._bad,
+            decode_error=self._error,
+        )
+
+    def _fail(self, reason: str) -> None:
+        self._error = reason
+        self._decoder = None
+
+    def _events_of(self, events: list[Any]) -> list[Any]:
+        out = []
+        for event in events:
+            if event.data == "[DONE]":
+                if isinstance(self._assembler, ChatAssembler):
+                    self._assembler.done = True
+                continue
+            value, error = loads(event.data)
+            if error is not None or not isinstance(value, Mapping):
+                self._bad += 1
+                continue
+            self._events += 1
+            self._assembler.event(value)
+            out.append(value)
+        return out
