@@ -90,7 +90,7 @@ def compile_schema(schema: Any) -> Compiled:
         return jsonschema_rs.validator_for(schema, retriever=_refuse_remote)
     except _FATAL:
         raise
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001 - any failure, even a Rust panic, means "invalid"
         first = str(exc).strip().splitlines()
         return "the declared schema is invalid: " + (first[0] if first else type(exc).__name__)
 
@@ -127,7 +127,7 @@ def diagnose(call: ToolCall, tool: Tool | None, cache: ValidatorCache | None = N
             errors.append(SchemaError(path=_path(found.instance_path), message=found.message))
     except _FATAL:
         raise
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001 - a validator that cannot run is a schema problem
         out.schema_problem = f"the declared schema could not be applied: {exc}"
     out.schema_errors = errors
     return out

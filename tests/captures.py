@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from tooltap.core import Exchange
 
 WIRE = Path(__file__).parent / "corpus" / "wire"

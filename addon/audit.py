@@ -1,0 +1,11 @@
+"""tooltap audit (in progress)."""
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    pass
+
+
+def main(args: argparse.Namespace) -> int:
+    raise SystemExit("tooltap audit: not built yet")

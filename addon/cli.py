@@ -1,0 +1,197 @@
+"""The `tooltap` command: run, audit, demo, script-path."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from .logsink import ARGUMENT_MODES, LOG_FORMATS
+
+UPSTREAMS = {"openai": "https://api.openai.com", "anthropic": "https://api.anthropic.com"}
+SCRIPT = Path(__file__).with_name("script.py")
+
+
+def host_port(text: str, option: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{option} wants HOST:PORT, not {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def _client_hint(upstream: str, url: str) -> str:
+    if upstream == "openai":
+        return f"OPENAI_BASE_URL={url}/v1"
+    if upstream == "anthropic":
+        return f"ANTHROPIC_BASE_URL={url}"
+    return f"base URL {url} (forwarded to {upstream})"
+
+
+def mitmdump_args(args: argparse.Namespace, extra: list[str]) -> tuple[list[str], list[str]]:
+    """The mitmdump command line for `tooltap run`, and the lines that tell the user where to point."""
+    host, port = args.listen
+    metrics_host, metrics_port = args.metrics
+    argv = ["--listen-host", host]
+    hints = []
+    if args.regular:
+        if args.upstream:
+            raise SystemExit("tooltap run: --regular and --upstream exclude each other")
+        argv += ["--mode", f"regular@{port}"]
+        hints.append(
+            f"regular proxy on {host}:{port}: set HTTPS_PROXY=http://{host}:{port} and trust "
+            f"{args.confdir}/mitmproxy-ca-cert.pem (SSL_CERT_FILE, REQUESTS_CA_BUNDLE or "
+            "NODE_EXTRA_CA_CERTS); the CA is created on first start"
+        )
+    for index, upstream in enumerate(args.upstream or ["openai"]):
+        if args.regular:
+            break
+        target = UPSTREAMS.get(upstream, upstream)
+        if not target.startswith(("http://", "https://")):
+            raise SystemExit(
+                f"tooltap run: --upstream wants openai, anthropic or a URL, not {upstream!r}"
+            )
+        listen = port + index if port else 0
+        argv += ["--mode", f"reverse:{target}@{listen}"]
+        hints.append(
+            f"reverse proxy to {target} on {host}:{listen}: {_client_hint(upstream, f'http://{host}:{listen}')}"
+        )
+    argv += ["-s", str(SCRIPT), "--set", "flow_detail=0"]
+    settings: dict[str, Any] = {
+        "tooltap_metrics_host": metrics_host,
+        "tooltap_metrics_port": metrics_port,
+        "tooltap_log_format": args.log_format,
+        "tooltap_log_arguments": args.log_arguments,
+        "tooltap_model_labels": args.model_labels,
+    }
+    for name, value in settings.items():
+        if value is not None:
+            argv += ["--set", f"{name}={value}"]
+    hints.append(
+        f"metrics at http://{metrics_host}:{metrics_port}/metrics; JSON log lines on stdout"
+    )
+    return argv + extra, hints
+
+
+def run_mitmdump(argv: list[str]) -> int:
+    """mitmdump, in this process, with its own log on stderr so stdout holds only tooltap's events."""
+    from mitmproxy.addons import termlog  # noqa: PLC0415 - mitmproxy is heavy; only `run` needs it
+    from mitmproxy.tools import cmdline, main  # noqa: PLC0415
+    from mitmproxy.tools.dump import DumpMaster  # noqa: PLC0415
+
+    class Master(DumpMaster):
+        def __init__(self, options: Any) -> None:
+            super().__init__(options, with_termlog=False)
+            self._termlog_addon = termlog.TermLog(out=sys.stderr)
+            self.addons.add(self._termlog_addon)
+
+    def extra(parsed: Any) -> dict[str, str]:
+        if parsed.filter_args:
+            expression = " ".join(parsed.filter_args)
+            return {
+                "save_stream_filter": expression,
+                "readfile_filter": expression,
+                "dumper_filter": expression,
+            }
+        return {}
+
+    main.run(Master, cmdline.mitmdump, argv, extra)
+    return 0
+
+
+def _run(args: argparse.Namespace, extra: list[str]) -> int:
+    argv, hints = mitmdump_args(args, extra)
+    for hint in hints:
+        print(f"tooltap: {hint}", file=sys.stderr)
+    return run_mitmdump(argv)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="tooltap",
+        description="Inspect LLM tool-calling traffic live: a passive mitmproxy addon.",
+    )
+    sub = top.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser(
+        "run",
+        help="run the proxy (reverse to https://api.openai.com on 127.0.0.1:8080 by default)",
+        description="Run mitmdump with the tooltap addon. Arguments after -- go to mitmdump.",
+    )
+    run.add_argument(
+        "--upstream",
+        action="append",
+        metavar="openai|anthropic|URL",
+        help="reverse-proxy target; repeat for more, each on the next port",
+    )
+    run.add_argument(
+        "--regular",
+        action="store_true",
+        help="explicit HTTP(S) proxy mode (clients set HTTPS_PROXY)",
+    )
+    run.add_argument(
+        "--listen",
+        type=lambda t: host_port(t, "--listen"),
+        default=("127.0.0.1", 8080),
+        metavar="HOST:PORT",
+        help="where the proxy listens (default 127.0.0.1:8080)",
+    )
+    run.add_argument(
+        "--metrics",
+        type=lambda t: host_port(t, "--metrics"),
+        default=("127.0.0.1", 9464),
+        metavar="HOST:PORT",
+        help="the /metrics endpoint (default 127.0.0.1:9464; keep it private)",
+    )
+    run.add_argument("--log-format", choices=LOG_FORMATS, help="json, console or auto (default)")
+    run.add_argument(
+        "--log-arguments", choices=ARGUMENT_MODES, help="raw (default), redact, hash or omit"
+    )
+    run.add_argument(
+        "--model-labels",
+        type=int,
+        metavar="N",
+        help="distinct model label values kept (default 50)",
+    )
+    run.add_argument("--confdir", default="~/.mitmproxy", help=argparse.SUPPRESS)
+
+    sub.add_parser("script-path", help="print the path to pass to `mitmdump -s`")
+
+    from .audit import add_arguments as audit_arguments  # noqa: PLC0415 - keep `run` startup light
+    from .demo import add_arguments as demo_arguments  # noqa: PLC0415
+
+    audit_arguments(
+        sub.add_parser(
+            "audit", help="the seed scripts' offline mode: stored responses, flow/HAR/JSONL files"
+        )
+    )
+    demo_arguments(sub.add_parser("demo", help="everything on bundled traffic: no key, no network"))
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1 :]
+    args = parser().parse_args(argv)
+    if args.command == "script-path":
+        print(SCRIPT)
+        return 0
+    if args.command == "run":
+        for item in extra:
+            if item.startswith("confdir="):
+                args.confdir = item.split("=", 1)[1]
+        return _run(args, extra)
+    if args.command == "audit":
+        from .audit import main as audit  # noqa: PLC0415
+
+        return audit(args)
+    from .demo import main as demo  # noqa: PLC0415
+
+    return demo(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""The Prometheus sink: DESIGN.md's metric table, one registry per addon instance.
+
+A registry per instance (never the global one) lets mitmproxy reload the
+script without "Duplicated timeseries", and lets tests read exact values.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+
+from tooltap.core import APIS, Verdict
+from tooltap.core.loop import RULES
+
+OUTCOMES = ("inspected", "skipped", "unparseable", "upstream_error", "dropped")
+WHERE = ("hook", "tap", "worker")
+OTHER_MODEL = "other"
+
+
+class Metrics:
+    def __init__(self, model_labels: int = 50) -> None:
+        self.registry = CollectorRegistry()
+        self.model_labels = model_labels
+        self._models: set[str] = set()
+        self._lock = threading.Lock()
+        r = self.registry
+        by_model = ["api", "model"]
+        self.turns = Counter(
+            "tooltap_turns_total",
+            "Inspected turns by parallel/strict state.",
+            [*by_model, "state"],
+            registry=r,
+        )
+        self.formats = Counter(
+            "tooltap_formats_total",
+            "Inspected turns by output-format state.",
+            [*by_model, "state"],
+            registry=r,
+        )
+        self.tool_calls = Counter(
+            "tooltap_tool_calls_total", "Tool calls the model returned.", by_model, registry=r
+        )
+        self.unguaranteed = Counter(
+            "tooltap_unguaranteed_arguments_total",
+            "Argument objects returned in strict-void turns: strict was declared and not held.",
+            by_model,
+            registry=r,
+        )
+        self.argument_errors = Counter(
+            "tooltap_argument_errors_total",
+            "Calls whose arguments did not parse or validate.",
+            [*by_model, "kind"],
+            registry=r,
+        )
+        self.duplicates = Counter(
+            "tooltap_duplicate_calls_total",
+            "Turns that called one tool name more than once.",
+            by_model,
+            registry=r,
+        )
+        self.loop_errors = Counter(
+            "tooltap_loop_errors_total",
+            "Tool-loop integrity findings.",
+            ["api", "rule"],
+            registry=r,
+        )
+        self.tool_results = Counter(
+            "tooltap_tool_results_total",
+            "Tool results the application sent back.",
+            ["api", "outcome"],
+            registry=r,
+        )
+        self.rejected = Counter(
+            "tooltap_rejected_requests_total",
+            "Requests the API refused (4xx).",
+            ["api", "status"],
+            registry=r,
+        )
+        self.calls_per_turn = Histogram(
+            "tooltap_calls_per_turn",
+            "Tool calls per inspected turn.",
+            ["api"],
+            buckets=(0, 1, 2, 3, 4, 5, 8, 13, 21),
+            registry=r,
+        )
+        self.flows = Counter(
+            "tooltap_flows_total",
+            "Flows seen on tool-calling endpoints, by what became of them.",
+            ["api", "outcome"],
+            registry=r,
+        )
+        self.inspect_seconds = Histogram(
+            "tooltap_inspect_seconds",
+            "The proxy's own cost per flow: inspection and sinks, in the worker.",
+            ["api"],
+            buckets=(
+                0.0001,
+                0.00025,
+                0.0005,
+                0.001,
+                0.0025,
+                0.005,
+                0.01,
+                0.025,
+                0.05,
+                0.1,
+                0.25,
+                1.0,
+            ),
+            registry=r,
+        )
+        self.internal_errors = Counter(
+            "tooltap_internal_errors_total",
+            "Exceptions tooltap caught so that traffic was not disturbed.",
+            ["where"],
+            registry=r,
+        )
+        # Known label sets start at 0, so rates and alerts exist before the first event.
+        for api in APIS:
+            for outcome in OUTCOMES:
+                self.flows.labels(api, outcome)
+            for rule in RULES:
+                self.loop_errors.labels(api, rule)
+            for result in ("ok", "error"):
+                self.tool_results.labels(api, result)
+        for where in WHERE:
+            self.internal_errors.labels(where)
+        self._server: Any = None
+
+    def model(self, name: str | None) -> str:
+        """The model label: the first N distinct names, then `other`."""
+        label = name or "unknown"
+        if label in self._models:
+            return label
+        with self._lock:
+            if len(self._models) < self.model_labels:
+                self._models.add(label)
+                return label
+        return OTHER_MODEL
+
+    def flow(self, api: str, outcome: str) -> None:
+        self.flows.labels(api, outcome).inc()
+
+    def internal_error(self, where: str) -> None:
+        self.internal_errors.labels(where).inc()
+
+    def record(self, verdict: Verdict, seconds: float) -> None:
+        api = verdict.api or "none"
+        self.flows.labels(api, verdict.outcome).inc()
+        self.inspect_seconds.labels(api).observe(seconds)
+        for error in verdict.loop_errors:
+            self.loop_errors.labels(api, error.rule).inc()
+        for result in verdict.tool_results:
+            self.tool_results.labels(api, result.outcome).inc()
+        if verdict.rejected is not None:
+            self.rejected.labels(api, str(verdict.rejected.status)).inc()
+        if verdict.state is None:
+            return
+        model = self.model(verdict.model)
+        calls = len(verdict.calls)
+        self.turns.labels(api, model, verdict.state).inc()
+        if verdict.format_state is not None:
+            self.formats.labels(api, model, verdict.format_state).inc()
+        self.calls_per_turn.labels(api).observe(calls)
+        if calls:
+            self.tool_calls.labels(api, model).inc(calls)
+        if verdict.state == "strict-void":
+            self.unguaranteed.labels(api, model).inc(calls)
+        if verdict.duplicates:
+            self.duplicates.labels(api, model).inc()
+        parse = sum(1 for c in verdict.calls if c.parse_error is not None)
+        invalid = sum(1 for c in verdict.calls if c.schema_errors)
+        if parse:
+            self.argument_errors.labels(api, model, "parse").inc(parse)
+        if invalid:
+            self.argument_errors.labels(api, model, "schema").inc(invalid)
+
+    def serve(self, host: str, port: int) -> int:
+        """Start the /metrics endpoint; returns the bound port."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server = server
+        return int(server.server_port)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

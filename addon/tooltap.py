@@ -1,0 +1,315 @@
+"""The tooltap mitmproxy addon: watch tool-calling traffic, never touch it.
+
+Hooks do only cheap bookkeeping: pick the flows to inspect, tap streamed
+bodies, and hand finished exchanges to a bounded queue. The worker thread runs
+tooltap.core.inspect and the sinks. Every hook and the tap catch everything
+and count it in tooltap_internal_errors_total: tooltap must never be the
+reason a call fails.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import IO, Any
+from urllib.parse import parse_qsl, urlencode
+
+from mitmproxy import ctx, exceptions, http
+from mitmproxy.proxy.mode_specs import ReverseMode
+
+from tooltap.core import Api, Exchange, ValidatorCache, Verdict, detect_api, inspect
+
+from .logsink import ARGUMENT_MODES, LOG_FORMATS, LogSink
+from .metrics import Metrics
+from .tap import StreamTap
+from .worker import RecentCalls, Worker
+
+logger = logging.getLogger("tooltap")
+
+DEFAULT_HOSTS = ["api.openai.com", "api.anthropic.com", "*.openai.azure.com"]
+# Query parameters worth keeping in the logged path; anything else might be a key.
+SAFE_QUERY = ("api-version", "beta")
+MAX_TRACKED = 100_000
+
+
+@dataclass(slots=True)
+class _Pending:
+    api: Api
+    tap: StreamTap | None = None
+    too_large: bool = False
+
+
+@dataclass(slots=True)
+class _Record:
+    api: Api
+    exchange: Exchange
+    host: str
+    path: str
+    chunks: list[bytes] = field(default_factory=list)
+    skipped: str | None = None
+
+
+def _log_path(path: str) -> str:
+    base, _, query = path.partition("?")
+    kept = [(k, v) for k, v in parse_qsl(query) if k in SAFE_QUERY]
+    return base + ("?" + urlencode(kept) if kept else "")
+
+
+class Tooltap:
+    name = "tooltap"
+
+    def __init__(self, log_stream: IO[str] | None = None) -> None:
+        self._log_stream = log_stream
+        self.metrics = Metrics()
+        self.sink = LogSink(stream=log_stream)
+        self.worker = Worker(self._handle, self._worker_error, 1000)
+        self.recent = RecentCalls()
+        self.validators = ValidatorCache()
+        self._flows: OrderedDict[str, _Pending] = OrderedDict()
+        self._host_decisions: dict[str, bool] = {}
+        self._faults: set[str] = set()
+        self._serving: tuple[str, int] | None = None
+
+    # --- lifecycle ---------------------------------------------------------
+
+    def load(self, loader: Any) -> None:
+        loader.add_option(
+            "tooltap_hosts",
+            Sequence[str],
+            DEFAULT_HOSTS,
+            "Hosts whose traffic is inspected (fnmatch patterns; '*' for all). Reverse-mode traffic always is.",
+        )
+        loader.add_option(
+            "tooltap_max_body",
+            int,
+            8 * 1024 * 1024,
+            "Bodies larger than this many bytes pass through uninspected (counted as skipped).",
+        )
+        loader.add_option(
+            "tooltap_metrics_host",
+            str,
+            "127.0.0.1",
+            "Address of the Prometheus /metrics endpoint. Loopback by default: do not expose it publicly.",
+        )
+        loader.add_option(
+            "tooltap_metrics_port", int, 9464, "Port of the /metrics endpoint (0: any free port)."
+        )
+        loader.add_option(
+            "tooltap_log_format",
+            str,
+            "auto",
+            "json, console, or auto (console on a terminal, JSON lines otherwise).",
+            choices=LOG_FORMATS,
+        )
+        loader.add_option(
+            "tooltap_log_arguments",
+            str,
+            "raw",
+            "How tool arguments are logged: raw, redact (mask secret-looking keys), hash (keyed), omit.",
+            choices=ARGUMENT_MODES,
+        )
+        loader.add_option(
+            "tooltap_model_labels",
+            int,
+            50,
+            "Distinct model label values kept in metrics; later models count as 'other'.",
+        )
+        loader.add_option(
+            "tooltap_queue_size",
+            int,
+            1000,
+            "Exchanges waiting for inspection; when full, new ones are dropped and counted.",
+        )
+        # Test-only: comma-separated places (hook, tap, worker) that raise on purpose.
+        self._faults = {f for f in os.environ.get("TOOLTAP_INJECT_FAULT", "").split(",") if f}
+
+    def configure(self, updated: set[str]) -> None:
+        o = ctx.options
+        for name in ("tooltap_max_body", "tooltap_queue_size"):
+            if name in updated and getattr(o, name) <= 0:
+                raise exceptions.OptionsError(f"{name} must be positive, not {getattr(o, name)}")
+        if "tooltap_model_labels" in updated and o.tooltap_model_labels < 0:
+            raise exceptions.OptionsError("tooltap_model_labels must be 0 or more")
+        if "tooltap_metrics_port" in updated and not 0 <= o.tooltap_metrics_port <= 65535:
+            raise exceptions.OptionsError(
+                f"tooltap_metrics_port {o.tooltap_metrics_port} is not a port"
+            )
+        for name, allowed in (
+            ("tooltap_log_format", LOG_FORMATS),
+            ("tooltap_log_arguments", ARGUMENT_MODES),
+        ):
+            if name in updated and getattr(o, name) not in allowed:
+                raise exceptions.OptionsError(f"{name} must be one of {', '.join(allowed)}")
+        if "tooltap_hosts" in updated:
+            self._host_decisions = {}
+        if updated & {"tooltap_log_format", "tooltap_log_arguments"}:
+            self.sink = LogSink(o.tooltap_log_format, o.tooltap_log_arguments, self._log_stream)
+        if "tooltap_model_labels" in updated:
+            self.metrics.model_labels = o.tooltap_model_labels
+        if "tooltap_queue_size" in updated:
+            self.worker.stop()
+            self.worker = Worker(self._handle, self._worker_error, o.tooltap_queue_size)
+        self.worker.start()
+        address = (o.tooltap_metrics_host, o.tooltap_metrics_port)
+        if self._serving is not None and address != self._serving:
+            self.metrics.close()
+            self._serve(address)
+
+    def running(self) -> None:
+        if self._serving is None:
+            self._serve((ctx.options.tooltap_metrics_host, ctx.options.tooltap_metrics_port))
+
+    def _serve(self, address: tuple[str, int]) -> None:
+        try:
+            port = self.metrics.serve(*address)
+        except OSError as exc:
+            # An error at startup makes mitmdump exit: a proxy nobody can
+            # watch is a misconfiguration worth stopping for.
+            logger.error(f"tooltap: cannot serve metrics on {address[0]}:{address[1]}: {exc}")
+            return
+        self._serving = address
+        logger.info(f"tooltap metrics at http://{address[0]}:{port}/metrics")
+
+    def done(self) -> None:
+        self.worker.stop()
+        self.metrics.close()
+        self._serving = None
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every exchange handed over so far is inspected and logged."""
+        return self.worker.wait_idle(timeout)
+
+    # --- hooks: cheap, and never raising -----------------------------------
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        try:
+            if "hook" in self._faults:
+                raise RuntimeError("injected fault in a hook")
+            api = detect_api(flow.request.method, flow.request.path)
+            if api is not None and self._watched(flow):
+                self._flows[flow.id] = _Pending(api)
+                if len(self._flows) > MAX_TRACKED:
+                    self._flows.popitem(last=False)
+        except Exception:  # noqa: BLE001 - count it, never break the flow
+            self._hook_error()
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        try:
+            pending = self._flows.get(flow.id)
+            if pending is None or flow.response is None:
+                return
+            response = flow.response
+            limit = ctx.options.tooltap_max_body
+            length = response.headers.get("content-length", "")
+            if length.isdigit() and int(length) > limit:
+                # Too big to inspect: let mitmproxy stream it rather than buffer it.
+                pending.too_large = True
+                if not callable(response.stream):
+                    response.stream = True
+            elif "text/event-stream" in response.headers.get("content-type", "") and not callable(
+                response.stream
+            ):
+                pending.tap = StreamTap(limit, self._tap_error, fault="tap" in self._faults)
+                response.stream = pending.tap
+        except Exception:  # noqa: BLE001 - counted and logged in _hook_error
+            self._hook_error()
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        self._finish(flow)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        # Clients often hang up right after the last event: finish here too.
+        self._finish(flow)
+
+    def _finish(self, flow: http.HTTPFlow) -> None:
+        try:
+            pending = self._flows.pop(flow.id, None)
+            if pending is None or (pending.tap is not None and pending.tap.failed):
+                return
+            request, response = flow.request, flow.response
+            limit = ctx.options.tooltap_max_body
+            request_body = request.raw_content or b""
+            skipped = "request body above tooltap_max_body" if len(request_body) > limit else None
+            status, headers, body, chunks = None, {}, b"", []
+            if response is not None:
+                status = response.status_code
+                headers = {
+                    "content-type": response.headers.get("content-type", ""),
+                    "content-encoding": response.headers.get("content-encoding", ""),
+                }
+                if pending.too_large or (pending.tap is not None and pending.tap.overflow):
+                    skipped = "response body above tooltap_max_body"
+                elif pending.tap is not None:
+                    chunks = pending.tap.chunks
+                elif len(response.raw_content or b"") > limit:
+                    skipped = "response body above tooltap_max_body"
+                else:
+                    body = response.raw_content or b""
+            exchange = Exchange(
+                method=request.method,
+                url=request.url,
+                request_body=b"" if skipped else request_body,
+                request_headers={"content-encoding": request.headers.get("content-encoding", "")},
+                status=status,
+                response_headers=headers,
+                response_body=body,
+            )
+            record = _Record(
+                pending.api, exchange, request.pretty_host, _log_path(request.path), chunks, skipped
+            )
+            if not self.worker.submit(record):
+                self.metrics.flow(pending.api, "dropped")
+        except Exception:  # noqa: BLE001 - counted and logged in _hook_error
+            self._hook_error()
+
+    def _watched(self, flow: http.HTTPFlow) -> bool:
+        if isinstance(flow.client_conn.proxy_mode, ReverseMode):
+            return True
+        host = flow.request.pretty_host
+        decision = self._host_decisions.get(host)
+        if decision is None:
+            patterns = ctx.options.tooltap_hosts
+            decision = any(fnmatch.fnmatch(host, p) for p in patterns)
+            self._host_decisions[host] = decision
+        return decision
+
+    # --- the worker side ---------------------------------------------------
+
+    def _handle(self, record: _Record) -> None:
+        if "worker" in self._faults:
+            raise RuntimeError("injected fault in the worker")
+        started = time.perf_counter()
+        if record.skipped is not None:
+            verdict = Verdict(
+                api=record.api,
+                outcome="skipped",
+                reason=record.skipped,
+                status=record.exchange.status,
+            )
+        else:
+            exchange = record.exchange
+            if record.chunks:
+                exchange = replace(exchange, response_body=b"".join(record.chunks))
+            verdict = inspect(exchange, self.recent, validators=self.validators)
+            if verdict.api == "responses" and verdict.response_id and verdict.awaiting:
+                self.recent.remember(verdict.response_id, verdict.awaiting)
+        self.sink.emit(verdict, record.host, record.path, (time.perf_counter() - started) * 1000)
+        self.metrics.record(verdict, time.perf_counter() - started)
+
+    # --- errors --------------------------------------------------------------
+
+    def _hook_error(self) -> None:
+        self.metrics.internal_error("hook")
+        logger.exception("tooltap: error in a hook (the flow was not affected)")
+
+    def _tap_error(self, _exc: BaseException) -> None:
+        self.metrics.internal_error("tap")
+
+    def _worker_error(self, exc: BaseException) -> None:
+        self.metrics.internal_error("worker")
+        logger.error(f"tooltap: error while inspecting a flow: {exc!r}", exc_info=exc)

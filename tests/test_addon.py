@@ -1,0 +1,279 @@
+"""The addon with mitmproxy's own test helpers: hooks, tap, worker, sinks; flows never change."""
+
+import io
+import json
+
+import pytest
+from captures import SSE, WIRE, stream_bytes
+from mitmproxy.test import taddons, tflow, tutils
+
+from tooltap.addon.tooltap import Tooltap
+
+CHAT_REQUEST = {
+    "model": "gpt-4o",
+    "messages": [{"role": "user", "content": "weather and stock"}],
+    "tools": [
+        {
+            "type": "function",
+            "function": {
+                "name": "GetWeatherArgs",
+                "strict": True,
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": "get_stock_price",
+                "strict": True,
+                "parameters": {"type": "object"},
+            },
+        },
+    ],
+}
+
+
+def make_flow(
+    path,
+    request,
+    response_body,
+    headers=(("content-type", "application/json"),),
+    host="api.openai.com",
+):
+    req = tutils.treq(
+        method=b"POST",
+        host=host,
+        port=443,
+        scheme=b"https",
+        path=path.encode(),
+        headers=((b"content-type", b"application/json"),),
+        content=json.dumps(request).encode(),
+    )
+    resp = tutils.tresp(
+        status_code=200,
+        headers=tuple((k.encode(), v.encode()) for k, v in headers),
+        content=response_body,
+    )
+    flow = tflow.tflow(req=req, resp=resp)
+    return flow
+
+
+def lines(stream):
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+@pytest.fixture
+def addon():
+    stream = io.StringIO()
+    tap = Tooltap(log_stream=stream)
+    with taddons.context(tap) as tctx:
+        tctx.configure(tap, tooltap_metrics_port=0, tooltap_log_format="json")
+        tap.stream = stream
+        tap.tctx = tctx
+        yield tap
+        tap.done()
+
+
+def value(addon, name, **labels):
+    return addon.metrics.registry.get_sample_value(name, labels)
+
+
+async def test_a_strict_void_chat_turn_is_logged_and_counted_and_the_flow_is_untouched(addon):
+    body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
+    flow = make_flow("/v1/chat/completions", CHAT_REQUEST, body)
+    before = (flow.request.get_state(), flow.response.get_state())
+    await addon.tctx.cycle(addon, flow)
+    assert addon.flush(5)
+    assert (flow.request.get_state(), flow.response.get_state()) == before
+
+    events = lines(addon.stream)
+    turn = next(e for e in events if e["event"] == "turn")
+    assert turn["state"] == "strict-void"
+    assert turn["api"] == "chat"
+    assert turn["calls"] == 2
+    assert turn["path"] == "/v1/chat/completions"
+    assert turn["level"] == "warning"
+    calls = [e for e in events if e["event"] == "tool_call"]
+    assert [(c["call_id"], c["arguments_raw"]) for c in calls] == [
+        ("call_fdNz3vOBKYgOIpMdWotB9MjY", '{"city": "Edinburgh", "country": "GB", "units": "c"}'),
+        ("call_h1DWI1POMJLb0KwIyQHWXD4p", '{"ticker": "AAPL", "exchange": "NASDAQ"}'),
+    ]
+    # The weather call breaks its schema: extra properties under additionalProperties false.
+    assert [e["path"] for e in calls[0]["schema_errors"]] == ["$"]
+    assert (
+        value(
+            addon, "tooltap_turns_total", api="chat", model="gpt-4o-2024-08-06", state="strict-void"
+        )
+        == 1
+    )
+    assert (
+        value(addon, "tooltap_unguaranteed_arguments_total", api="chat", model="gpt-4o-2024-08-06")
+        == 2
+    )
+    assert (
+        value(
+            addon,
+            "tooltap_argument_errors_total",
+            api="chat",
+            model="gpt-4o-2024-08-06",
+            kind="schema",
+        )
+        == 1
+    )
+    assert value(addon, "tooltap_flows_total", api="chat", outcome="inspected") == 1
+    assert value(addon, "tooltap_calls_per_turn_count", api="chat") == 1
+
+
+async def test_a_streamed_response_goes_through_the_tap_byte_for_byte(addon):
+    wire = stream_bytes("chat_stream_parallel_tool_calls_with_usage.sse")
+    flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"", headers=tuple(SSE.items()))
+    addon.request(flow)
+    addon.responseheaders(flow)
+    tap = flow.response.stream
+    assert callable(tap)
+    out = b"".join(tap(wire[i : i + 7]) for i in range(0, len(wire), 7)) + tap(b"")
+    assert out == wire
+    flow.response.content = None  # as mitmproxy leaves a streamed response
+    addon.response(flow)
+    assert addon.flush(5)
+    turn = next(e for e in lines(addon.stream) if e["event"] == "turn")
+    assert (turn["stream"], turn["state"], turn["calls"]) == (True, "strict-void", 2)
+
+
+async def test_a_client_that_hangs_up_after_the_last_event_still_gets_its_turn_logged(addon):
+    wire = stream_bytes("chat_stream_single_tool_call.sse")
+    flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"", headers=tuple(SSE.items()))
+    addon.request(flow)
+    addon.responseheaders(flow)
+    flow.response.stream(wire)
+    flow.error = tflow.terr("Client disconnected.")
+    addon.error(flow)
+    addon.response(flow)  # a late response hook must not count the flow twice
+    assert addon.flush(5)
+    assert [e["event"] for e in lines(addon.stream)].count("turn") == 1
+    assert value(addon, "tooltap_flows_total", api="chat", outcome="inspected") == 1
+
+
+async def test_an_injected_tap_fault_still_forwards_every_chunk_and_is_counted(addon):
+    addon._faults = {"tap"}
+    flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"", headers=tuple(SSE.items()))
+    addon.request(flow)
+    addon.responseheaders(flow)
+    assert flow.response.stream(b"data: {}\n\n") == b"data: {}\n\n"
+    assert flow.response.stream(b"") == b""
+    addon.response(flow)
+    assert value(addon, "tooltap_internal_errors_total", where="tap") == 2
+
+
+async def test_an_injected_worker_fault_is_counted_and_the_worker_keeps_going(addon):
+    body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
+    addon._faults = {"worker"}
+    await addon.tctx.cycle(addon, make_flow("/v1/chat/completions", CHAT_REQUEST, body))
+    assert addon.flush(5)
+    assert value(addon, "tooltap_internal_errors_total", where="worker") == 1
+    addon._faults = set()
+    await addon.tctx.cycle(addon, make_flow("/v1/chat/completions", CHAT_REQUEST, body))
+    assert addon.flush(5)
+    assert value(addon, "tooltap_flows_total", api="chat", outcome="inspected") == 1
+
+
+async def test_a_hook_fault_is_counted_and_the_flow_is_untouched(addon):
+    addon._faults = {"hook"}
+    flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"{}")
+    before = (flow.request.get_state(), flow.response.get_state())
+    await addon.tctx.cycle(addon, flow)
+    assert value(addon, "tooltap_internal_errors_total", where="hook") == 1
+    assert (flow.request.get_state(), flow.response.get_state()) == before
+
+
+async def test_a_body_over_the_cap_is_skipped_and_counted_not_inspected(addon):
+    addon.tctx.configure(addon, tooltap_max_body=100)
+    flow = make_flow("/v1/chat/completions", {"model": "m"}, b"{" + b" " * 200 + b"}")
+    await addon.tctx.cycle(addon, flow)
+    assert addon.flush(5)
+    turn = next(e for e in lines(addon.stream) if e["event"] == "turn")
+    assert (turn["outcome"], turn["reason"]) == ("skipped", "response body above tooltap_max_body")
+    assert value(addon, "tooltap_flows_total", api="chat", outcome="skipped") == 1
+
+
+async def test_a_large_declared_body_is_streamed_through_rather_than_buffered(addon):
+    addon.tctx.configure(addon, tooltap_max_body=100)
+    flow = make_flow(
+        "/v1/chat/completions", {"model": "m"}, b"", headers=(("content-length", "5000"),)
+    )
+    addon.request(flow)
+    addon.responseheaders(flow)
+    assert flow.response.stream is True
+
+
+async def test_other_hosts_and_endpoints_are_not_inspected(addon):
+    await addon.tctx.cycle(
+        addon, make_flow("/v1/chat/completions", CHAT_REQUEST, b"{}", host="example.com")
+    )
+    await addon.tctx.cycle(addon, make_flow("/v1/embeddings", {"input": "x"}, b"{}"))
+    assert addon.flush(5)
+    assert addon.stream.getvalue() == ""
+
+
+async def test_a_full_queue_drops_and_counts_without_blocking(addon):
+    addon.tctx.configure(addon, tooltap_queue_size=1)
+    addon.worker.stop()  # nothing drains the queue now
+    body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
+    for _ in range(3):
+        await addon.tctx.cycle(addon, make_flow("/v1/chat/completions", CHAT_REQUEST, body))
+    assert value(addon, "tooltap_flows_total", api="chat", outcome="dropped") == 2
+
+
+async def test_previous_response_id_follow_ups_are_checked_against_the_calls_seen():
+    stream = io.StringIO()
+    addon = Tooltap(log_stream=stream)
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, tooltap_metrics_port=0, tooltap_log_format="json")
+        first = {
+            "output": [
+                {"type": "function_call", "call_id": "call_a", "name": "f", "arguments": "{}"},
+                {"type": "function_call", "call_id": "call_b", "name": "f", "arguments": "{}"},
+            ],
+            "id": "resp_1",
+            "tools": [{"type": "function", "name": "f"}],
+        }
+        await tctx.cycle(
+            addon, make_flow("/v1/responses", {"input": "go"}, json.dumps(first).encode())
+        )
+        follow = {
+            "previous_response_id": "resp_1",
+            "input": [{"type": "function_call_output", "call_id": "call_a", "output": "ok"}],
+        }
+        await tctx.cycle(
+            addon,
+            make_flow("/v1/responses", follow, json.dumps({"id": "resp_2", "output": []}).encode()),
+        )
+        assert addon.flush(5)
+        errors = [e for e in lines(stream) if e["event"] == "loop_error"]
+        assert [(e["rule"], e["ids"], e["where"]) for e in errors] == [
+            ("unanswered-call", ["call_b"], "previous_response_id resp_1")
+        ]
+        addon.done()
+
+
+def test_invalid_options_are_refused():
+    from mitmproxy import exceptions
+
+    addon = Tooltap(log_stream=io.StringIO())
+    with taddons.context(addon) as tctx:
+        for bad in (
+            {"tooltap_max_body": 0},
+            {"tooltap_queue_size": -1},
+            {"tooltap_metrics_port": 70000},
+            {"tooltap_model_labels": -1},
+        ):
+            with pytest.raises(exceptions.OptionsError):
+                tctx.configure(addon, **bad)
+        with pytest.raises(exceptions.OptionsError):
+            tctx.configure(addon, tooltap_log_format="xml")
+        addon.done()
