@@ -1,0 +1,161 @@
+"""Start `tooltap run` (or plain mitmdump) as a child process on loopback, and stop it.
+
+Used by the demo, the benchmarks and the tests: each reads the real ports
+from the process's own "listening at" lines, collects its JSON log lines, and
+stops it with SIGINT so that mitmproxy's `done` hooks run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import IO, Any
+
+LISTENING = re.compile(r"listening at (?:.*?):(\d+)")
+METRICS = re.compile(r"tooltap metrics at (http://\S+/metrics)")
+
+
+class Proxy:
+    """A proxy child process. `ports` and `metrics_url` are known once start() returns."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        modes: int,
+        env: dict[str, str] | None = None,
+        has_metrics: bool = True,
+    ) -> None:
+        self.argv = argv
+        self.modes = modes
+        self.has_metrics = has_metrics
+        self.env = {**os.environ, **(env or {})}
+        self.ports: list[int] = []
+        self.metrics_url: str | None = None
+        self.events: list[dict[str, Any]] = []
+        self.text: list[str] = []
+        self.confdir = tempfile.mkdtemp(prefix="tooltap-conf-")
+        self.process: subprocess.Popen[str] | None = None
+        self._ready = threading.Event()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def tooltap(
+        cls, upstreams: list[str], *options: str, extra: tuple[str, ...] = (), **kw: Any
+    ) -> Proxy:
+        """`tooltap run` in reverse mode to each upstream, on free loopback ports."""
+        argv = [
+            sys.executable,
+            "-m",
+            "tooltap.addon.cli",
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics",
+            "127.0.0.1:0",
+        ]
+        for upstream in upstreams:
+            argv += ["--upstream", upstream]
+        return cls([*argv, *options, "--", *extra], modes=max(1, len(upstreams)), **kw)
+
+    @classmethod
+    def mitmdump(cls, upstream: str, *extra: str, **kw: Any) -> Proxy:
+        """Plain mitmdump in reverse mode, for side-by-side measurements."""
+        mitmdump = shutil.which("mitmdump", path=os.path.dirname(sys.executable)) or "mitmdump"
+        argv = [
+            mitmdump,
+            "--listen-host",
+            "127.0.0.1",
+            "-p",
+            "0",
+            "--mode",
+            f"reverse:{upstream}",
+            "--set",
+            "flow_detail=0",
+            *extra,
+        ]
+        return cls(argv, modes=1, has_metrics=False, **kw)
+
+    def start(self, timeout: float = 30.0) -> Proxy:
+        argv = [*self.argv, "--set", f"confdir={self.confdir}"]
+        self.process = subprocess.Popen(  # noqa: S603 - our own argv, no shell
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env, bufsize=1
+        )
+        for stream in (self.process.stdout, self.process.stderr):
+            threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+        if not self._ready.wait(timeout):
+            self.stop()
+            raise RuntimeError("proxy did not start:\n" + "\n".join(self.text[-30:]))
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.ports[0]}"
+
+    def _read(self, stream: IO[str] | None) -> None:
+        for raw in stream or ():
+            line = raw.rstrip("\n")
+            with self._lock:
+                if line.startswith("{"):
+                    try:
+                        self.events.append(json.loads(line))
+                        continue
+                    except ValueError:
+                        pass
+                self.text.append(line)
+                if match := LISTENING.search(line):
+                    self.ports.append(int(match.group(1)))
+                if match := METRICS.search(line):
+                    self.metrics_url = match.group(1)
+                if len(self.ports) >= self.modes and (self.metrics_url or not self.has_metrics):
+                    self._ready.set()
+
+    def wait_for(
+        self,
+        event: str = "turn",
+        count: int = 1,
+        where: Callable[[dict[str, Any]], bool] | None = None,
+        timeout: float = 15.0,
+    ) -> list[dict[str, Any]]:
+        """The log events named `event` (and matching `where`), once `count` have arrived or time is up."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                found = [
+                    e
+                    for e in self.events
+                    if e.get("event") == event and (where is None or where(e))
+                ]
+            if len(found) >= count or time.monotonic() > deadline:
+                return found
+            time.sleep(0.02)
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.confdir, ignore_errors=True)
+        return self.process.returncode
+
+    def __enter__(self) -> Proxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

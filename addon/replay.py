@@ -1,0 +1,128 @@
+"""A loopback model API that replays scripted responses: the demo's upstream, and the tests'.
+
+Replies are byte-exact: a body is a list of chunks, written with
+Content-Length when there is one chunk and chunked transfer otherwise, with an
+optional pause between chunks so streams keep their cadence.
+"""
+
+from __future__ import annotations
+
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    headers: list[tuple[str, str]] = field(
+        default_factory=lambda: [("content-type", "application/json")]
+    )
+    chunks: list[bytes] = field(default_factory=list)
+    delay: float = 0.0
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+@dataclass
+class Seen:
+    """One request the upstream received, and when each chunk of its reply left."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    reply: Reply | None = None
+    sent_at: list[float] = field(default_factory=list)
+
+
+Route = Callable[[Seen], Reply]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: ReplayServer
+
+    def log_message(self, *args: Any) -> None:
+        pass  # quiet: the tests and the demo read `seen`, not stderr
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("transfer-encoding", "").lower() == "chunked":
+            parts = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+        return self.rfile.read(int(self.headers.get("content-length") or 0))
+
+    def _serve(self) -> None:
+        seen = Seen(
+            self.command,
+            self.path,
+            {k.lower(): v for k, v in self.headers.items()},
+            self._read_body(),
+        )
+        self.server.seen.append(seen)
+        reply = seen.reply = self.server.route(seen)
+        self.send_response(reply.status)
+        chunked = len(reply.chunks) != 1
+        for name, value in reply.headers:
+            self.send_header(name, value)
+        if chunked:
+            self.send_header("transfer-encoding", "chunked")
+        else:
+            self.send_header("content-length", str(len(reply.chunks[0])))
+        self.end_headers()
+        self.wfile.flush()
+        for index, chunk in enumerate(reply.chunks):
+            if index and reply.delay:
+                time.sleep(reply.delay)
+            if chunked:
+                if not chunk:
+                    continue
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            else:
+                self.wfile.write(chunk)
+            self.wfile.flush()
+            seen.sent_at.append(time.perf_counter())
+        if chunked:
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+    do_GET = do_POST = _serve
+
+
+class ReplayServer(ThreadingHTTPServer):
+    """Serves route(request) -> Reply on 127.0.0.1, in a background thread."""
+
+    daemon_threads = True
+
+    def __init__(self, route: Route, port: int = 0, tls: ssl.SSLContext | None = None) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        if tls is not None:
+            self.socket = tls.wrap_socket(self.socket, server_side=True)
+        self.route = route
+        self.seen: list[Seen] = []
+        self.scheme = "https" if tls is not None else "http"
+        self._thread = threading.Thread(target=self.serve_forever, name="replay", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://127.0.0.1:{self.server_address[1]}"
+
+    def __enter__(self) -> ReplayServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+        self.server_close()

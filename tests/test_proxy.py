@@ -1,0 +1,381 @@
+"""A real `tooltap run` process between the official SDKs and a loopback upstream replaying real captures."""
+
+from __future__ import annotations
+
+import time
+
+import anthropic
+import httpx
+import openai
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from scenarios import SCENARIOS, route
+
+from tooltap.addon.launch import Proxy
+from tooltap.addon.replay import ReplayServer
+
+SECRET = "sk-test-SECRET-0123456789"
+API_KEY_SECRET = "sk-ant-test-SECRET-ABCDEFGH"
+ORG_SECRET = "org-SECRETORG123456"
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    with ReplayServer(route) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def proxy(upstream):
+    with Proxy.tooltap([upstream.url], "--log-format", "json") as running:
+        yield running
+
+
+def metrics(proxy) -> dict[tuple[str, tuple], float]:
+    text = httpx.get(proxy.metrics_url, timeout=5).text
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def sample(values, name, **labels):
+    return values.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def openai_client(proxy, scenario):
+    return openai.OpenAI(
+        base_url=proxy.url + "/v1",
+        api_key=SECRET,
+        max_retries=0,
+        default_headers={"x-scenario": scenario, "OpenAI-Organization": ORG_SECRET},
+    )
+
+
+def anthropic_client(proxy, scenario):
+    return anthropic.Anthropic(
+        base_url=proxy.url,
+        api_key=API_KEY_SECRET,
+        max_retries=0,
+        default_headers={"x-scenario": scenario},
+    )
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "GetWeatherArgs",
+            "strict": True,
+            "parameters": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["city", "country", "units"],
+                "properties": {
+                    "city": {"type": "string"},
+                    "country": {"type": "string"},
+                    "units": {"type": "string", "enum": ["c", "f"]},
+                },
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_stock_price",
+            "strict": True,
+            "parameters": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["ticker", "exchange"],
+                "properties": {"ticker": {"type": "string"}, "exchange": {"type": "string"}},
+            },
+        },
+    },
+]
+MESSAGES = [{"role": "user", "content": "What's the weather in Edinburgh and AAPL's price?"}]
+
+
+def last_seen(upstream, scenario):
+    return [s for s in upstream.seen if s.headers.get("x-scenario") == scenario][-1]
+
+
+def test_openai_chat_through_reverse_mode_arrives_byte_for_byte(proxy, upstream):
+    raw = openai_client(proxy, "chat-json").chat.completions.with_raw_response.create(
+        model="gpt-4o", messages=MESSAGES, tools=TOOLS
+    )
+    completion = raw.parse()
+    assert [c.id for c in completion.choices[0].message.tool_calls] == [
+        "call_fdNz3vOBKYgOIpMdWotB9MjY",
+        "call_h1DWI1POMJLb0KwIyQHWXD4p",
+    ]
+    assert raw.http_response.content == SCENARIOS["chat-json"].body
+    assert raw.http_response.status_code == 200
+    assert raw.http_response.headers["x-request-id"] == "req_test"
+    assert raw.http_response.headers["content-type"] == "application/json"
+    seen = last_seen(upstream, "chat-json")
+    assert (
+        seen.headers["authorization"] == f"Bearer {SECRET}"
+    )  # the proxy passes keys, it never holds one
+
+
+def test_the_exact_log_and_metrics_of_one_strict_void_chat_turn_with_three_calls(upstream):
+    with Proxy.tooltap([upstream.url], "--log-format", "json") as fresh:
+        openai_client(fresh, "chat-3-calls").chat.completions.create(
+            model="gpt-4o", messages=MESSAGES, tools=TOOLS
+        )
+        turns = fresh.wait_for("turn")
+        calls = fresh.wait_for("tool_call", 3)
+        values = metrics(fresh)
+    assert len(turns) == 1
+    assert (turns[0]["api"], turns[0]["state"], turns[0]["calls"], turns[0]["model"]) == (
+        "chat",
+        "strict-void",
+        3,
+        "gpt-4o-2024-08-06",
+    )
+    assert turns[0]["repairs"][0].startswith("set parallel_tool_calls false")
+    assert [(c["call_id"], c["name"], c["arguments_raw"]) for c in calls] == [
+        (
+            "call_fdNz3vOBKYgOIpMdWotB9MjY",
+            "GetWeatherArgs",
+            '{"city": "Edinburgh", "country": "GB", "units": "c"}',
+        ),
+        (
+            "call_h1DWI1POMJLb0KwIyQHWXD4p",
+            "get_stock_price",
+            '{"ticker": "AAPL", "exchange": "NASDAQ"}',
+        ),
+        (
+            "call_3rdLookupOrder00000000",
+            "GetWeatherArgs",
+            '{"city": "Lisbon", "country": "PT", "units": "c"}',
+        ),
+    ]
+    assert all(c["parse_error"] is None and c["schema_errors"] == [] for c in calls)
+    model = "gpt-4o-2024-08-06"
+    assert sample(values, "tooltap_turns_total", api="chat", model=model, state="strict-void") == 1
+    assert sample(values, "tooltap_unguaranteed_arguments_total", api="chat", model=model) == 3
+    assert sample(values, "tooltap_tool_calls_total", api="chat", model=model) == 3
+    assert sample(values, "tooltap_duplicate_calls_total", api="chat", model=model) == 1
+    assert sample(values, "tooltap_flows_total", api="chat", outcome="inspected") == 1
+    assert sample(values, "tooltap_calls_per_turn_bucket", api="chat", le="3.0") == 1
+    assert sample(values, "tooltap_calls_per_turn_bucket", api="chat", le="2.0") == 0
+    assert sample(values, "tooltap_internal_errors_total", where="worker") == 0
+
+
+def test_a_chat_stream_reaches_the_sdk_event_by_event(proxy, upstream):
+    client = openai_client(proxy, "chat-sse")
+    stream = client.chat.completions.create(
+        model="gpt-4o", messages=MESSAGES, tools=TOOLS, stream=True
+    )
+    first_at = None
+    ids = []
+    for chunk in stream:
+        first_at = first_at or time.perf_counter()
+        for choice in chunk.choices:
+            ids += [c.id for c in choice.delta.tool_calls or [] if c.id]
+    seen = last_seen(upstream, "chat-sse")
+    assert ids == ["call_JMW1whyEaYG438VE1OIflxA2", "call_DNYTawLBoN8fj3KN6qU9N1Ou"]
+    # The first event was in the client's hands before the upstream wrote its last one.
+    assert first_at < seen.sent_at[-1]
+    turns = proxy.wait_for(where=lambda t: t["stream"] and t["api"] == "chat" and t["calls"] == 2)
+    assert turns[-1]["state"] == "strict-void"
+
+
+def test_raw_bytes_of_every_scenario_equal_what_the_upstream_sent(proxy):
+    with httpx.Client(base_url=proxy.url, timeout=10) as client:
+        for name, reply in SCENARIOS.items():
+            path = "/v1/messages" if name.startswith("messages") else "/v1/chat/completions"
+            with client.stream(
+                "POST", path, json={"model": "m", "messages": []}, headers={"x-scenario": name}
+            ) as response:
+                received = b"".join(response.iter_raw())
+                assert response.status_code == reply.status, name
+                assert received == reply.body, name
+                for header, value in reply.headers:
+                    assert response.headers[header] == value, (name, header)
+
+
+def test_openai_responses_streaming_and_not(proxy):
+    client = openai_client(proxy, "responses-json")
+    response = client.responses.create(model="gpt-5.4", input="weather in Boston?")
+    assert response.output[0].call_id == "call_unLAR8MvFNptuiZK6K6HCy5k"
+    stream = openai_client(proxy, "responses-sse").responses.create(
+        model="gpt-5.1", input="weather", stream=True
+    )
+    kinds = [event.type for event in stream]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    turns = proxy.wait_for(count=2, where=lambda t: t["api"] == "responses")
+    assert {(t["stream"], t["state"], t["calls"]) for t in turns} >= {
+        (False, "strict-at-risk", 1),
+        (True, "strict-at-risk", 1),
+    }
+
+
+def test_anthropic_sdk_streaming_and_not(proxy):
+    message = anthropic_client(proxy, "messages-json").messages.create(
+        model="claude-haiku-4-5",
+        max_tokens=100,
+        messages=[{"role": "user", "content": "weather in SF?"}],
+    )
+    assert message.content[0].id == "toolu_011bpynHqFZ9P4u5rSaXsTJQ"
+    with anthropic_client(proxy, "messages-sse").messages.stream(
+        model="claude-sonnet-4",
+        max_tokens=100,
+        messages=[{"role": "user", "content": "weather in Paris?"}],
+    ) as stream:
+        final = stream.get_final_message()
+    assert final.content[1].input == {"location": "Paris"}
+    wanted = {"toolu_011bpynHqFZ9P4u5rSaXsTJQ", "toolu_01NRLabsLyVHZPKxbKvkfSMn"}
+    calls = proxy.wait_for("tool_call", 2, where=lambda c: c["call_id"] in wanted)
+    assert {"toolu_011bpynHqFZ9P4u5rSaXsTJQ", "toolu_01NRLabsLyVHZPKxbKvkfSMn"} <= {
+        c["call_id"] for c in calls
+    }
+
+
+def test_a_rejected_anthropic_request_is_logged_with_the_apis_words(proxy):
+    with pytest.raises(anthropic.BadRequestError):
+        anthropic_client(proxy, "messages-400").messages.create(
+            model="claude-haiku-4-5",
+            max_tokens=100,
+            messages=[
+                {"role": "user", "content": "x"},
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "toolu_01GHndag5wQmbzNihYmV2UBj",
+                            "content": "20C",
+                        }
+                    ],
+                },
+            ],
+        )
+    rejected = proxy.wait_for("request_rejected")[-1]
+    assert rejected["status"] == 400
+    assert "unexpected `tool_use_id` found in `tool_result` blocks" in rejected["message"]
+    loop = proxy.wait_for("loop_error", where=lambda e: e["rule"] == "orphan-result")
+    assert loop[-1]["ids"] == ["toolu_01GHndag5wQmbzNihYmV2UBj"]
+    assert (
+        sample(metrics(proxy), "tooltap_rejected_requests_total", api="messages", status="400") >= 1
+    )
+
+
+def test_no_secret_reaches_the_log_or_the_metrics(upstream):
+    with Proxy.tooltap(
+        [upstream.url], "--log-format", "json", "--log-arguments", "redact"
+    ) as fresh:
+        body = {
+            "model": "m",
+            "messages": [],
+            "tools": [{"type": "function", "function": {"name": "login"}}],
+        }
+        headers = {
+            "x-scenario": "chat-json",
+            "authorization": f"Bearer {SECRET}",
+            "x-api-key": API_KEY_SECRET,
+            "api-key": SECRET,
+            "openai-organization": ORG_SECRET,
+        }
+        httpx.post(
+            fresh.url + "/v1/chat/completions?api-key=" + SECRET,
+            json=body,
+            headers=headers,
+            timeout=10,
+        )
+        fresh.wait_for("turn")
+        text = httpx.get(fresh.metrics_url, timeout=5).text
+        logged = "\n".join(map(str, fresh.events)) + "\n".join(fresh.text)
+    for secret in (SECRET, API_KEY_SECRET, ORG_SECRET):
+        assert secret not in logged
+        assert secret not in text
+    assert fresh.events[0]["path"] == "/v1/chat/completions"
+
+
+def test_redact_masks_secret_looking_argument_keys(upstream):
+    scenario = "chat-secret-args"
+    body = SCENARIOS["chat-json"].body.replace(
+        b'{\\"ticker\\": \\"AAPL\\"',
+        b'{\\"password\\": \\"hunter2-SECRET\\", \\"ticker\\": \\"AAPL\\"',
+    )
+    SCENARIOS[scenario] = SCENARIOS["chat-json"].__class__(
+        headers=SCENARIOS["chat-json"].headers, chunks=[body]
+    )
+    try:
+        for mode, shown in (("raw", True), ("redact", False), ("hash", False), ("omit", False)):
+            with Proxy.tooltap(
+                [upstream.url], "--log-arguments", mode, "--log-format", "json"
+            ) as fresh:
+                openai_client(fresh, scenario).chat.completions.create(model="m", messages=MESSAGES)
+                calls = fresh.wait_for("tool_call", 2)
+            logged = " ".join(str(c["arguments_raw"]) for c in calls)
+            assert ("hunter2-SECRET" in logged) is shown, mode
+            if mode == "redact":
+                assert '"password":"[redacted]"' in logged and '"ticker":"AAPL"' in logged
+            if mode == "hash":
+                assert all(c["arguments_raw"].startswith("hmac-sha256:") for c in calls)
+            if mode == "omit":
+                assert all(c["arguments_raw"] is None for c in calls)
+    finally:
+        del SCENARIOS[scenario]
+
+
+def test_injected_faults_in_the_worker_and_the_tap_leave_every_flow_intact(upstream):
+    with Proxy.tooltap(
+        [upstream.url], "--log-format", "json", env={"TOOLTAP_INJECT_FAULT": "worker,tap"}
+    ) as faulty:
+        with httpx.Client(base_url=faulty.url, timeout=10) as client:
+            for name in ("chat-json", "chat-sse", "messages-sse"):
+                response = client.post(
+                    "/v1/chat/completions", json={"model": "m"}, headers={"x-scenario": name}
+                )
+                assert response.content == SCENARIOS[name].body
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            values = metrics(faulty)
+            if sample(values, "tooltap_internal_errors_total", where="worker") >= 1:
+                break
+            time.sleep(0.05)
+        assert sample(values, "tooltap_internal_errors_total", where="worker") == 1
+        assert sample(values, "tooltap_internal_errors_total", where="tap") >= 2
+        assert faulty.alive()
+
+
+def test_regular_mode_with_a_tls_upstream_and_the_mitmproxy_ca_trusted(tmp_path):
+    import os
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("127.0.0.1").configure_cert(server_tls)
+    upstream_ca = tmp_path / "upstream-ca.pem"
+    ca.cert_pem.write_to_path(str(upstream_ca))
+    with ReplayServer(route, tls=server_tls) as tls_upstream:
+        extra = (
+            "--set",
+            f"ssl_verify_upstream_trusted_ca={upstream_ca}",
+            "--set",
+            "tooltap_hosts=127.0.0.1",
+        )
+        with Proxy.tooltap([], "--regular", "--log-format", "json", extra=extra) as regular:
+            mitm_ca = os.path.join(regular.confdir, "mitmproxy-ca-cert.pem")
+            assert (
+                oct(os.stat(os.path.join(regular.confdir, "mitmproxy-ca.pem")).st_mode & 0o777)
+                == "0o600"
+            )
+            with httpx.Client(
+                proxy=regular.url, verify=ssl.create_default_context(cafile=mitm_ca), timeout=10
+            ) as client:
+                response = client.post(
+                    tls_upstream.url + "/v1/chat/completions",
+                    json={"model": "m", "tools": TOOLS},
+                    headers={"x-scenario": "chat-json"},
+                )
+            assert response.content == SCENARIOS["chat-json"].body
+            turn = regular.wait_for("turn")[0]
+    assert (turn["host"], turn["state"], turn["calls"]) == ("127.0.0.1", "strict-void", 2)
