@@ -277,3 +277,17 @@ def test_invalid_options_are_refused():
         with pytest.raises(exceptions.OptionsError):
             tctx.configure(addon, tooltap_log_format="xml")
         addon.done()
+
+
+async def test_a_body_mitmproxy_already_streams_is_tapped_not_lost(addon):
+    body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
+    flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"")
+    addon.request(flow)
+    flow.response.stream = True  # what stream_large_bodies decides before our hook
+    addon.responseheaders(flow)
+    assert callable(flow.response.stream)
+    assert flow.response.stream(body) == body
+    addon.response(flow)
+    assert addon.flush(5)
+    turn = next(e for e in lines(addon.stream) if e["event"] == "turn")
+    assert (turn["outcome"], turn["state"], turn["calls"]) == ("inspected", "strict-void", 2)
