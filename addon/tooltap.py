@@ -211,9 +211,12 @@ class Tooltap:
                 pending.too_large = True
                 if not callable(response.stream):
                     response.stream = True
-            elif "text/event-stream" in response.headers.get("content-type", "") and not callable(
-                response.stream
+            elif not callable(response.stream) and (
+                response.stream is True
+                or "text/event-stream" in response.headers.get("content-type", "")
             ):
+                # SSE must flow event by event; a body mitmproxy already chose to
+                # stream (stream_large_bodies) is tapped rather than lost.
                 pending.tap = StreamTap(limit, self._tap_error, fault="tap" in self._faults)
                 response.stream = pending.tap
         except Exception:  # noqa: BLE001 - counted and logged in _hook_error
