@@ -81,20 +81,27 @@ class _Brotli:
 class _Zstd:
     # zstd has no output cap per call, so input goes in small slices and the
     # cap is checked between them (one slice expands to at most ~32 MB).
+    # Frames are followed one by one, so a truncated last frame is detected.
     SLICE = 1024
 
     def __init__(self) -> None:
-        self._obj = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True)
+        self._obj = zstandard.ZstdDecompressor().decompressobj()
         self._started = False
 
     def feed(self, data: bytes, limit: int) -> bytes:
         out = bytearray()
-        for start in range(0, len(data), self.SLICE):
+        pending = [data[i : i + self.SLICE] for i in range(0, len(data), self.SLICE)]
+        while pending:
+            piece = pending.pop(0)
+            if self._obj.eof:
+                self._obj = zstandard.ZstdDecompressor().decompressobj()
             self._started = True
             try:
-                out += self._obj.decompress(data[start : start + self.SLICE])
+                out += self._obj.decompress(piece)
             except zstandard.ZstdError as exc:
                 raise DecodeError(str(exc)) from exc
+            if self._obj.eof and self._obj.unused_data:
+                pending.insert(0, self._obj.unused_data)
             if len(out) > limit:
                 raise DecodeError(TOO_LARGE)
         return bytes(out)

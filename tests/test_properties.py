@@ -1,0 +1,147 @@
+"""Core is total and deterministic: arbitrary JSON values and arbitrary bytes never raise (I5)."""
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tooltap.core import Exchange, StreamReader, inspect, parallel, schema
+from tooltap.core.loop import check_loop
+from tooltap.core.sse import SSEDecoder
+from tooltap.core.wire import read_turn
+
+KEYS = st.sampled_from(
+    [
+        "tools",
+        "output",
+        "type",
+        "name",
+        "function",
+        "strict",
+        "parallel_tool_calls",
+        "call_id",
+        "arguments",
+        "text",
+        "format",
+        "response_format",
+        "json_schema",
+        "schema",
+        "properties",
+        "required",
+        "items",
+        "additionalProperties",
+        "anyOf",
+        "$defs",
+        "enum",
+        "messages",
+        "role",
+        "content",
+        "tool_calls",
+        "id",
+        "input",
+        "tool_use_id",
+        "tool_call_id",
+        "choices",
+        "message",
+        "index",
+        "is_error",
+        "model",
+        "error",
+    ]
+) | st.text(max_size=5)
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(KEYS, children, max_size=5),
+    max_leaves=40,
+)
+APIS = st.sampled_from(["responses", "chat", "messages"])
+URL = {
+    "responses": "https://api.openai.com/v1/responses",
+    "chat": "https://api.openai.com/v1/chat/completions",
+    "messages": "https://api.anthropic.com/v1/messages",
+}
+HEADERS = st.sampled_from(
+    [
+        {},
+        {"content-type": "application/json"},
+        {"content-type": "text/event-stream"},
+        {"content-type": "text/event-stream", "content-encoding": "gzip"},
+        {"content-encoding": "br"},
+        {"content-encoding": "zstd, deflate"},
+    ]
+)
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(JSON)
+def test_the_seed_rules_never_raise_and_are_deterministic(value):
+    assert parallel.classify(value) == parallel.classify(value)
+    assert schema.classify(value) == schema.classify(value)
+    assert schema.schema_blockers(value) == schema.schema_blockers(value)
+    (
+        parallel.exposure([value]),
+        parallel.unvalidated_calls([value]),
+        parallel.duplicate_names([value]),
+    )
+    parallel.parse_ids(value), parallel.function_calls(value), parallel.strict_tools(value)
+    (
+        schema.repair_lines(value, "advisory-schema"),
+        schema.schema_size(value),
+        schema.loose_tools(value),
+    )
+
+
+@SETTINGS
+@given(APIS, JSON, JSON, st.one_of(st.none(), st.integers(100, 599)), HEADERS)
+def test_inspect_never_raises_on_any_json(api, request, response, status, headers):
+    exchange = Exchange(
+        "POST",
+        URL[api],
+        json.dumps(request).encode(),
+        status,
+        headers,
+        json.dumps(response).encode(),
+    )
+    first = inspect(exchange, {"resp_1": ["call_1"]})
+    assert first == inspect(exchange, {"resp_1": ["call_1"]})
+    json.dumps(first.to_dict())
+    read_turn(api, request, response).as_response()
+    check_loop(api, request)
+
+
+@SETTINGS
+@given(APIS, st.binary(max_size=300), st.binary(max_size=300), st.integers(100, 599), HEADERS)
+def test_inspect_never_raises_on_any_bytes(api, request, response, status, headers):
+    inspect(Exchange("POST", URL[api], request, status, headers, response))
+
+
+@SETTINGS
+@given(
+    APIS,
+    st.lists(st.binary(max_size=40), max_size=20),
+    st.sampled_from([None, "gzip", "br", "zstd", "x"]),
+)
+def test_stream_readers_take_any_bytes_in_any_pieces(api, pieces, encoding):
+    reader = StreamReader(api, encoding)
+    for piece in pieces:
+        reader.feed(piece)
+    reader.close()
+    decoder = SSEDecoder()
+    for piece in pieces:
+        decoder.feed(piece)
+    decoder.close()
+
+
+@SETTINGS
+@given(APIS, st.lists(JSON, max_size=12), st.data())
+def test_any_json_events_in_any_split_reassemble_the_same(api, events, data):
+    wire = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    cut = sorted(data.draw(st.sets(st.integers(0, len(wire)), max_size=10)))
+    pieces = [wire[a:b] for a, b in zip([0, *cut], [*cut, len(wire)], strict=True)]
+    whole, split = StreamReader(api), StreamReader(api)
+    whole.feed(wire)
+    for piece in pieces:
+        split.feed(piece)
+    assert whole.close() == split.close()
