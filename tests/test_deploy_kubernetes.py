@@ -1,0 +1,218 @@
+"""deploy/kubernetes: valid manifests that fit together, and a complete kustomization.
+
+Built-in kinds are validated by kubernetes-validate (strict: unknown fields fail) against the
+Kubernetes OpenAPI schemas it ships. It knows no CRD, so the ServiceMonitor and the
+PrometheusRule are checked here by their required fields and by what they point at; the
+PrometheusRule must also equal what deploy/build_prometheusrule.py makes of rules.yml.
+No kubectl or kustomize binary is needed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+KUBERNETES = DEPLOY / "kubernetes"
+CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
+# The oldest and newest versions checked: autoscaling/v2 and policy/v1 exist in both.
+VERSIONS = ["1.30.0", "1.37.0"]
+
+
+def kustomization() -> dict:
+    return yaml.safe_load((KUBERNETES / "kustomization.yaml").read_text(encoding="utf-8"))
+
+
+def resources() -> list[dict]:
+    return [
+        doc
+        for name in kustomization()["resources"]
+        for doc in yaml.safe_load_all((KUBERNETES / name).read_text(encoding="utf-8"))
+        if doc
+    ]
+
+
+def one(kind: str, name: str | None = None) -> dict:
+    (found,) = [
+        r for r in resources() if r["kind"] == kind and name in (None, r["metadata"]["name"])
+    ]
+    return found
+
+
+def deployment() -> dict:
+    return one("Deployment")
+
+
+def container() -> dict:
+    (only,) = deployment()["spec"]["template"]["spec"]["containers"]
+    return only
+
+
+def pod_labels() -> dict:
+    return deployment()["spec"]["template"]["metadata"]["labels"]
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    return all(labels.get(key) == value for key, value in selector.items())
+
+
+def test_every_file_in_the_kustomization_exists_and_every_manifest_is_listed():
+    listed = kustomization()["resources"]
+    assert len(listed) == len(set(listed))
+    for name in listed:
+        assert (KUBERNETES / name).is_file(), name
+    on_disk = {p.name for p in KUBERNETES.glob("*.yaml")} - {"kustomization.yaml"}
+    assert on_disk == set(listed)
+
+
+def test_the_kustomization_image_name_is_the_one_the_deployment_uses():
+    (image,) = kustomization()["images"]
+    assert container()["image"].split(":")[0] == image["name"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_built_in_kinds_are_valid_against_the_kubernetes_schemas(version):
+    checked = 0
+    for doc in resources():
+        if doc["kind"] in CUSTOM_KINDS:
+            continue
+        kubernetes_validate.validate(doc, version, strict=True)  # raises on any error
+        checked += 1
+    assert checked == len(resources()) - len(CUSTOM_KINDS)
+
+
+def test_the_validator_rejects_an_unknown_field():
+    broken = deployment()
+    broken["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, VERSIONS[-1], strict=True)
+
+
+def test_the_design_is_secret_free():
+    text = "\n".join(p.read_text(encoding="utf-8") for p in KUBERNETES.glob("*.yaml"))
+    assert all(r["kind"] != "Secret" for r in resources())
+    assert "secretKeyRef" not in text
+    assert "secretName" not in text
+
+
+def test_the_pod_runs_non_root_on_a_read_only_root_filesystem():
+    pod = deployment()["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    security = container()["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+
+
+def test_mitmproxy_confdir_is_on_a_writable_empty_dir():
+    args = container()["args"]
+    (confdir,) = [a.split("=", 1)[1] for a in args if a.startswith("confdir=")]
+    assert args.index(f"confdir={confdir}") > args.index("--"), "mitmdump options go after --"
+    empty_dirs = {
+        v["name"] for v in deployment()["spec"]["template"]["spec"]["volumes"] if "emptyDir" in v
+    }
+    assert any(
+        m["name"] in empty_dirs and Path(confdir).is_relative_to(m["mountPath"])
+        for m in container()["volumeMounts"]
+    )
+
+
+def test_resources_are_requested_and_limited():
+    resources_ = container()["resources"]
+    assert {"cpu", "memory"} <= set(resources_["requests"])
+    assert {"cpu", "memory"} <= set(resources_["limits"])
+
+
+def test_probes_get_metrics_on_the_metrics_port():
+    ports = {p["name"]: p["containerPort"] for p in container()["ports"]}
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        check = container()[probe]["httpGet"]
+        assert check["path"] == "/metrics", probe
+        assert ports[check["port"]] == 9464, probe
+
+
+def test_the_listen_and_metrics_addresses_match_the_container_ports():
+    args = container()["args"]
+    listen = int(args[args.index("--listen") + 1].split(":")[1])
+    metrics = int(args[args.index("--metrics") + 1].split(":")[1])
+    upstreams = [args[i + 1] for i, a in enumerate(args[: args.index("--")]) if a == "--upstream"]
+    expected = {listen + i for i in range(len(upstreams))} | {metrics}
+    assert {p["containerPort"] for p in container()["ports"]} == expected
+
+
+def test_every_option_variable_comes_from_the_configmap():
+    env = {e["name"]: e["valueFrom"]["configMapKeyRef"] for e in container()["env"]}
+    used = {v for a in container()["args"] for v in re.findall(r"\$\((\w+)\)", a)}
+    assert used == set(env)
+    configmap = one("ConfigMap")
+    for ref in env.values():
+        assert ref["name"] == configmap["metadata"]["name"]
+        assert ref["key"] in configmap["data"]
+
+
+def test_the_configmap_options_have_values_tooltap_accepts():
+    data = one("ConfigMap")["data"]
+    for name in ("TOOLTAP_MAX_BODY", "TOOLTAP_QUEUE_SIZE"):
+        assert int(data[name]) > 0, name
+    assert int(data["TOOLTAP_MODEL_LABELS"]) >= 0
+    assert data["TOOLTAP_LOG_ARGUMENTS"] in {"raw", "redact", "hash", "omit"}
+
+
+def test_the_proxy_and_metrics_services_select_the_pods_and_named_ports():
+    port_names = {p["name"] for p in container()["ports"]}
+    proxy, metrics = one("Service", "tooltap"), one("Service", "tooltap-metrics")
+    for service in (proxy, metrics):
+        assert selects(service["spec"]["selector"], pod_labels())
+        assert {p["targetPort"] for p in service["spec"]["ports"]} <= port_names
+    assert {p["targetPort"] for p in metrics["spec"]["ports"]} == {"metrics"}
+    assert "metrics" not in {p["targetPort"] for p in proxy["spec"]["ports"]}
+
+
+def test_the_service_monitor_scrapes_only_the_metrics_service_as_job_tooltap():
+    monitor = one("ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    services = [r for r in resources() if r["kind"] == "Service"]
+    chosen = [s for s in services if selects(selector, s["metadata"]["labels"])]
+    assert [s["metadata"]["name"] for s in chosen] == ["tooltap-metrics"]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in chosen[0]["spec"]["ports"]}
+    assert endpoint["path"] == "/metrics"
+    assert chosen[0]["metadata"]["labels"][monitor["spec"]["jobLabel"]] == "tooltap"
+
+
+def test_the_autoscaler_scales_the_deployment_on_cpu():
+    hpa = one("HorizontalPodAutoscaler")
+    target = hpa["spec"]["scaleTargetRef"]
+    assert (target["kind"], target["name"]) == ("Deployment", deployment()["metadata"]["name"])
+    assert hpa["spec"]["minReplicas"] == deployment()["spec"]["replicas"]
+    assert hpa["spec"]["maxReplicas"] > hpa["spec"]["minReplicas"]
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric["resource"]["name"] == "cpu"
+
+
+def test_the_disruption_budget_covers_the_pods_and_leaves_one_serving():
+    pdb = one("PodDisruptionBudget")
+    assert selects(pdb["spec"]["selector"]["matchLabels"], pod_labels())
+    assert 1 <= pdb["spec"]["minAvailable"] < deployment()["spec"]["replicas"]
+
+
+def test_the_prometheus_rule_is_generated_from_rules_yml():
+    spec = importlib.util.spec_from_file_location(
+        "build_prometheusrule", DEPLOY / "build_prometheusrule.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    committed = (KUBERNETES / "prometheusrule.yaml").read_text(encoding="utf-8")
+    assert committed == module.render(), "run: python deploy/build_prometheusrule.py"
+    rule = one("PrometheusRule")
+    rules = yaml.safe_load((DEPLOY / "prometheus" / "rules.yml").read_text(encoding="utf-8"))
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["spec"]["groups"] == rules["groups"]
