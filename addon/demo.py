@@ -1,11 +1,205 @@
-"""tooltap demo (in progress)."""
+"""`tooltap demo`: the whole product on bundled traffic, with no key and no network.
+
+A loopback upstream replays realistic model traffic, the real proxy (the
+same `tooltap run` process users start) sits in front of it, and a scripted
+agent drives all three APIs through it with the official openai and anthropic
+SDKs. The live log is shown as it arrives; the summary at the end is read
+from the proxy's own /metrics endpoint and log.
+"""
+
+from __future__ import annotations
 
 import argparse
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import structlog
+from prometheus_client.parser import text_string_to_metric_families
+from rich.console import Console
+from rich.table import Table
+
+from .demo_script import STEPS, route
+from .launch import Proxy
+from .replay import ReplayServer
+
+QUIET_FIELDS = ("timestamp", "repairs", "host", "inspect_ms")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument(
+        "--serve",
+        action="store_true",
+        help="keep the upstream and the proxy running afterwards, for your own client",
+    )
+
+
+@dataclass
+class Summary:
+    """What the proxy reported, read back from /metrics and the log."""
+
+    turns: dict[str, float] = field(default_factory=dict)
+    formats: dict[str, float] = field(default_factory=dict)
+    argument_errors: dict[str, float] = field(default_factory=dict)
+    loop_errors: dict[str, float] = field(default_factory=dict)
+    tool_results: dict[str, float] = field(default_factory=dict)
+    rejected: dict[str, float] = field(default_factory=dict)
+    flows: dict[str, float] = field(default_factory=dict)
+    unguaranteed: float = 0.0
+    internal_errors: float = 0.0
+    repairs: list[str] = field(default_factory=list)
+
+    @property
+    def exposure(self) -> float | None:
+        at_risk = self.turns.get("strict-void", 0) + self.turns.get("strict-at-risk", 0)
+        return self.turns.get("strict-void", 0) / at_risk if at_risk else None
+
+
+def read_summary(metrics_text: str, events: list[dict[str, Any]]) -> Summary:
+    """Sum the proxy's counters by the label that matters, and collect the repairs it logged."""
+    summary = Summary()
+    by_label = {
+        "tooltap_turns_total": (summary.turns, "state"),
+        "tooltap_formats_total": (summary.formats, "state"),
+        "tooltap_argument_errors_total": (summary.argument_errors, "kind"),
+        "tooltap_loop_errors_total": (summary.loop_errors, "rule"),
+        "tooltap_tool_results_total": (summary.tool_results, "outcome"),
+        "tooltap_rejected_requests_total": (summary.rejected, "status"),
+        "tooltap_flows_total": (summary.flows, "outcome"),
+    }
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name in by_label and sample.value:
+                totals, label = by_label[sample.name]
+                totals[sample.labels[label]] = totals.get(sample.labels[label], 0) + sample.value
+            elif sample.name == "tooltap_unguaranteed_arguments_total":
+                summary.unguaranteed += sample.value
+            elif sample.name == "tooltap_internal_errors_total":
+                summary.internal_errors += sample.value
+    seen: dict[str, None] = {}
+    for event in events:
+        for repair in [*event.get("repairs", []), event.get("repair")]:
+            if repair:
+                seen.setdefault(repair)
+        for blocker in event.get("blockers", []):
+            seen.setdefault(f"the 400 is explained: {blocker}")
+    summary.repairs = list(seen)
+    return summary
+
+
+def _render(console: Console, events: list[dict[str, Any]]) -> None:
+    renderer = structlog.dev.ConsoleRenderer(colors=console.is_terminal)
+    for event in events:
+        shown = {
+            k: v for k, v in event.items() if k not in QUIET_FIELDS and v not in (None, [], {}, "")
+        }
+        console.print(
+            renderer(None, str(shown.get("level", "info")), shown),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _table(title: str, rows: dict[str, float]) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("value")
+    table.add_column("count", justify="right")
+    for key, count in sorted(rows.items(), key=lambda kv: (-kv[1], kv[0])):
+        table.add_row(key, f"{count:g}")
+    return table
+
+
+def print_summary(console: Console, summary: Summary) -> None:
+    console.rule("what the proxy reported (its /metrics and its log)")
+    console.print(_table("turns by parallel/strict state", summary.turns))
+    rate = summary.exposure
+    console.print(
+        f"exposure rate (strict-void / at-risk turns): {'n/a' if rate is None else f'{rate:.0%}'}, "
+        f"{summary.unguaranteed:g} argument object(s) with no guarantee"
+    )
+    for title, rows in (
+        ("output-format states", summary.formats),
+        ("argument errors", summary.argument_errors),
+        ("loop errors", summary.loop_errors),
+        ("tool results", summary.tool_results),
+        ("rejected requests (HTTP status)", summary.rejected),
+        ("flows", summary.flows),
+    ):
+        if rows:
+            console.print(_table(title, rows))
+    console.print(f"internal errors: {summary.internal_errors:g}")
+    console.rule("repairs")
+    for repair in summary.repairs:
+        console.print(f"- {repair}", markup=False, highlight=False)
+
+
+def run(console: Console, serve: bool = False) -> Summary:
+    import anthropic  # noqa: PLC0415 - the SDKs are the demo extra
+    import openai  # noqa: PLC0415
+
+    with (
+        ReplayServer(route) as upstream,
+        Proxy.tooltap([upstream.url], "--log-format", "json") as proxy,
+    ):
+        console.print(f"upstream (replays bundled traffic): {upstream.url}")
+        console.print(f"tooltap proxy: {proxy.url}   metrics: {proxy.metrics_url}")
+        oa = openai.OpenAI(
+            base_url=proxy.url + "/v1", api_key="sk-demo-not-a-real-key", max_retries=0
+        )
+        an = anthropic.Anthropic(
+            base_url=proxy.url, api_key="sk-ant-demo-not-a-real-key", max_retries=0
+        )
+        shown = 0
+        for number, step in enumerate(STEPS, 1):
+            console.rule(f"{number}. {step.shows}", align="left")
+            headers = {"x-demo-step": step.name}
+            try:
+                step.call(
+                    oa.with_options(default_headers=headers),
+                    an.with_options(default_headers=headers),
+                )
+            except (openai.APIStatusError, anthropic.APIStatusError) as exc:
+                if not step.expect_error:
+                    raise
+                console.print(
+                    f"the client got HTTP {exc.status_code}, as this step intends", style="dim"
+                )
+            proxy.wait_for("turn", number)  # a flow's `turn` line comes after its other events
+            _render(console, proxy.events[shown:])
+            shown = len(proxy.events)
+        summary = read_summary(httpx.get(proxy.metrics_url, timeout=10).text, proxy.events)
+        print_summary(console, summary)
+        if serve:
+            _serve(console, proxy, shown)
+    return summary
+
+
+def _serve(console: Console, proxy: Proxy, shown: int) -> None:
+    console.rule("serving")
+    console.print(
+        f"OPENAI_BASE_URL={proxy.url}/v1  ANTHROPIC_BASE_URL={proxy.url}  (any API key works)"
+    )
+    console.print(f"metrics: {proxy.metrics_url}   Ctrl-C stops everything")
+    try:
+        while proxy.alive():
+            time.sleep(0.5)
+            _render(console, proxy.events[shown:])
+            shown = len(proxy.events)
+    except KeyboardInterrupt:
+        console.print("stopping")
 
 
 def main(args: argparse.Namespace) -> int:
-    raise SystemExit("tooltap demo: not built yet")
+    try:
+        import anthropic  # noqa: F401, PLC0415
+        import openai  # noqa: F401, PLC0415
+    except ImportError:
+        print("tooltap demo drives the official SDKs: pip install 'tooltap[demo]'")
+        return 2
+    console = Console()
+    started = time.monotonic()
+    run(console, serve=args.serve)
+    console.print(f"done in {time.monotonic() - started:.1f}s; every process and port is closed.")
+    return 0

@@ -134,31 +134,14 @@ class LogSink:
         )
 
     def emit(self, verdict: Verdict, host: str, path: str, inspect_ms: float) -> None:
+        """Log one exchange: its calls and findings first, then the `turn` line that sums it up."""
         log = self._log
         policy = self.policy
-        bad_calls = any(c.parse_error or c.schema_errors for c in verdict.calls)
-        finding = verdict.state in FINDINGS or verdict.format_state in FINDINGS or bad_calls
-        (log.warning if finding else log.info)(
-            "turn",
-            api=verdict.api,
-            host=host,
-            path=path,
-            status=verdict.status,
-            stream=verdict.stream,
-            model=verdict.model,
-            response_id=verdict.response_id,
-            outcome=verdict.outcome,
-            reason=verdict.reason,
-            state=verdict.state,
-            format_state=verdict.format_state,
-            calls=len(verdict.calls),
-            duplicates=verdict.duplicates,
-            repairs=verdict.repairs,
-            inspect_ms=round(inspect_ms, 3),
-        )
+        bad_calls = False
         for call in verdict.calls:
             errors = [policy.schema_error(e.model_dump()) for e in call.schema_errors]
             bad = call.parse_error is not None or bool(errors)
+            bad_calls = bad_calls or bad
             (log.warning if bad else log.info)(
                 "tool_call",
                 api=verdict.api,
@@ -200,3 +183,29 @@ class LogSink:
                 response_id=verdict.response_id,
                 output_types=verdict.output_types,
             )
+        finding = (
+            verdict.state in FINDINGS
+            or verdict.format_state in FINDINGS
+            or bad_calls
+            or bool(verdict.loop_errors)
+            or verdict.rejected is not None
+            or verdict.outcome != "inspected"
+        )
+        (log.warning if finding else log.info)(
+            "turn",
+            api=verdict.api,
+            host=host,
+            path=path,
+            status=verdict.status,
+            stream=verdict.stream,
+            model=verdict.model,
+            response_id=verdict.response_id,
+            outcome=verdict.outcome,
+            reason=verdict.reason,
+            state=verdict.state,
+            format_state=verdict.format_state,
+            calls=len(verdict.calls),
+            duplicates=verdict.duplicates,
+            repairs=verdict.repairs,
+            inspect_ms=round(inspect_ms, 3),
+        )

@@ -1,0 +1,698 @@
+"""The demo's scripted agent: each step is one real SDK call and the reply the upstream replays.
+
+Shapes follow the real captures (openai-python, anthropic-sdk-python and
+pydantic-ai fixtures); between them the steps produce every kind of finding
+tooltap reports. A step's client sends `x-demo-step` so the upstream knows
+which reply to play.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .replay import Reply, Seen
+
+JSON = [("content-type", "application/json"), ("x-request-id", "req_demo")]
+SSE = [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache")]
+
+WEATHER = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["city", "country", "units"],
+    "properties": {
+        "city": {"type": "string"},
+        "country": {"type": "string"},
+        "units": {"type": "string", "enum": ["c", "f"]},
+    },
+}
+STOCK = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["ticker", "exchange"],
+    "properties": {"ticker": {"type": "string"}, "exchange": {"type": "string"}},
+}
+# Not strict-compatible: no additionalProperties, a property left out of required, minLength.
+TICKET = {
+    "type": "object",
+    "required": ["title"],
+    "properties": {"title": {"type": "string", "minLength": 5}, "priority": {"type": "string"}},
+}
+
+
+def chat_tools(strict: bool, ticket: bool = False) -> list[dict[str, Any]]:
+    tools = [("get_weather", WEATHER), ("get_stock_price", STOCK)] + (
+        [("create_ticket", TICKET)] if ticket else []
+    )
+    return [
+        {"type": "function", "function": {"name": n, "strict": strict, "parameters": p}}
+        for n, p in tools
+    ]
+
+
+def responses_tools(strict: bool) -> list[dict[str, Any]]:
+    return [
+        {"type": "function", "name": n, "strict": strict, "parameters": p, "description": None}
+        for n, p in (("get_weather", WEATHER), ("get_stock_price", STOCK))
+    ]
+
+
+ANTHROPIC_TOOLS = [
+    {"name": "get_weather", "description": "Weather for a city", "input_schema": WEATHER},
+    {
+        "name": "make_file",
+        "description": "Write a file",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "filename": {"type": "string"},
+                "lines": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["filename", "lines"],
+        },
+    },
+]
+
+
+# --- reply builders, in each API's wire shape ---------------------------------
+
+
+def chat_completion(
+    completion_id: str, calls: list[tuple[str, str, str]], text: str | None = None
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+    if calls:
+        message["tool_calls"] = [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+            for i, n, a in calls
+        ]
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": 1764480000,
+        "model": "gpt-4o-2024-08-06",
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": "tool_calls" if calls else "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 149, "completion_tokens": 60, "total_tokens": 209},
+        "system_fingerprint": "fp_b40fb1c6fb",
+    }
+
+
+def chat_stream(completion_id: str, calls: list[tuple[str, str, str]]) -> list[bytes]:
+    """Chat chunks: role first, each call's id and name, its arguments in pieces, then usage and [DONE]."""
+    head = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": 1764480000,
+        "model": "gpt-4o-2024-08-06",
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        body = {
+            **head,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    out = [chunk({"role": "assistant", "content": None})]
+    for index, (call_id, name, arguments) in enumerate(calls):
+        out.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        )
+        for start in range(0, len(arguments), 7):
+            out.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": index,
+                                "function": {"arguments": arguments[start : start + 7]},
+                            }
+                        ]
+                    }
+                )
+            )
+    out.append(chunk({}, "tool_calls"))
+    out.append(
+        b"data: "
+        + json.dumps(
+            {
+                **head,
+                "choices": [],
+                "usage": {"prompt_tokens": 80, "completion_tokens": 20, "total_tokens": 100},
+            }
+        ).encode()
+        + b"\n\n"
+    )
+    out.append(b"data: [DONE]\n\n")
+    return out
+
+
+def response_object(
+    response_id: str,
+    calls: list[tuple[str, str, str]],
+    tools: list[dict[str, Any]],
+    text_format: dict[str, Any] | None = None,
+    text: str | None = None,
+) -> dict[str, Any]:
+    output: list[dict[str, Any]] = [
+        {
+            "id": f"fc_{call_id[5:]}",
+            "type": "function_call",
+            "status": "completed",
+            "arguments": arguments,
+            "call_id": call_id,
+            "name": name,
+        }
+        for call_id, name, arguments in calls
+    ]
+    if text is not None:
+        output.append(
+            {
+                "id": f"msg_{response_id[5:]}",
+                "type": "message",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "annotations": [], "text": text}],
+            }
+        )
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": 1764480000,
+        "status": "completed",
+        "model": "gpt-5.1-2025-11-13",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": tools,
+        "text": {"format": text_format or {"type": "text"}, "verbosity": "medium"},
+        "error": None,
+        "incomplete_details": None,
+        "usage": {"input_tokens": 45, "output_tokens": 25, "total_tokens": 70},
+        "store": True,
+    }
+
+
+def responses_stream(response: dict[str, Any]) -> list[bytes]:
+    """Responses events: created, each output item added/deltas/done, then completed."""
+
+    def event(body: dict[str, Any]) -> bytes:
+        return f"event: {body['type']}\n".encode() + b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    start = {**response, "status": "in_progress", "output": [], "usage": None}
+    out = [event({"type": "response.created", "response": start, "sequence_number": 0})]
+    for index, item in enumerate(response["output"]):
+        out.append(
+            event(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": index,
+                    "item": {**item, "status": "in_progress"},
+                }
+            )
+        )
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            for start_at in range(0, len(text), 12):
+                out.append(
+                    event(
+                        {
+                            "type": "response.output_text.delta",
+                            "item_id": item["id"],
+                            "output_index": index,
+                            "content_index": 0,
+                            "delta": text[start_at : start_at + 12],
+                        }
+                    )
+                )
+        out.append(
+            event({"type": "response.output_item.done", "output_index": index, "item": item})
+        )
+    out.append(event({"type": "response.completed", "response": response}))
+    return out
+
+
+def message(
+    message_id: str, blocks: list[dict[str, Any]], stop: str = "tool_use"
+) -> dict[str, Any]:
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-haiku-4-5-20251001",
+        "content": blocks,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 656,
+            "output_tokens": 74,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
+    }
+
+
+def messages_stream(reply: dict[str, Any], cut_tool_input: str | None = None) -> list[bytes]:
+    """Anthropic events; with cut_tool_input, the tool input stops there and stop_reason is max_tokens."""
+
+    def event(body: dict[str, Any]) -> bytes:
+        return f"event: {body['type']}\n".encode() + b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    out = [
+        event({"type": "message_start", "message": {**reply, "content": [], "stop_reason": None}}),
+        event({"type": "ping"}),
+    ]
+    for index, block in enumerate(reply["content"]):
+        if block["type"] == "text":
+            out.append(
+                event(
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "text", "text": ""},
+                    }
+                )
+            )
+            out.append(
+                event(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "text_delta", "text": block["text"]},
+                    }
+                )
+            )
+        else:
+            raw = cut_tool_input if cut_tool_input is not None else json.dumps(block["input"])
+            out.append(
+                event(
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {**block, "input": {}},
+                    }
+                )
+            )
+            for start in range(0, len(raw), 9):
+                out.append(
+                    event(
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {
+                                "type": "input_json_delta",
+                                "partial_json": raw[start : start + 9],
+                            },
+                        }
+                    )
+                )
+        out.append(event({"type": "content_block_stop", "index": index}))
+    stop = "max_tokens" if cut_tool_input is not None else reply["stop_reason"]
+    out.append(
+        event(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": 74},
+            }
+        )
+    )
+    out.append(event({"type": "message_stop"}))
+    return out
+
+
+def json_reply(body: dict[str, Any], status: int = 200) -> Reply:
+    return Reply(status=status, headers=JSON, chunks=[json.dumps(body).encode()])
+
+
+def sse_reply(chunks: list[bytes]) -> Reply:
+    return Reply(headers=SSE, chunks=chunks, delay=0.01)
+
+
+# --- the steps ----------------------------------------------------------------
+
+USER = [
+    {"role": "user", "content": "What's the weather in Edinburgh and Lisbon, and AAPL's price?"}
+]
+EDINBURGH = (
+    "call_fdNz3vOBKYgOIpMdWotB9MjY",
+    "get_weather",
+    '{"city": "Edinburgh", "country": "GB", "units": "c"}',
+)
+LISBON = (
+    "call_Q6pW65MUgW9vF59BmItYGos3",
+    "get_weather",
+    '{"city": "Lisbon", "country": "PT", "units": "c"}',
+)
+AAPL = (
+    "call_h1DWI1POMJLb0KwIyQHWXD4p",
+    "get_stock_price",
+    '{"ticker": "AAPL", "exchange": "NASDAQ"}',
+)
+FANOUT_RESPONSE = "resp_0775572d10a16b66006a8d85285ef487d2ae865d3657af7276"
+BOSTON = ("call_2FQdm3Br7Qb35YUBSkDR7kue", "get_weather", '{"city": "Boston", "units": "kelvin"}')
+PARIS = ("call_H5DxLSFnsGhiROnUiDHmgyc8", "get_stock_price", '{"ticker": "MC", "exchange": "EPA"}')
+ALICE, BOB = "toolu_0167cfEnoQaPviGdVXA95zcu", "toolu_01EEe2V5HD1Ac4rKiUR4HD2T"
+
+
+@dataclass
+class Step:
+    name: str
+    shows: str
+    reply: Reply
+    call: Callable[[Any, Any], Any]  # (openai client, anthropic client) -> result
+    expect_error: bool = False
+
+
+def _invoice_format(strict: bool | None) -> dict[str, Any]:
+    fmt: dict[str, Any] = {"type": "json_schema", "name": "invoice", "schema": TICKET}
+    if strict is not None:
+        fmt["strict"] = strict
+    return fmt
+
+
+def _consume(stream: Any) -> Any:
+    for _ in stream:
+        pass
+    return stream
+
+
+def _anthropic_stream(client: Any, **request: Any) -> Any:
+    with client.messages.stream(**request) as stream:
+        return _consume(stream)
+
+
+STEPS: list[Step] = [
+    Step(
+        "chat-fanout",
+        "strict-void: strict tools, parallel_tool_calls left on, three calls",
+        json_reply(
+            chat_completion("chatcmpl-ABfvyvfNWKcl7Ohqos4UFrmMs1v4C", [EDINBURGH, LISBON, AAPL])
+        ),
+        lambda o, a: o.chat.completions.create(
+            model="gpt-4o", messages=USER, tools=chat_tools(True)
+        ),
+    ),
+    Step(
+        "chat-stream-one-call",
+        "strict-at-risk: the same configuration, streamed, one call this time",
+        sse_reply(chat_stream("chatcmpl-ABfwERreu9s99xXsVuOWtIB2UOx62", [EDINBURGH])),
+        lambda o, a: _consume(
+            o.chat.completions.create(
+                model="gpt-4o", messages=USER, tools=chat_tools(True), stream=True
+            )
+        ),
+    ),
+    Step(
+        "chat-serialised",
+        "strict-serialised: parallel_tool_calls false, the guarantee holds",
+        json_reply(chat_completion("chatcmpl-ABfwCgi41eStOcARjZq97ohCEGBPO", [AAPL])),
+        lambda o, a: o.chat.completions.create(
+            model="gpt-4o", messages=USER, tools=chat_tools(True), parallel_tool_calls=False
+        ),
+    ),
+    Step(
+        "responses-fanout",
+        "fanout-no-strict, and an argument that fails its schema (units: kelvin)",
+        json_reply(response_object(FANOUT_RESPONSE, [BOSTON, PARIS], responses_tools(False))),
+        lambda o, a: o.responses.create(
+            model="gpt-5.1", input="Weather in Boston, and LVMH?", tools=responses_tools(False)
+        ),
+    ),
+    Step(
+        "responses-tool-failure",
+        "a tool failure: the follow-up answers both calls, one with an error payload",
+        json_reply(
+            response_object(
+                "resp_04041325ab8ae30400698c519fb7fc81979972618138fc336d",
+                [],
+                responses_tools(False),
+                text="Boston is cold.",
+            )
+        ),
+        lambda o, a: o.responses.create(
+            model="gpt-5.1",
+            previous_response_id=FANOUT_RESPONSE,
+            tools=responses_tools(False),
+            input=[
+                {
+                    "type": "function_call_output",
+                    "call_id": BOSTON[0],
+                    "output": '{"ok": false, "error": "units must be c or f"}',
+                },
+                {"type": "function_call_output", "call_id": PARIS[0], "output": "712.40 EUR"},
+            ],
+        ),
+    ),
+    Step(
+        "responses-advisory-schema",
+        "advisory-schema: a JSON schema without strict, and what blocks strict",
+        sse_reply(
+            responses_stream(
+                response_object(
+                    "resp_01830d662ab3856501693c3217ba4c8190a3ddf6c839d4f12a",
+                    [],
+                    [],
+                    _invoice_format(None),
+                    text='{"title": "Printer on fire"}',
+                )
+            )
+        ),
+        lambda o, a: _consume(
+            o.responses.create(
+                model="gpt-5.1",
+                input="File a ticket",
+                stream=True,
+                text={"format": _invoice_format(None)},
+            )
+        ),
+    ),
+    Step(
+        "chat-rejected",
+        "a rejected request: strict on a schema the strict subset refuses",
+        json_reply(
+            {
+                "error": {
+                    "message": "Invalid schema for function 'create_ticket': In context=(), 'additionalProperties' is required to be supplied and to be false.",
+                    "type": "invalid_request_error",
+                    "param": "tools[2].function.parameters",
+                    "code": "invalid_function_parameters",
+                }
+            },
+            400,
+        ),
+        lambda o, a: o.chat.completions.create(
+            model="gpt-4o", messages=USER, tools=chat_tools(True, ticket=True)
+        ),
+        expect_error=True,
+    ),
+    Step(
+        "chat-unanswered",
+        "an unanswered call: the loop answered tool_calls[0] only",
+        json_reply(
+            {
+                "error": {
+                    "message": f"An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {AAPL[0]}",
+                    "type": "invalid_request_error",
+                    "param": "messages.[3].role",
+                    "code": None,
+                }
+            },
+            400,
+        ),
+        lambda o, a: o.chat.completions.create(
+            model="gpt-4o",
+            tools=chat_tools(True),
+            messages=[
+                *USER,
+                chat_completion("x", [EDINBURGH, AAPL])["choices"][0]["message"],
+                {"role": "tool", "tool_call_id": EDINBURGH[0], "content": "12C, rain"},
+            ],
+        ),
+        expect_error=True,
+    ),
+    Step(
+        "anthropic-parallel",
+        "Anthropic: two tool_use blocks in one turn (no strict: fanout-no-strict)",
+        json_reply(
+            message(
+                "msg_011S3wxtqL5CVescWqS3zeg2",
+                [
+                    {"type": "text", "text": "I'll look both up."},
+                    {
+                        "type": "tool_use",
+                        "id": ALICE,
+                        "name": "get_weather",
+                        "input": {"city": "Paris", "country": "FR", "units": "c"},
+                    },
+                    {
+                        "type": "tool_use",
+                        "id": BOB,
+                        "name": "get_weather",
+                        "input": {"city": "Rome", "country": "IT", "units": "c"},
+                    },
+                ],
+            )
+        ),
+        lambda o, a: a.messages.create(
+            model="claude-haiku-4-5",
+            max_tokens=1024,
+            tools=ANTHROPIC_TOOLS,
+            messages=[{"role": "user", "content": "Weather in Paris and Rome?"}],
+        ),
+    ),
+    Step(
+        "anthropic-split-results",
+        "split results: one user message per tool_result",
+        json_reply(
+            message(
+                "msg_01JVqZPgDwmnyb2kKC3MwCVf",
+                [{"type": "text", "text": "Paris 18C, Rome 24C."}],
+                "end_turn",
+            )
+        ),
+        lambda o, a: a.messages.create(
+            model="claude-haiku-4-5",
+            max_tokens=1024,
+            tools=ANTHROPIC_TOOLS,
+            messages=[
+                {"role": "user", "content": "Weather in Paris and Rome?"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": ALICE,
+                            "name": "get_weather",
+                            "input": {"city": "Paris", "country": "FR", "units": "c"},
+                        },
+                        {
+                            "type": "tool_use",
+                            "id": BOB,
+                            "name": "get_weather",
+                            "input": {"city": "Rome", "country": "IT", "units": "c"},
+                        },
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": ALICE, "content": "18C"}],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": BOB, "content": "24C"}],
+                },
+            ],
+        ),
+    ),
+    Step(
+        "anthropic-truncated",
+        "a truncated argument: max_tokens cut the tool input mid-JSON (streamed)",
+        sse_reply(
+            messages_stream(
+                message(
+                    "msg_01UdjYBBipA9omjYhicnevgq",
+                    [
+                        {"type": "text", "text": "Writing the file."},
+                        {
+                            "type": "tool_use",
+                            "id": "toolu_01EKqbqmZrGRXy18eN7m9kvY",
+                            "name": "make_file",
+                            "input": {},
+                        },
+                    ],
+                ),
+                cut_tool_input='{"filename": "taxes.txt", "lines": ["# 2025 RETURN", "Line 1: wages 84,',
+            )
+        ),
+        lambda o, a: _anthropic_stream(
+            a,
+            model="claude-haiku-4-5",
+            max_tokens=60,
+            tools=ANTHROPIC_TOOLS,
+            messages=[{"role": "user", "content": "Write my tax notes to a file"}],
+        ),
+    ),
+    Step(
+        "anthropic-orphan",
+        "an orphan result, and the 400 it earns",
+        json_reply(
+            {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "messages.0.content.1: unexpected `tool_use_id` found in `tool_result` blocks: toolu_01GHndag5wQmbzNihYmV2UBj. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.",
+                },
+                "request_id": "req_011CYHyk9NPsBYeGbC9LuDNK",
+            },
+            400,
+        ),
+        lambda o, a: a.messages.create(
+            model="claude-haiku-4-5",
+            max_tokens=1024,
+            tools=ANTHROPIC_TOOLS,
+            messages=[
+                {"role": "user", "content": "What's the weather in SF in Celsius?"},
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "toolu_01GHndag5wQmbzNihYmV2UBj",
+                            "content": "20C",
+                        }
+                    ],
+                },
+            ],
+        ),
+        expect_error=True,
+    ),
+]
+
+BY_NAME = {step.name: step for step in STEPS}
+# A client that sends no x-demo-step (e.g. your own, with --serve) gets a representative reply per API.
+DEFAULTS = {
+    "/chat/completions": "chat-fanout",
+    "/responses": "responses-fanout",
+    "/messages": "anthropic-parallel",
+}
+
+
+def route(seen: Seen) -> Reply:
+    step = BY_NAME.get(seen.headers.get("x-demo-step", ""))
+    if step is None:
+        path = seen.path.partition("?")[0].rstrip("/")
+        step = next(
+            (BY_NAME[name] for suffix, name in DEFAULTS.items() if path.endswith(suffix)), None
+        )
+    if step is None:
+        return json_reply(
+            {
+                "error": {
+                    "message": f"the demo upstream serves chat/completions, responses and messages, not {seen.path}",
+                    "type": "not_found",
+                }
+            },
+            404,
+        )
+    return step.reply

@@ -1,0 +1,97 @@
+"""The log sink's argument policy: what each tooltap_log_arguments mode lets through."""
+
+import io
+import json
+
+from tooltap.addon.logsink import ArgumentPolicy, LogSink, redact_text
+from tooltap.core import Exchange, inspect
+
+REQUEST = {
+    "tools": [
+        {
+            "type": "function",
+            "function": {
+                "name": "login",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"user": {"type": "string"}, "password": {"type": "integer"}},
+                },
+            },
+        }
+    ]
+}
+RESPONSE = {
+    "id": "c",
+    "model": "m",
+    "choices": [
+        {
+            "index": 0,
+            "message": {
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {
+                            "name": "login",
+                            "arguments": '{"user": "ann", "password": "hunter2-SECRET", "nested": {"api_key": "k-SECRET"}}',
+                        },
+                    }
+                ]
+            },
+        }
+    ],
+}
+
+
+def events(mode):
+    verdict = inspect(
+        Exchange(
+            "POST",
+            "https://api.openai.com/v1/chat/completions",
+            json.dumps(REQUEST).encode(),
+            200,
+            {"content-type": "application/json"},
+            json.dumps(RESPONSE).encode(),
+        )
+    )
+    stream = io.StringIO()
+    LogSink("json", mode, stream).emit(verdict, "api.openai.com", "/v1/chat/completions", 0.1)
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_raw_keeps_the_arguments_byte_exact_and_the_validator_message():
+    call = events("raw")[0]
+    assert (
+        call["arguments_raw"]
+        == RESPONSE["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+    )
+    assert call["schema_errors"] == [
+        {"path": "$.password", "message": '"hunter2-SECRET" is not of type "integer"'}
+    ]
+
+
+def test_redact_masks_secret_keys_at_any_depth_and_the_messages_that_quote_them():
+    logged = json.dumps(events("redact"))
+    assert "SECRET" not in logged
+    call = events("redact")[0]
+    assert (
+        call["arguments_raw"]
+        == '{"user":"ann","password":"[redacted]","nested":{"api_key":"[redacted]"}}'
+    )
+    assert call["schema_errors"] == [{"path": "$.password", "message": "[redacted]"}]
+
+
+def test_hash_is_keyed_and_omit_drops_the_arguments():
+    assert "SECRET" not in json.dumps(events("hash")) + json.dumps(events("omit"))
+    a, b = ArgumentPolicy("hash", b"key-one"), ArgumentPolicy("hash", b"key-two")
+    assert a.arguments("1234") != b.arguments("1234")  # not a bare digest of a short secret
+    assert a.arguments("1234") == ArgumentPolicy("hash", b"key-one").arguments("1234")
+    assert events("omit")[0]["arguments_raw"] is None
+
+
+def test_truncated_arguments_are_redacted_by_pattern():
+    assert redact_text('{"user": "ann", "token": "abc') == '{"user": "ann", "token": "[redacted]"'
+    assert (
+        ArgumentPolicy("redact").message("bad key sk-abcdefghijkl12 in Bearer abcdefghij123")
+        == "bad key [redacted] in [redacted]"
+    )
