@@ -67,3 +67,49 @@ def test_the_readme_quick_start_demo_command_runs_as_written():
     assert done.returncode == 0, done.stderr[-2000:]
     assert "exposure rate (strict-void / at-risk turns): 50%" in done.stdout
     assert "every process and port is closed" in done.stdout
+
+
+def test_serve_keeps_the_stack_up_for_your_own_client_and_stops_cleanly_on_ctrl_c():
+    import signal
+    import sys
+    import time
+
+    import httpx
+
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "tooltap.addon.cli", "demo", "--serve"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        lines = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            lines.append(demo.stdout.readline())
+            if "Ctrl-C stops everything" in lines[-1]:
+                break
+        base = next(
+            re.search(r"OPENAI_BASE_URL=(\S+)", line).group(1)
+            for line in lines
+            if "OPENAI_BASE_URL=" in line
+        )
+        reply = httpx.post(
+            base + "/chat/completions", json={"model": "gpt-4o", "messages": []}, timeout=10
+        )
+        assert (
+            reply.json()["choices"][0]["message"]["tool_calls"][0]["id"]
+            == "call_fdNz3vOBKYgOIpMdWotB9MjY"
+        )
+        while time.monotonic() < deadline:
+            line = demo.stdout.readline()
+            if "] turn " in line:
+                break
+        assert "state=no-tools" in line  # your own request, live in the log
+        demo.send_signal(signal.SIGINT)
+        assert demo.wait(30) == 0
+        assert "every process and port is closed" in demo.stdout.read()
+    finally:
+        if demo.poll() is None:
+            demo.kill()
