@@ -14,7 +14,7 @@ from typing import Any
 
 import jsonschema_rs
 import orjson
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from .jsontext import ParseError, loads
 from .wire import Tool, ToolCall
@@ -39,7 +39,7 @@ class Call(BaseModel):
     type: str
     arguments_raw: str
     parse_error: ParseError | None = None
-    schema_errors: list[SchemaError] = []
+    schema_errors: list[SchemaError] = Field(default_factory=list)
     schema_problem: str | None = None
 
 

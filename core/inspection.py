@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from . import parallel, schema
 from .arguments import Call, ValidatorCache, diagnose
@@ -44,7 +44,7 @@ class Rejected(BaseModel):
     status: int
     type: str
     message: str
-    blockers: list[str] = []
+    blockers: list[str] = Field(default_factory=list)
 
 
 class Verdict(BaseModel):
@@ -59,15 +59,15 @@ class Verdict(BaseModel):
     detail: str | None = None
     format_state: str | None = None
     format_detail: str | None = None
-    calls: list[Call] = []
-    duplicates: dict[str, int] = {}
-    loop_errors: list[LoopError] = []
-    tool_results: list[ToolResult] = []
-    repairs: list[str] = []
+    calls: list[Call] = Field(default_factory=list)
+    duplicates: dict[str, int] = Field(default_factory=dict)
+    loop_errors: list[LoopError] = Field(default_factory=list)
+    tool_results: list[ToolResult] = Field(default_factory=list)
+    repairs: list[str] = Field(default_factory=list)
     rejected: Rejected | None = None
-    output_types: list[str] = []
-    stream_errors: list[dict[str, str]] = []
-    awaiting: list[str] = []
+    output_types: list[str] = Field(default_factory=list)
+    stream_errors: list[dict[str, str]] = Field(default_factory=list)
+    awaiting: list[str] = Field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -90,7 +90,7 @@ class _Body(BaseModel):
     problem: str | None = None
     stream: bool = False
     complete: bool = True
-    errors: list[dict[str, str]] = []
+    errors: list[dict[str, str]] = Field(default_factory=list)
 
 
 def _read_request(exchange: Exchange) -> _Body:

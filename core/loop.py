@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from .jsontext import loads
 from .wire import CLIENT_CALL_TYPES, Api
@@ -76,8 +76,8 @@ class ToolResult(BaseModel):
 
 
 class LoopReport(BaseModel):
-    errors: list[LoopError] = []
-    results: list[ToolResult] = []
+    errors: list[LoopError] = Field(default_factory=list)
+    results: list[ToolResult] = Field(default_factory=list)
 
 
 def _dict(value: Any) -> Mapping[str, Any]:

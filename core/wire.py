@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from .jsontext import dumps
 
@@ -97,12 +97,12 @@ class Turn(BaseModel):
     api: Api
     model: str | None = None
     response_id: str | None = None
-    tools: list[Tool] = []
+    tools: list[Tool] = Field(default_factory=list)
     parallel_tool_calls: bool | None = None
-    output_format: dict[str, Any] = {}
-    calls: list[ToolCall] = []
-    awaiting: list[str] = []
-    output_types: list[str] = []
+    output_format: dict[str, Any] = Field(default_factory=dict)
+    calls: list[ToolCall] = Field(default_factory=list)
+    awaiting: list[str] = Field(default_factory=list)
+    output_types: list[str] = Field(default_factory=list)
 
     def tool(self, call: ToolCall) -> Tool | None:
         for tool in self.tools:
