@@ -81,7 +81,7 @@ class LoopReport(BaseModel):
 
 
 def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if isinstance(value, dict) else {}
 
 
 def _list(value: Any) -> list[Any]:

@@ -39,7 +39,7 @@ def _int(value: Any) -> int:
 
 
 def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if isinstance(value, dict) else {}
 
 
 def _list(value: Any) -> list[Any]:
@@ -69,10 +69,10 @@ def parse_ids(text: Any) -> list[str]:
 
 def tool_name(tool: Any) -> str | None:
     """The function name out of either tool shape. Pure. None when absent."""
-    if not isinstance(tool, Mapping):
+    if not isinstance(tool, dict):
         return None
     name = tool.get("name")
-    if not name and isinstance(tool.get("function"), Mapping):
+    if not name and isinstance(tool.get("function"), dict):
         name = tool["function"].get("name")
     text = str(name or "").strip()
     return text or None
@@ -92,7 +92,7 @@ def strict_tools(response: Any) -> list[str]:
     """
     out: set[str] = set()
     for tool in _list(_dict(response).get("tools")):
-        if not isinstance(tool, Mapping):
+        if not isinstance(tool, dict):
             continue
         strict = tool.get("strict")
         if strict is not True:
@@ -120,7 +120,7 @@ def function_calls(response: Any) -> list[dict[str, str]]:
     """
     out: list[dict[str, str]] = []
     for item in _list(_dict(response).get("output")):
-        if not isinstance(item, Mapping) or item.get("type") not in CALL_TYPES:
+        if not isinstance(item, dict) or item.get("type") not in CALL_TYPES:
             continue
         name = str(item.get("name") or "").strip()
         if name:

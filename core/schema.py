@@ -97,7 +97,7 @@ OPENAI_LIMITS = Limits(
 
 
 def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if isinstance(value, dict) else {}
 
 
 def declared_format(response: Any) -> tuple[str, Any, Any, Any]:
@@ -110,14 +110,14 @@ def declared_format(response: Any) -> tuple[str, Any, Any, Any]:
     """
     body = _dict(response)
     fmt = _dict(body.get("text")).get("format") or body.get("response_format") or {}
-    if not isinstance(fmt, Mapping) or not fmt:
+    if not isinstance(fmt, dict) or not fmt:
         return ("none", None, None, None)
     kind = str(fmt.get("type") or "none")
     if kind != "json_schema":
         return (kind, None, None, None)
     # Responses flattens the schema onto the format object; Chat Completions
     # nests it under json_schema. Both shapes are stored.
-    inner = fmt["json_schema"] if isinstance(fmt.get("json_schema"), Mapping) else fmt
+    inner = fmt["json_schema"] if isinstance(fmt.get("json_schema"), dict) else fmt
     return ("json_schema", inner.get("name"), inner.get("strict"), inner.get("schema"))
 
 
@@ -136,16 +136,16 @@ def _children(schema: Mapping[str, Any]) -> list[Any]:
     """Sub-schemas one level down, in the order the walks visit them."""
     children: list[Any] = []
     properties = schema.get("properties")
-    if isinstance(properties, Mapping):
+    if isinstance(properties, dict):
         children.extend(properties.values())
-    if isinstance(schema.get("items"), Mapping):
+    if isinstance(schema.get("items"), dict):
         children.append(schema["items"])
     for group in _GROUPS:
         if isinstance(schema.get(group), list):
-            children.extend(x for x in schema[group] if isinstance(x, Mapping))
+            children.extend(x for x in schema[group] if isinstance(x, dict))
     defs = schema.get("$defs")
-    if isinstance(defs, Mapping):
-        children.extend(x for x in defs.values() if isinstance(x, Mapping))
+    if isinstance(defs, dict):
+        children.extend(x for x in defs.values() if isinstance(x, dict))
     return children
 
 
@@ -161,11 +161,11 @@ def schema_size(schema: Any, depth: int = 1) -> dict[str, int]:
     while stack:
         node, level = stack.pop()
         totals["depth"] = max(totals["depth"], level)
-        if not isinstance(node, Mapping):
+        if not isinstance(node, dict):
             continue
         if isinstance(node.get("enum"), list):
             totals["enum"] = max(totals["enum"], len(node["enum"]))
-        if isinstance(node.get("properties"), Mapping):
+        if isinstance(node.get("properties"), dict):
             totals["properties"] += len(node["properties"])
         stack.extend((child, level + 1) for child in _children(node))
     return totals
@@ -182,9 +182,9 @@ def string_budget(schema: Any, large_enum_values: int = 250) -> dict[str, int]:
     stack: list[Any] = [schema]
     while stack:
         node = stack.pop()
-        if not isinstance(node, Mapping):
+        if not isinstance(node, dict):
             continue
-        if isinstance(node.get("properties"), Mapping):
+        if isinstance(node.get("properties"), dict):
             total += sum(len(str(name)) for name in node["properties"])
         enum = node.get("enum")
         if isinstance(enum, list):
@@ -258,7 +258,7 @@ def schema_blockers(
     400ed, and the flag came back out. The list of rules the schema breaks is
     the actual work. The walk stops below the depth limit, and is iterative.
     """
-    if not isinstance(schema, Mapping):
+    if not isinstance(schema, dict):
         return [f"{path}: not a schema object"] if depth == 1 else []
     problems: list[str] = []
     stack: list[tuple[Mapping[str, Any], str, int]] = [(schema, path, depth)]
@@ -269,26 +269,26 @@ def schema_blockers(
             continue
         below: list[tuple[Mapping[str, Any], str, int]] = []
         properties = node.get("properties")
-        if isinstance(properties, Mapping):
+        if isinstance(properties, dict):
             below.extend(
                 (properties[name], f"{where}.{name}", level + 1)
                 for name in sorted(properties)
-                if isinstance(properties[name], Mapping)
+                if isinstance(properties[name], dict)
             )
-        if isinstance(node.get("items"), Mapping):
+        if isinstance(node.get("items"), dict):
             below.append((node["items"], f"{where}[]", level + 1))
         if level > 1 and isinstance(node.get("anyOf"), list):
             below.extend(
                 (branch, f"{where}.anyOf[{i}]", level + 1)
                 for i, branch in enumerate(node["anyOf"])
-                if isinstance(branch, Mapping)
+                if isinstance(branch, dict)
             )
         defs = node.get("$defs")
-        if isinstance(defs, Mapping):
+        if isinstance(defs, dict):
             below.extend(
                 (sub, f"{where}.$defs.{name}", level + 1)
                 for name, sub in sorted(defs.items())
-                if isinstance(sub, Mapping)
+                if isinstance(sub, dict)
             )
         stack.extend(reversed(below))
     return problems
@@ -296,7 +296,7 @@ def schema_blockers(
 
 def limit_problems(schema: Any, limits: Limits = SEED_LIMITS) -> list[str]:
     """Size ceilings this schema passes. Pure. Empty when it fits."""
-    if not isinstance(schema, Mapping):
+    if not isinstance(schema, dict):
         return []
     lines: list[str] = []
     size = schema_size(schema)
@@ -343,9 +343,9 @@ def loose_tools(response: Any) -> list[str]:
     loose: list[str] = []
     tools = _dict(response).get("tools")
     for tool in tools if isinstance(tools, list) else []:
-        if not isinstance(tool, Mapping) or str(tool.get("type") or "function") != "function":
+        if not isinstance(tool, dict) or str(tool.get("type") or "function") != "function":
             continue
-        inner = tool["function"] if isinstance(tool.get("function"), Mapping) else tool
+        inner = tool["function"] if isinstance(tool.get("function"), dict) else tool
         if inner.get("strict") is not True:
             loose.append(str(inner.get("name") or "unnamed"))
     return loose

@@ -19,7 +19,7 @@ from .sse import SSEDecoder
 
 
 def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if isinstance(value, dict) else {}
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -37,7 +37,7 @@ def api_error(value: Any) -> dict[str, str]:
         return {"type": "", "message": value}
     body = _dict(value)
     inner = body.get("error")
-    if isinstance(inner, Mapping):
+    if isinstance(inner, dict):
         body = inner
     elif isinstance(inner, str):
         return {"type": str(body.get("type") or body.get("code") or ""), "message": inner}
@@ -75,13 +75,13 @@ class ResponsesAssembler:
 
     def event(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
-        if kind in self.FINAL and isinstance(event.get("response"), Mapping):
+        if kind in self.FINAL and isinstance(event.get("response"), dict):
             self.final = event["response"]
-        elif kind in self.START and isinstance(event.get("response"), Mapping):
+        elif kind in self.START and isinstance(event.get("response"), dict):
             self.base = event["response"]
         elif kind in ("response.output_item.added", "response.output_item.done"):
             item = event.get("item")
-            if isinstance(item, Mapping):
+            if isinstance(item, dict):
                 index = _int(event.get("output_index"), len(self.items))
                 self.items[index] = dict(item)
                 if isinstance(item.get("id"), str):
@@ -149,7 +149,7 @@ class ChatAssembler:
             self.usage = chunk["usage"]
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
-            if isinstance(choice, Mapping):
+            if isinstance(choice, dict):
                 self._choice(choice)
 
     def _choice(self, choice: Mapping[str, Any]) -> None:
@@ -167,7 +167,7 @@ class ChatAssembler:
                 slot[key].append(delta[key])
         fragments = delta.get("tool_calls")
         for fragment in fragments if isinstance(fragments, list) else []:
-            if not isinstance(fragment, Mapping):
+            if not isinstance(fragment, dict):
                 continue
             calls: dict[int, dict[str, Any]] = slot["calls"]
             call = calls.setdefault(
@@ -234,7 +234,7 @@ class MessagesAssembler:
         kind = event.get("type")
         if kind == "message_start":
             self.message = dict(_dict(event.get("message")))
-        elif kind == "content_block_start" and isinstance(event.get("content_block"), Mapping):
+        elif kind == "content_block_start" and isinstance(event.get("content_block"), dict):
             index = _int(event.get("index"), len(self.blocks))
             self.blocks[index] = dict(event["content_block"])
             self.parts[index] = []
@@ -245,7 +245,7 @@ class MessagesAssembler:
             for key in ("stop_reason", "stop_sequence"):
                 if key in delta:
                     self.message[key] = delta[key]
-            if isinstance(event.get("usage"), Mapping):
+            if isinstance(event.get("usage"), dict):
                 self.message["usage"] = {**_dict(self.message.get("usage")), **event["usage"]}
         elif kind == "message_stop":
             self.done = True
@@ -354,7 +354,7 @@ class StreamReader:
                     self._assembler.done = True
                 continue
             value, error = loads(event.data)
-            if error is not None or not isinstance(value, Mapping):
+            if error is not None or not isinstance(value, dict):
                 self._bad += 1
                 continue
             self._events += 1

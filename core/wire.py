@@ -34,7 +34,7 @@ CLIENT_CALL_TYPES = {
 
 
 def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if isinstance(value, dict) else {}
 
 
 def _list(value: Any) -> list[Any]:
@@ -233,7 +233,7 @@ def _chat_tools(request: Mapping[str, Any]) -> list[Tool]:
 
 def _chat_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     # n > 1 gives alternative completions, not parallel calls: read choice 0.
-    choices = [c for c in _list(response.get("choices")) if isinstance(c, Mapping)]
+    choices = [c for c in _list(response.get("choices")) if isinstance(c, dict)]
     first = next((c for c in choices if c.get("index", 0) == 0), choices[0] if choices else {})
     message = _dict(first.get("message"))
     calls: list[ToolCall] = []
