@@ -20,6 +20,7 @@ from typing import IO, Any
 from urllib.parse import parse_qsl, urlencode
 
 from mitmproxy import ctx, exceptions, http
+from mitmproxy.connection import ConnectionState
 from mitmproxy.proxy.mode_specs import ReverseMode
 
 from tooltap.core import Api, Exchange, ValidatorCache, Verdict, detect_api, inspect
@@ -35,6 +36,10 @@ DEFAULT_HOSTS = ["api.openai.com", "api.anthropic.com", "*.openai.azure.com"]
 # Query parameters worth keeping in the logged path; anything else might be a key.
 SAFE_QUERY = ("api-version", "beta")
 MAX_TRACKED = 100_000
+# What mitmproxy's error hook says when the client, not the upstream, ended an
+# exchange. (Its HTTP/2 layer says "stream reset by client" for a reset from
+# either peer; the message is kept in the logged reason either way.)
+CLIENT_GONE = ("Client disconnected.", "stream reset by client")
 
 
 @dataclass(slots=True)
@@ -52,6 +57,19 @@ class _Record:
     path: str
     chunks: list[bytes] = field(default_factory=list)
     skipped: str | None = None
+    failure: str | None = None  # the upstream broke the exchange off: mitmproxy's words
+    note: str | None = None  # the client broke it off: mitmproxy's words
+
+
+def _upstream_failed(flow: http.HTTPFlow) -> bool:
+    """The error hook fired because the upstream (not the client) broke off the exchange."""
+    if flow.error is None:
+        return False
+    if flow.response is not None and flow.response.timestamp_end is not None:
+        return False  # the whole response had arrived; what failed came after
+    if flow.error.msg.startswith(CLIENT_GONE):
+        return False
+    return flow.client_conn.state == ConnectionState.OPEN
 
 
 def _log_path(path: str) -> str:
@@ -236,8 +254,12 @@ class Tooltap:
                 return
             request, response = flow.request, flow.response
             limit = ctx.options.tooltap_max_body
+            error = flow.error.msg if flow.error is not None else None
+            failed = _upstream_failed(flow)
             request_body = request.raw_content or b""
             skipped = "request body above tooltap_max_body" if len(request_body) > limit else None
+            if request.raw_content is None:
+                skipped = "request body streamed by mitmproxy, not inspected"
             status, headers, body, chunks = None, {}, b"", []
             if response is not None:
                 status = response.status_code
@@ -249,10 +271,19 @@ class Tooltap:
                     skipped = "response body above tooltap_max_body"
                 elif pending.tap is not None:
                     chunks = pending.tap.chunks
-                elif len(response.raw_content or b"") > limit:
+                elif response.raw_content is None:
+                    # Never kept: the exchange broke off before the body was
+                    # complete, or mitmproxy switched to streaming after our
+                    # hook (stream_large_bodies on a body of unknown length).
+                    skipped = (
+                        f"response body incomplete: {error}"
+                        if error
+                        else "response body streamed by mitmproxy (stream_large_bodies), not inspected"
+                    )
+                elif len(response.raw_content) > limit:
                     skipped = "response body above tooltap_max_body"
                 else:
-                    body = response.raw_content or b""
+                    body = response.raw_content
             exchange = Exchange(
                 method=request.method,
                 url=request.url,
@@ -263,7 +294,14 @@ class Tooltap:
                 response_body=body,
             )
             record = _Record(
-                pending.api, exchange, request.pretty_host, _log_path(request.path), chunks, skipped
+                pending.api,
+                exchange,
+                request.pretty_host,
+                _log_path(request.path),
+                chunks,
+                skipped,
+                failure=error if failed else None,
+                note=None if failed else error,
             )
             if not self.worker.submit(record):
                 self.metrics.flow(pending.api, "dropped")
@@ -287,7 +325,7 @@ class Tooltap:
         if "worker" in self._faults:
             raise RuntimeError("injected fault in the worker")
         started = time.perf_counter()
-        if record.skipped is not None:
+        if record.skipped is not None and record.failure is None:
             verdict = Verdict(
                 api=record.api,
                 outcome="skipped",
@@ -299,6 +337,13 @@ class Tooltap:
             if record.chunks:
                 exchange = replace(exchange, response_body=b"".join(record.chunks))
             verdict = inspect(exchange, self.recent, validators=self.validators)
+            if record.failure is not None:
+                # What did arrive (a cut stream's calls, the request's loop) is
+                # still reported; the flow counts as the upstream's failure.
+                verdict.outcome = "upstream_error"
+                verdict.reason = f"the upstream broke off the exchange: {record.failure}"
+            elif record.note is not None and verdict.reason is not None:
+                verdict.reason = f"{verdict.reason} ({record.note})"
             if verdict.api == "responses" and verdict.response_id and verdict.awaiting:
                 self.recent.remember(verdict.response_id, verdict.awaiting)
         self.sink.emit(verdict, record.host, record.path, (time.perf_counter() - started) * 1000)

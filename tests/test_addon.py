@@ -291,3 +291,82 @@ async def test_a_body_mitmproxy_already_streams_is_tapped_not_lost(addon):
     assert addon.flush(5)
     turn = next(e for e in lines(addon.stream) if e["event"] == "turn")
     assert (turn["outcome"], turn["state"], turn["calls"]) == ("inspected", "strict-void", 2)
+
+
+def _cut_response(flow):
+    """A response whose body never finished arriving, as mitmproxy leaves it."""
+    flow.response.content = None
+    flow.response.timestamp_end = None
+
+
+async def test_an_upstream_that_breaks_off_a_buffered_body_counts_as_upstream_error(addon):
+    # Regression: the error hook's empty body used to be parsed as if complete,
+    # and logged as status 200 "unparseable" while the client got mitmproxy's 502.
+    flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"")
+    addon.request(flow)
+    addon.responseheaders(flow)
+    _cut_response(flow)
+    message = "HTTP/1 protocol error: peer closed connection without sending complete message body"
+    flow.error = tflow.terr(message)
+    before = (flow.request.get_state(), flow.response.get_state())
+    addon.error(flow)
+    assert addon.flush(5)
+    assert (flow.request.get_state(), flow.response.get_state()) == before
+    turn = next(e for e in lines(addon.stream) if e["event"] == "turn")
+    assert turn["outcome"] == "upstream_error"
+    assert turn["reason"] == f"the upstream broke off the exchange: {message}"
+    assert value(addon, "tooltap_flows_total", api="chat", outcome="upstream_error") == 1
+    assert value(addon, "tooltap_flows_total", api="chat", outcome="unparseable") == 0
+
+
+async def test_an_upstream_reset_mid_stream_keeps_the_calls_seen_and_counts_upstream_error(addon):
+    wire = stream_bytes("chat_stream_single_tool_call.sse")
+    flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"", headers=tuple(SSE.items()))
+    addon.request(flow)
+    addon.responseheaders(flow)
+    half = wire[: len(wire) // 2]
+    assert flow.response.stream(half) == half
+    _cut_response(flow)
+    flow.error = tflow.terr("HTTP/1 protocol error: incomplete chunked read")
+    addon.error(flow)
+    assert addon.flush(5)
+    events = lines(addon.stream)
+    turn = next(e for e in events if e["event"] == "turn")
+    assert (turn["outcome"], turn["stream"], turn["calls"]) == ("upstream_error", True, 1)
+    assert [e["event"] for e in events].count("tool_call") == 1
+    assert value(addon, "tooltap_flows_total", api="chat", outcome="upstream_error") == 1
+
+
+async def test_a_client_that_hangs_up_mid_stream_is_inspected_and_says_so(addon):
+    wire = stream_bytes("chat_stream_single_tool_call.sse")
+    flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"", headers=tuple(SSE.items()))
+    addon.request(flow)
+    addon.responseheaders(flow)
+    flow.response.stream(wire[:600])
+    _cut_response(flow)
+    flow.error = tflow.terr("Client disconnected.")
+    addon.error(flow)
+    assert addon.flush(5)
+    turn = next(e for e in lines(addon.stream) if e["event"] == "turn")
+    assert turn["outcome"] == "inspected"
+    assert turn["reason"] == "the stream ended before its final event (Client disconnected.)"
+
+
+async def test_a_body_mitmproxy_starts_streaming_after_our_hook_is_skipped_not_unparseable(addon):
+    # Regression: stream_large_bodies on a chunked body switches to streaming
+    # after responseheaders; the body was never seen, and used to be logged as
+    # an empty, unparseable document.
+    flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"")
+    addon.request(flow)
+    addon.responseheaders(flow)
+    assert flow.response.stream is False
+    flow.response.stream = True
+    flow.response.content = None
+    addon.response(flow)
+    assert addon.flush(5)
+    turn = next(e for e in lines(addon.stream) if e["event"] == "turn")
+    assert (turn["outcome"], turn["reason"]) == (
+        "skipped",
+        "response body streamed by mitmproxy (stream_large_bodies), not inspected",
+    )
+    assert value(addon, "tooltap_flows_total", api="chat", outcome="skipped") == 1
