@@ -21,7 +21,8 @@ from urllib.parse import parse_qsl, urlencode
 
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.connection import ConnectionState
-from mitmproxy.proxy.mode_specs import ReverseMode
+from mitmproxy.proxy.mode_specs import ProxyMode, ReverseMode
+from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 
 from tooltap.core import Api, Exchange, ValidatorCache, Verdict, detect_api, inspect
 
@@ -45,13 +46,14 @@ CLIENT_GONE = ("Client disconnected.", "stream reset by client")
 @dataclass(slots=True)
 class _Pending:
     api: Api
+    client: str = ""  # the client connection's id
     tap: StreamTap | None = None
     too_large: bool = False
 
 
 @dataclass(slots=True)
 class _Record:
-    api: Api
+    api: Api | None  # None: the upstream was unreachable before any request
     exchange: Exchange
     host: str
     path: str
@@ -209,8 +211,10 @@ class Tooltap:
             if "hook" in self._faults:
                 raise RuntimeError("injected fault in a hook")
             api = detect_api(flow.request.method, flow.request.path)
-            if api is not None and self._watched(flow):
-                self._flows[flow.id] = _Pending(api)
+            if api is not None and self._watched(
+                flow.client_conn.proxy_mode, flow.request.pretty_host
+            ):
+                self._flows[flow.id] = _Pending(api, flow.client_conn.id)
                 if len(self._flows) > MAX_TRACKED:
                     self._flows.popitem(last=False)
         except Exception:  # noqa: BLE001 - count it, never break the flow
@@ -308,10 +312,33 @@ class Tooltap:
         except Exception:  # noqa: BLE001 - counted and logged in _hook_error
             self._hook_error()
 
-    def _watched(self, flow: http.HTTPFlow) -> bool:
-        if isinstance(flow.client_conn.proxy_mode, ReverseMode):
+    def server_connect_error(self, data: ServerConnectionHookData) -> None:
+        # In reverse mode mitmproxy connects upstream as soon as a client
+        # connects (connection_strategy=eager). When that fails, the client is
+        # dropped before it sends a request, and no flow hook ever fires: count
+        # it here, or an unreachable upstream looks like no traffic at all.
+        try:
+            client, server = data.client, data.server
+            if any(p.client == client.id for p in self._flows.values()):
+                return  # a flow waits on this connection: its error hook counts it
+            host, port = server.address or ("", 0)
+            if not self._watched(client.proxy_mode, host):
+                return
+            record = _Record(
+                None,
+                Exchange(method="", url=""),
+                host,
+                "",
+                failure=f"cannot connect to {host}:{port}: {server.error}",
+            )
+            if not self.worker.submit(record):
+                self.metrics.flow("none", "dropped")
+        except Exception:  # noqa: BLE001 - counted and logged in _hook_error
+            self._hook_error()
+
+    def _watched(self, mode: ProxyMode, host: str) -> bool:
+        if isinstance(mode, ReverseMode):
             return True
-        host = flow.request.pretty_host
         decision = self._host_decisions.get(host)
         if decision is None:
             patterns = ctx.options.tooltap_hosts
@@ -325,7 +352,9 @@ class Tooltap:
         if "worker" in self._faults:
             raise RuntimeError("injected fault in the worker")
         started = time.perf_counter()
-        if record.skipped is not None and record.failure is None:
+        if record.api is None:
+            verdict = Verdict(api=None, outcome="upstream_error", reason=record.failure)
+        elif record.skipped is not None and record.failure is None:
             verdict = Verdict(
                 api=record.api,
                 outcome="skipped",
@@ -341,7 +370,7 @@ class Tooltap:
                 # What did arrive (a cut stream's calls, the request's loop) is
                 # still reported; the flow counts as the upstream's failure.
                 verdict.outcome = "upstream_error"
-                verdict.reason = f"the upstream broke off the exchange: {record.failure}"
+                verdict.reason = f"the upstream failed: {record.failure}"
             elif record.note is not None and verdict.reason is not None:
                 verdict.reason = f"{verdict.reason} ({record.note})"
             if verdict.api == "responses" and verdict.response_id and verdict.awaiting:

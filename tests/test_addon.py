@@ -314,7 +314,7 @@ async def test_an_upstream_that_breaks_off_a_buffered_body_counts_as_upstream_er
     assert (flow.request.get_state(), flow.response.get_state()) == before
     turn = next(e for e in lines(addon.stream) if e["event"] == "turn")
     assert turn["outcome"] == "upstream_error"
-    assert turn["reason"] == f"the upstream broke off the exchange: {message}"
+    assert turn["reason"] == f"the upstream failed: {message}"
     assert value(addon, "tooltap_flows_total", api="chat", outcome="upstream_error") == 1
     assert value(addon, "tooltap_flows_total", api="chat", outcome="unparseable") == 0
 
@@ -370,3 +370,46 @@ async def test_a_body_mitmproxy_starts_streaming_after_our_hook_is_skipped_not_u
         "response body streamed by mitmproxy (stream_large_bodies), not inspected",
     )
     assert value(addon, "tooltap_flows_total", api="chat", outcome="skipped") == 1
+
+
+def _connect_error(mode):
+    from mitmproxy.proxy.mode_specs import ProxyMode
+    from mitmproxy.proxy.server_hooks import ServerConnectionHookData
+
+    client, server = tflow.tclient_conn(), tflow.tserver_conn()
+    client.proxy_mode = ProxyMode.parse(mode)
+    server.address = ("127.0.0.1", 9)
+    server.error = "[Errno 111] Connect call failed ('127.0.0.1', 9)"
+    return ServerConnectionHookData(client=client, server=server)
+
+
+async def test_an_unreachable_upstream_before_any_request_is_logged_and_counted(addon):
+    # Regression: in reverse mode mitmproxy connects upstream when the client
+    # connects; a refused connection drops the client before any flow exists,
+    # and tooltap used to log and count nothing.
+    addon.server_connect_error(_connect_error("reverse:http://127.0.0.1:9"))
+    addon.server_connect_error(_connect_error("regular"))  # 127.0.0.1 is not a watched host
+    assert addon.flush(5)
+    turns = [e for e in lines(addon.stream) if e["event"] == "turn"]
+    assert [(t["api"], t["outcome"], t["host"]) for t in turns] == [
+        (None, "upstream_error", "127.0.0.1")
+    ]
+    assert turns[0]["reason"] == (
+        "cannot connect to 127.0.0.1:9: [Errno 111] Connect call failed ('127.0.0.1', 9)"
+    )
+    assert value(addon, "tooltap_flows_total", api="none", outcome="upstream_error") == 1
+
+
+async def test_a_connect_error_inside_a_flow_is_counted_once_by_the_flow(addon):
+    data = _connect_error("reverse:http://127.0.0.1:9")
+    flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"")
+    flow.client_conn = data.client
+    flow.response = None
+    addon.request(flow)
+    addon.server_connect_error(data)  # connection_strategy=lazy: the flow is waiting
+    flow.error = tflow.terr(data.server.error)
+    addon.error(flow)
+    assert addon.flush(5)
+    turns = [e for e in lines(addon.stream) if e["event"] == "turn"]
+    assert [(t["api"], t["outcome"]) for t in turns] == [("chat", "upstream_error")]
+    assert value(addon, "tooltap_flows_total", api="none", outcome="upstream_error") is None
