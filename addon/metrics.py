@@ -9,10 +9,19 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    start_http_server,
+)
 
-from tooltap.core import APIS, Verdict
+from tooltap.core import APIS, Verdict, parallel, schema
 from tooltap.core.loop import RULES
+
+# The *_created series double the series count and no rule or panel reads them.
+disable_created_metrics()
 
 OUTCOMES = ("inspected", "skipped", "unparseable", "upstream_error", "dropped")
 WHERE = ("hook", "tap", "worker")
@@ -24,6 +33,7 @@ class Metrics:
         self.registry = CollectorRegistry()
         self.model_labels = model_labels
         self._models: set[str] = set()
+        self._pairs: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         r = self.registry
         by_model = ["api", "model"]
@@ -159,6 +169,8 @@ class Metrics:
         if verdict.state is None:
             return
         model = self.model(verdict.model)
+        if (api, model) not in self._pairs:
+            self._start_at_zero(api, model)
         calls = len(verdict.calls)
         self.turns.labels(api, model, verdict.state).inc()
         if verdict.format_state is not None:
@@ -176,6 +188,18 @@ class Metrics:
             self.argument_errors.labels(api, model, "parse").inc(parse)
         if invalid:
             self.argument_errors.labels(api, model, "schema").inc(invalid)
+
+    def _start_at_zero(self, api: str, model: str) -> None:
+        """Create an (api, model)'s series at 0, so that rate() sees their first increment."""
+        self._pairs.add((api, model))
+        for state in parallel.STATES:
+            self.turns.labels(api, model, state)
+        for state in schema.STATES:
+            self.formats.labels(api, model, state)
+        for kind in ("parse", "schema"):
+            self.argument_errors.labels(api, model, kind)
+        for counter in (self.tool_calls, self.unguaranteed, self.duplicates):
+            counter.labels(api, model)
 
     def serve(self, host: str, port: int) -> int:
         """Start the /metrics endpoint; returns the bound port."""
