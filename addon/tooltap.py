@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any
 from urllib.parse import parse_qsl, urlencode
 
+import orjson
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.connection import ConnectionState
 from mitmproxy.proxy.mode_specs import ProxyMode, ReverseMode
@@ -41,6 +42,20 @@ MAX_TRACKED = 100_000
 # exchange. (Its HTTP/2 layer says "stream reset by client" for a reset from
 # either peer; the message is kept in the logged reason either way.)
 CLIENT_GONE = ("Client disconnected.", "stream reset by client")
+# Request headers whose values are credentials. They are never logged, and
+# neither is any echo of them: an API error that quotes the key, or a model
+# that repeats it in an argument, is scrubbed before the sinks see it.
+CREDENTIAL_HEADERS = (
+    "authorization",
+    "proxy-authorization",
+    "api-key",
+    "x-api-key",
+    "x-goog-api-key",
+    "openai-organization",
+    "openai-project",
+)
+MIN_CREDENTIAL = 8  # shorter values are not scrubbed: they would mangle ordinary text
+SCRUBBED = "[redacted]"
 
 
 @dataclass(slots=True)
@@ -60,6 +75,7 @@ class _Record:
     chunks: list[bytes] = field(default_factory=list)
     skipped: str | None = None
     failure: str | None = None  # the upstream broke the exchange off: mitmproxy's words
+    credentials: tuple[str, ...] = ()  # values to scrub from everything logged
     note: str | None = None  # the client broke it off: mitmproxy's words
 
 
@@ -72,6 +88,45 @@ def _upstream_failed(flow: http.HTTPFlow) -> bool:
     if flow.error.msg.startswith(CLIENT_GONE):
         return False
     return flow.client_conn.state == ConnectionState.OPEN
+
+
+def _credentials(headers: http.Headers) -> tuple[str, ...]:
+    """The credential header values, and for `Scheme token` the bare token, longest first."""
+    found: set[str] = set()
+    for name in CREDENTIAL_HEADERS:
+        for value in headers.get_all(name):
+            found.add(value.strip())
+            found.add(value.strip().partition(" ")[2].strip())
+    return tuple(sorted((v for v in found if len(v) >= MIN_CREDENTIAL), key=len, reverse=True))
+
+
+def _scrub(verdict: Verdict, credentials: tuple[str, ...]) -> Verdict:
+    """The verdict with every occurrence of a credential replaced, in any string at any depth."""
+    text = verdict.model_dump_json()
+    if not any(orjson.dumps(c).decode()[1:-1] in text for c in credentials):
+        return verdict
+
+    def clean(value: str) -> str:
+        for credential in credentials:
+            value = value.replace(credential, SCRUBBED)
+        return value
+
+    root: list[Any] = [verdict.model_dump()]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        parent, key = stack.pop()
+        node = parent[key]
+        if isinstance(node, str):
+            parent[key] = clean(node)
+        elif isinstance(node, list):
+            stack.extend((node, i) for i in range(len(node)))
+        elif isinstance(node, dict):
+            for name in list(node):
+                new = clean(name) if isinstance(name, str) else name
+                if new != name:
+                    node[new] = node.pop(name)
+                stack.append((node, new))
+    return Verdict.model_validate(root[0])
 
 
 def _log_path(path: str) -> str:
@@ -306,6 +361,7 @@ class Tooltap:
                 skipped,
                 failure=error if failed else None,
                 note=None if failed else error,
+                credentials=_credentials(request.headers),
             )
             if not self.worker.submit(record):
                 self.metrics.flow(pending.api, "dropped")
@@ -375,7 +431,12 @@ class Tooltap:
                 verdict.reason = f"{verdict.reason} ({record.note})"
             if verdict.api == "responses" and verdict.response_id and verdict.awaiting:
                 self.recent.remember(verdict.response_id, verdict.awaiting)
-        self.sink.emit(verdict, record.host, record.path, (time.perf_counter() - started) * 1000)
+        path = record.path
+        if record.credentials:
+            verdict = _scrub(verdict, record.credentials)
+            for credential in record.credentials:
+                path = path.replace(credential, SCRUBBED)
+        self.sink.emit(verdict, record.host, path, (time.perf_counter() - started) * 1000)
         self.metrics.record(verdict, time.perf_counter() - started)
 
     # --- errors --------------------------------------------------------------

@@ -413,3 +413,66 @@ async def test_a_connect_error_inside_a_flow_is_counted_once_by_the_flow(addon):
     turns = [e for e in lines(addon.stream) if e["event"] == "turn"]
     assert [(t["api"], t["outcome"]) for t in turns] == [("chat", "upstream_error")]
     assert value(addon, "tooltap_flows_total", api="none", outcome="upstream_error") is None
+
+
+@pytest.mark.parametrize("mode", ["raw", "redact", "hash", "omit"])
+async def test_credentials_the_upstream_echoes_back_never_reach_the_log_or_metrics(mode):
+    # Regression: an API (or a gateway in front of it) that quotes the key in
+    # its error message, or a model that repeats it in a tool argument, put
+    # the header's value into request_rejected.message, the turn's reason
+    # (5xx, every mode) and arguments_raw.
+    key, azure, org = (
+        "sk-proj-ECHOEDkey0123456789",
+        "0123456789abcdef0123456789abcdef",
+        "org-ECHO1234",
+    )
+    stream = io.StringIO()
+    tap = Tooltap(log_stream=stream)
+    with taddons.context(tap) as tctx:
+        tctx.configure(tap, tooltap_metrics_port=0, tooltap_log_format="json")
+        tctx.configure(tap, tooltap_log_arguments=mode)
+        for status, message in ((401, f"Incorrect API key provided: {key}."), (502, azure)):
+            body = {"error": {"message": message, "type": "invalid_request_error"}}
+            flow = make_flow("/v1/chat/completions", CHAT_REQUEST, json.dumps(body).encode())
+            flow.response.status_code = status
+            flow.request.headers["authorization"] = f"Bearer {key}"
+            flow.request.headers["api-key"] = azure
+            flow.request.headers["openai-organization"] = org
+            await tctx.cycle(tap, flow)
+        answer = {
+            "model": f"gpt-{org}",
+            "choices": [
+                {
+                    "message": {
+                        "tool_calls": [
+                            {
+                                "id": "call_1",
+                                "function": {
+                                    "name": "GetWeatherArgs",
+                                    "arguments": json.dumps({"city": key, "note": azure}),
+                                },
+                            }
+                        ]
+                    }
+                }
+            ],
+        }
+        flow = make_flow("/v1/chat/completions", CHAT_REQUEST, json.dumps(answer).encode())
+        flow.request.headers["x-api-key"] = key
+        flow.request.headers["api-key"] = azure
+        flow.request.headers["openai-organization"] = org
+        await tctx.cycle(tap, flow)
+        assert tap.flush(5)
+        from prometheus_client import generate_latest
+
+        exposed = stream.getvalue() + generate_latest(tap.metrics.registry).decode()
+        tap.done()
+    events = lines(stream)
+    assert [e["event"] for e in events].count("turn") == 3
+    for secret in (key, azure, org):
+        assert secret not in exposed, (mode, secret)
+    rejected = next(e for e in events if e["event"] == "request_rejected")
+    assert rejected["message"] == "Incorrect API key provided: [redacted]."
+    call = next(e for e in events if e["event"] == "tool_call")
+    if mode == "raw":  # the rest of the arguments stays as it was
+        assert call["arguments_raw"] == '{"city": "[redacted]", "note": "[redacted]"}'
