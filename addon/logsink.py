@@ -1,9 +1,9 @@
 """The structured log: DESIGN.md's events, JSON lines by default, console for people.
 
 Events are data: `turn`, `tool_call`, `loop_error`, `request_rejected`,
-`tool_result_error` and `no_tool_call`. No header value is ever logged, and
-with `redact`, `hash` or `omit` neither is anything secret-looking in the
-arguments or in messages that could echo them.
+`stream_error`, `tool_result_error` and `no_tool_call`. No header value is
+ever logged, and with `redact`, `hash` or `omit` neither is anything
+secret-looking in the arguments or in messages that could echo them.
 """
 
 from __future__ import annotations
@@ -171,6 +171,16 @@ class LogSink:
                 message=policy.message(verdict.rejected.message),
                 blockers=verdict.rejected.blockers,
             )
+        for error in verdict.stream_errors:
+            # The API's own error, sent inside a 200 stream (Anthropic's
+            # overloaded_error, a Responses `error` event): its words, as for a 4xx.
+            log.warning(
+                "stream_error",
+                api=verdict.api,
+                response_id=verdict.response_id,
+                type=error.get("type", ""),
+                message=policy.message(error.get("message", "")),
+            )
         for result in verdict.tool_results:
             if result.outcome == "error":
                 log.warning(
@@ -189,6 +199,7 @@ class LogSink:
             or bad_calls
             or bool(verdict.loop_errors)
             or verdict.rejected is not None
+            or bool(verdict.stream_errors)
             or verdict.outcome != "inspected"
         )
         (log.warning if finding else log.info)(

@@ -476,3 +476,31 @@ async def test_credentials_the_upstream_echoes_back_never_reach_the_log_or_metri
     call = next(e for e in events if e["event"] == "tool_call")
     if mode == "raw":  # the rest of the arguments stays as it was
         assert call["arguments_raw"] == '{"city": "[redacted]", "note": "[redacted]"}'
+
+
+async def test_an_error_event_inside_a_200_stream_is_logged_in_the_apis_words(addon):
+    # Regression: the API's in-stream error (here Anthropic's overloaded_error
+    # after message_start) was kept in Verdict.stream_errors and never logged:
+    # the turn only said the stream ended early.
+    start = stream_bytes("anthropic_stream_text_then_tool_use.sse").split(b"\n\n")[0] + b"\n\n"
+    overloaded = (
+        b'{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}'
+    )
+    wire = start + b"event: error\ndata: " + overloaded + b"\n\n"
+    flow = make_flow("/v1/messages", {"model": "m"}, b"", headers=tuple(SSE.items()))
+    addon.request(flow)
+    addon.responseheaders(flow)
+    assert flow.response.stream(wire) == wire
+    assert flow.response.stream(b"") == b""
+    flow.response.content = None
+    addon.response(flow)
+    assert addon.flush(5)
+    events = lines(addon.stream)
+    error = next(e for e in events if e["event"] == "stream_error")
+    assert (error["api"], error["type"], error["message"]) == (
+        "messages",
+        "overloaded_error",
+        "Overloaded",
+    )
+    assert error["level"] == "warning"
+    assert next(e for e in events if e["event"] == "turn")["level"] == "warning"
