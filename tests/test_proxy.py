@@ -379,3 +379,33 @@ def test_regular_mode_with_a_tls_upstream_and_the_mitmproxy_ca_trusted(tmp_path)
             assert response.content == SCENARIOS["chat-json"].body
             turn = regular.wait_for("turn")[0]
     assert (turn["host"], turn["state"], turn["calls"]) == ("127.0.0.1", "strict-void", 2)
+
+
+def test_plain_mitmdump_with_the_script_path_loads_tooltap_and_inspects(upstream):
+    # Regression: mitmproxy puts the script's folder first on sys.path, where
+    # addon/tooltap.py shadowed the tooltap package ("'tooltap' is not a
+    # package"), so `mitmdump -s $(tooltap script-path)` exited at startup.
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    script = subprocess.run(
+        [sys.executable, "-m", "tooltap.addon.cli", "script-path"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    mitmdump = shutil.which("mitmdump", path=os.path.dirname(sys.executable))
+    argv = [mitmdump, "--listen-host", "127.0.0.1", "-p", "0", "--mode", f"reverse:{upstream.url}"]
+    argv += ["-s", script, "--set", "tooltap_metrics_port=0", "--set", "tooltap_log_format=json"]
+    with Proxy(argv, modes=1) as plain:
+        response = httpx.post(
+            plain.url + "/v1/chat/completions",
+            json={"model": "m", "tools": TOOLS},
+            headers={"x-scenario": "chat-json"},
+            timeout=10,
+        )
+        assert response.content == SCENARIOS["chat-json"].body
+        turn = plain.wait_for("turn")[0]
+    assert (turn["state"], turn["calls"]) == ("strict-void", 2)
