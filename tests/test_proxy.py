@@ -399,6 +399,8 @@ def test_plain_mitmdump_with_the_script_path_loads_tooltap_and_inspects(upstream
     mitmdump = shutil.which("mitmdump", path=os.path.dirname(sys.executable))
     argv = [mitmdump, "--listen-host", "127.0.0.1", "-p", "0", "--mode", f"reverse:{upstream.url}"]
     argv += ["-s", script, "--set", "tooltap_metrics_port=0", "--set", "tooltap_log_format=json"]
+    # mitmdump's own flow lines share stdout with the JSON events: keep them off.
+    argv += ["--set", "flow_detail=0"]
     with Proxy(argv, modes=1) as plain:
         response = httpx.post(
             plain.url + "/v1/chat/completions",
