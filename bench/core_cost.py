@@ -1,0 +1,191 @@
+"""Benchmark 4: the cost of tooltap.core, as a ratio to json.loads of the same bytes.
+
+A ratio travels across machines where microseconds do not. inspect() runs as
+the proxy's worker runs it (a warm ValidatorCache); the baseline is the
+standard library's json.loads of the request and the response body (for a
+stream, of the request and of every event's data). Then StreamReader's
+throughput in MB/s for each dialect, and whether costs grow linearly: bodies
+at 1x, 10x and 100x, where a quadratic step would show as a time ratio far
+above the size ratio.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from tooltap.core import Exchange, StreamReader, ValidatorCache, inspect
+
+from . import bodies
+
+URLS = {
+    "chat": "https://api.openai.com/v1/chat/completions",
+    "responses": "https://api.openai.com/v1/responses",
+    "messages": "https://api.anthropic.com/v1/messages",
+}
+JSON_HEADERS = {"content-type": "application/json"}
+SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8"}
+
+
+def per_call(fn: Callable[[], Any], min_time: float, repeats: int = 5) -> float:
+    """Median seconds per call over `repeats` runs of at least `min_time` each."""
+    fn()
+    n, elapsed = 1, 0.0
+    while True:  # find a loop count that takes about min_time (bounded: doubles)
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_time or n >= 1 << 20:
+            break
+        n *= 2
+    runs = [elapsed / n]
+    for _ in range(repeats - 1):
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        runs.append((time.perf_counter() - start) / n)
+    return statistics.median(runs)
+
+
+def json_case(request: bytes, response: bytes) -> tuple[Exchange, Callable[[], Any], int]:
+    exchange = Exchange("POST", URLS["chat"], request, 200, JSON_HEADERS, response)
+    return (
+        exchange,
+        lambda: (json.loads(request), json.loads(response)),
+        len(request) + len(response),
+    )
+
+
+def sse_case(request: bytes, events: list[bytes]) -> tuple[Exchange, Callable[[], Any], int]:
+    body = b"".join(events)
+    datas = [e.split(b"data: ", 1)[1].strip() for e in events]
+    datas = [d for d in datas if d != b"[DONE]"]
+
+    def baseline() -> None:
+        json.loads(request)
+        for data in datas:
+            json.loads(data)
+
+    exchange = Exchange("POST", URLS["chat"], request, 200, SSE_HEADERS, body)
+    return exchange, baseline, len(request) + len(body)
+
+
+def measure(
+    exchange: Exchange, baseline: Callable[[], Any], size: int, min_time: float
+) -> dict[str, Any]:
+    validators = ValidatorCache()
+    verdict = inspect(exchange, {}, validators=validators)
+    assert verdict.outcome == "inspected", verdict.reason
+    t_inspect = per_call(lambda: inspect(exchange, {}, validators=validators), min_time)
+    t_json = per_call(baseline, min_time)
+    t_orjson = per_call(
+        lambda: (
+            (orjson.loads(exchange.request_body), orjson.loads(exchange.response_body))
+            if not verdict.stream
+            else None
+        ),
+        min_time,
+    )
+    return {
+        "bytes": size,
+        "calls": len(verdict.calls),
+        "inspect_us": t_inspect * 1e6,
+        "json_loads_us": t_json * 1e6,
+        "ratio_to_json_loads": t_inspect / t_json,
+        "orjson_loads_us": t_orjson * 1e6 if not verdict.stream else None,
+    }
+
+
+def stream_throughput(
+    events: list[bytes], api: str, min_time: float, chunk: int | None
+) -> dict[str, Any]:
+    """MB/s of StreamReader.feed over the body, cut per event or in `chunk`-byte pieces."""
+    body = b"".join(events)
+    pieces = events if chunk is None else [body[i : i + chunk] for i in range(0, len(body), chunk)]
+
+    def read() -> None:
+        reader = StreamReader(api)
+        for piece in pieces:
+            reader.feed(piece)
+        result = reader.close()
+        assert result.complete
+
+    seconds = per_call(read, min_time)
+    return {
+        "bytes": len(body),
+        "events": len(events),
+        "us": seconds * 1e6,
+        "mb_per_s": len(body) / seconds / 1e6,
+    }
+
+
+def growth(points: list[dict[str, Any]], key: str) -> list[dict[str, float]]:
+    """Each step's time ratio next to its size ratio; ~equal means linear."""
+    return [
+        {
+            "size_ratio": b["bytes"] / a["bytes"],
+            "time_ratio": b[key] / a[key],
+        }
+        for a, b in itertools.pairwise(points)
+    ]
+
+
+def run(quick: bool) -> dict[str, Any]:
+    min_time = 0.05 if quick else 0.3
+    cases = {
+        "small": json_case(*bodies.small_pair()),
+        "medium": json_case(bodies.chat_request(), bodies.chat_response()),
+        "large": json_case(*bodies.scaled_pair(100)),
+        "medium-sse": sse_case(bodies.chat_request(stream=True), bodies.chat_stream_events()),
+    }
+    per_case = {name: measure(*case, min_time) for name, case in cases.items()}
+    for name, row in per_case.items():
+        print(
+            f"  core {name:<11} {row['bytes']:>8} B  inspect {row['inspect_us']:9.1f} us"
+            f"  json.loads {row['json_loads_us']:9.1f} us  ratio {row['ratio_to_json_loads']:.2f}",
+            flush=True,
+        )
+
+    scales = (1, 10, 100)
+    inspect_scaling = [
+        measure(*json_case(*bodies.scaled_pair(k)), min_time) | {"scale": k} for k in scales
+    ]
+    builders: dict[str, Callable[..., list[bytes]]] = {
+        "chat": bodies.chat_stream_events,
+        "responses": bodies.responses_stream_built,
+        "messages": bodies.messages_stream_built,
+    }
+    streams: dict[str, Any] = {}
+    for api, build in builders.items():
+        points = [
+            stream_throughput(build(content_size=2800 * k, deltas=43 * k), api, min_time, None)
+            | {"scale": k}
+            for k in scales
+        ]
+        streams[api] = {"per_event": points, "growth": growth(points, "us")}
+        print(
+            f"  stream {api:<9} "
+            + "  ".join(f"{p['bytes'] / 1e3:8.0f} kB {p['mb_per_s']:6.1f} MB/s" for p in points),
+            flush=True,
+        )
+    # One long argument string in 64-byte pieces: the case that catches a
+    # line buffer rebuilt on every feed (quadratic).
+    long_line = bodies.chat_stream_events(content_size=2_000_000, deltas=3)
+    streams["chat-long-line-64B-chunks"] = stream_throughput(long_line, "chat", min_time, 64)
+    streams["chat-1KiB-chunks"] = stream_throughput(
+        bodies.chat_stream_events(content_size=280_000, deltas=4300), "chat", min_time, 1024
+    )
+    return {
+        "cases": per_case,
+        "inspect_scaling": inspect_scaling,
+        "inspect_growth": growth(inspect_scaling, "inspect_us"),
+        "json_loads_growth": growth(inspect_scaling, "json_loads_us"),
+        "streams": streams,
+    }

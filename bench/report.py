@@ -1,0 +1,344 @@
+"""Turn bench/out/*.json into markdown tables, the latency plot, and the README section."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+
+
+def _load(out: Path, name: str) -> dict[str, Any] | None:
+    path = out / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}" if abs(v) < 10 else f"{v:.1f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _mark(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def json_section(data: dict[str, Any], targets: list[str]) -> str:
+    parts = [
+        f"### 1. JSON throughput and latency ({data['settings']['rounds']} interleaved rounds, medians)"
+    ]
+    for key, label in (("c1", "sequential (1 connection)"), ("c16", "concurrency 16")):
+        block = data["summary"][key]
+        rows = [
+            [name, r["rps"], r["p50_ms"], r["p99_ms"], r["cpu_ms_per_req"], int(r["errors"])]
+            for name, r in block["targets"].items()
+        ]
+        parts.append(
+            f"**{label}**\n\n"
+            + _table(["target", "req/s", "p50 ms", "p99 ms", "proxy CPU ms/req", "errors"], rows)
+        )
+        ratio_rows = [
+            [pair, r["rps"], r["p50_ms"], r["p99_ms"], r["cpu_ms_per_req"]]
+            for pair, r in block["ratios"].items()
+        ]
+        parts.append(_table(["ratio", "req/s", "p50", "p99", "CPU/req"], ratio_rows))
+        main = block["ratios"]["tooltap/mitmdump"]
+        targets.append(
+            f"JSON {label}: tooltap/mitmdump req/s {main['rps']:.2f} (>= 0.95: {_mark(main['rps'] >= 0.95)}),"
+            f" p50 {main['p50_ms']:.2f} (<= 1.05: {_mark(main['p50_ms'] <= 1.05)})"
+        )
+    not_inspected = {
+        name: r.get("not_inspected")
+        for block in data["summary"].values()
+        for name, r in block["targets"].items()
+        if r.get("not_inspected") is not None
+    }
+    parts.append(
+        f"Flows tooltap did not log a turn for: {not_inspected}; dropped (metric): {data['dropped']};"
+        f" addon reloads during the run: {data.get('reloads')}."
+    )
+    cal = data["calibration"]
+    cal_rows = []
+    for kind in ("replay-server", "bench-upstream"):
+        row: list[Any] = [kind]
+        for target in ("direct", "mitmdump"):
+            for c in (1, 16):
+                row.append(cal[f"{kind}/{target}/c{c}"]["rps"])
+        row.append(cal[f"{kind}/direct/c16"]["upstream_cpu_ms_per_req"])
+        cal_rows.append(row)
+    parts.append(
+        "**Upstream check** (is the upstream the bottleneck? req/s)\n\n"
+        + _table(
+            [
+                "upstream",
+                "direct c1",
+                "direct c16",
+                "mitmdump c1",
+                "mitmdump c16",
+                "upstream CPU ms/req",
+            ],
+            cal_rows,
+        )
+    )
+    return "\n\n".join(parts)
+
+
+def stream_section(data: dict[str, Any], targets: list[str]) -> str:
+    s = data["settings"]
+    rows = [
+        [
+            name,
+            f"{r['events_ok']}/{r['streams']}",
+            r["delay_p50_ms"],
+            r["delay_p99_ms"],
+            r["added_p50_ms"],
+            r["ttfe_p50_ms"],
+            r["total_p50_ms"],
+            int(r["late_events"]),
+        ]
+        for name, r in data["summary"].items()
+    ]
+    tooltap = data["summary"]["tooltap"]
+    targets.append(
+        f"Streaming: tooltap's per-event delay minus mitmdump's, median {tooltap['vs_mitmdump_p50_ms']:+.3f} ms"
+        f" (within 0.2 ms: {_mark(abs(tooltap['vs_mitmdump_p50_ms']) <= 0.2)}); first event"
+        f" {tooltap['ttfe_vs_mitmdump_ms']:+.2f} ms vs mitmdump, no late events:"
+        f" {_mark(tooltap['late_events'] == 0 and tooltap['ttfe_vs_mitmdump_ms'] <= 1.0)}"
+    )
+    return (
+        f"### 2. Streaming ({s['events']} SSE events {s['gap_ms']:.0f} ms apart, {s['rounds']} streams per target)\n\n"
+        + _table(
+            [
+                "target",
+                "all 50 events",
+                "event delay p50 ms",
+                "p99 ms",
+                "added p50 ms (vs direct)",
+                "first event ms",
+                "whole stream ms",
+                "events > 100 ms late",
+            ],
+            rows,
+        )
+        + f"\n\ntooltap logged {data['tooltap_turns_logged']} turns for the streams it carried (warm-up included)."
+    )
+
+
+def memory_section(data: dict[str, Any], targets: list[str]) -> str:
+    s = data["settings"]
+    rows = [
+        [
+            name,
+            r["rss_start_mib"],
+            r["rss_warm_mib"],
+            r["rss_end_mib"],
+            r["rss_max_mib"],
+            r["growth_mib_per_10k_after_warmup"],
+        ]
+        for name, r in data["summary"].items()
+    ]
+    growth = data["summary"]["tooltap"]["growth_mib_per_10k_after_warmup"]
+    base = data["summary"]["mitmdump"]["growth_mib_per_10k_after_warmup"]
+    targets.append(
+        f"Memory: tooltap RSS growth after warm-up {growth:.2f} MiB per 10k flows"
+        f" (plain mitmdump: {base:.2f}); flat: {_mark(growth <= max(1.0, base + 1.0))}"
+    )
+    flows = ", ".join(f"{k} {int(v)}" for k, v in data["tooltap_flows"].items())
+    return (
+        f"### 3. Memory ({s['flows']:,} mixed flows at concurrency {s['concurrency']}, warm-up {s['warmup']:,})\n\n"
+        + _table(
+            ["process", "RSS start MiB", "after warm-up", "end", "max", "growth MiB / 10k flows"],
+            rows,
+        )
+        + f"\n\ntooltap_flows_total: {flows}; internal errors: {int(data['tooltap_internal_errors'])};"
+        f" addon reloads during the run: {data.get('tooltap_reloads')}."
+    )
+
+
+def core_section(data: dict[str, Any], targets: list[str]) -> str:
+    rows = [
+        [
+            name,
+            r["bytes"],
+            r["calls"],
+            r["inspect_us"],
+            r["json_loads_us"],
+            r["ratio_to_json_loads"],
+        ]
+        for name, r in data["cases"].items()
+    ]
+    medium = data["cases"]["medium"]["ratio_to_json_loads"]
+    targets.append(
+        f"Core: inspect / json.loads, medium case {medium:.2f} (<= 3: {_mark(medium <= 3)})"
+    )
+    scale_rows = []
+    for point, step in zip(data["inspect_scaling"], [None, *data["inspect_growth"]], strict=False):
+        scale_rows.append(
+            [
+                f"{point['scale']}x",
+                point["bytes"],
+                point["inspect_us"],
+                point["ratio_to_json_loads"],
+                f"{step['size_ratio']:.1f}x size -> {step['time_ratio']:.1f}x time" if step else "",
+            ]
+        )
+    stream_rows = []
+    for api in ("chat", "responses", "messages"):
+        points = data["streams"][api]["per_event"]
+        growth = data["streams"][api]["growth"]
+        stream_rows.append(
+            [
+                api,
+                *[p["mb_per_s"] for p in points],
+                "; ".join(f"{g['size_ratio']:.1f}x -> {g['time_ratio']:.1f}x" for g in growth),
+            ]
+        )
+    long_line = data["streams"]["chat-long-line-64B-chunks"]
+    kib = data["streams"]["chat-1KiB-chunks"]
+    return (
+        "### 4. Core cost\n\n"
+        + _table(
+            ["exchange", "bytes (req + resp)", "calls", "inspect µs", "json.loads µs", "ratio"],
+            rows,
+        )
+        + "\n\n**Growth with size** (history rounds and the file argument scaled together)\n\n"
+        + _table(["scale", "bytes", "inspect µs", "ratio to json.loads", "step"], scale_rows)
+        + "\n\n**StreamReader throughput**, one feed() per event, streams of 1x / 10x / 100x\n\n"
+        + _table(["dialect", "1x MB/s", "10x MB/s", "100x MB/s", "size -> time"], stream_rows)
+        + f"\n\nChat stream fed in 1 KiB pieces ({kib['bytes'] / 1e6:.1f} MB): {kib['mb_per_s']:.1f} MB/s."
+        f" One 2 MB argument string fed in 64-byte pieces: {long_line['mb_per_s']:.1f} MB/s (no quadratic rebuild)."
+    )
+
+
+def profile_section(data: dict[str, Any]) -> str:
+    st = data["stages_us"]
+    rows = [[name, us] for name, us in st.items()]
+    skip = ("run (bench", "one (bench", "[self]")
+    top = [t for t in data["top_total"] if not t["function"].startswith(skip)][:14]
+    top_rows = [[t["function"], f"{t['share'] * 100:.1f}%"] for t in top]
+    return (
+        "### 5. Worker profile (medium exchange; pyinstrument, bench/out/profile.html)\n\n"
+        + _table(["stage", "µs per flow"], rows)
+        + "\n\n"
+        + _table(["function (total time, share of the worker path)", "share"], top_rows)
+    )
+
+
+def why_section(data: dict[str, Any]) -> str:
+    parts = [
+        "### 6. Where tooltap's cost comes from (variants of the addon, bench/variants.py;"
+        f" {data['settings']['rounds']} interleaved rounds, medians)"
+    ]
+    for key, label in (("c1", "sequential"), ("c16", "concurrency 16")):
+        rows = [
+            [
+                name,
+                r["rps"],
+                r["rps_ratio"],
+                r["p50_ms"],
+                r["p50_ratio"],
+                r["cpu_ms_per_req"],
+                r["child_cpu_ms_per_req"],
+            ]
+            for name, r in data["summary"][key].items()
+        ]
+        parts.append(
+            f"**{label}**\n\n"
+            + _table(
+                [
+                    "proxy",
+                    "req/s",
+                    "vs mitmdump",
+                    "p50 ms",
+                    "vs mitmdump",
+                    "proxy CPU ms/req",
+                    "worker process CPU ms/req",
+                ],
+                rows,
+            )
+        )
+    return "\n\n".join(parts)
+
+
+def plot(data: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    colours = {"direct": "tab:green", "mitmdump": "tab:blue", "tooltap": "tab:red"}
+    for ax, concurrency in zip(axes, (1, 16), strict=True):
+        for name, colour in colours.items():
+            values = sorted(
+                v
+                for b in data["batches"]
+                if b["target"] == name and b["concurrency"] == concurrency
+                for v in b["latencies_ms"]
+            )
+            if not values:
+                continue
+            ys = [(i + 1) / len(values) for i in range(len(values))]
+            label = "no proxy" if name == "direct" else name
+            ax.plot(
+                values, ys, color=colour, label=f"{label} (p50 {values[len(values) // 2]:.2f} ms)"
+            )
+        ax.set_xscale("log")
+        ax.set_xlabel("request latency, ms (log)")
+        ax.set_title("sequential" if concurrency == 1 else f"concurrency {concurrency}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(loc="lower right", fontsize=8)
+    axes[0].set_ylabel("fraction of requests")
+    fig.suptitle("~4 KB tool-calling JSON through a reverse proxy: latency CDF", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write(out: Path, here: Path, readme: bool) -> None:
+    targets: list[str] = []
+    sections = []
+    meta = None
+    for name, render in (
+        ("json", json_section),
+        ("stream", stream_section),
+        ("memory", memory_section),
+        ("core", core_section),
+    ):
+        data = _load(out, name)
+        if data is not None:
+            meta = meta or data.get("meta")
+            sections.append(render(data, targets))
+    profile = _load(out, "profile")
+    if profile is not None:
+        meta = meta or profile.get("meta")
+        sections.append(profile_section(profile))
+    why = _load(out, "why")
+    if why is not None:
+        sections.append(why_section(why))
+    head = ""
+    if meta:
+        m = meta["machine"]
+        head = (
+            f"Run: {meta['started']} ({meta['mode']} mode); code: {m.get('code', 'working tree')}"
+            f" {m['commit']}; {m['cpu']}, {m['cores']} cores,"
+            f" {m['memory_gib']} GiB, {m['os']}; Python {m['python']}, mitmproxy {m['mitmproxy']}.\n\n"
+        )
+    summary = "**Targets**\n\n" + "\n".join(f"- {t}" for t in targets)
+    text = head + summary + "\n\n" + "\n\n".join(sections) + "\n"
+    (out / "results.md").write_text(text)
+    json_data = _load(out, "json")
+    if json_data is not None and readme:
+        plot(json_data, here / "latency.png")
+    if readme:
+        path = here / "README.md"
+        current = path.read_text() if path.exists() else f"{START}\n{END}\n"
+        before, _, rest = current.partition(START)
+        _, _, after = rest.partition(END)
+        path.write_text(before + START + "\n" + text + END + after)

@@ -1,0 +1,207 @@
+"""The things under test, started side by side: upstream, plain mitmdump, tooltap run.
+
+All are child processes on loopback, started with tooltap.addon.launch.Proxy,
+stopped by their own PID (SIGINT, then kill) when the context exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import psutil
+
+from tooltap.addon.launch import Proxy
+
+ROOT = Path(__file__).resolve().parent.parent
+STREAM_ALL = ("--set", "stream_large_bodies=1")  # mitmproxy streams every body of 1 byte or more
+
+
+class BenchProxy(Proxy):
+    """A Proxy that counts tooltap's `turn` log lines instead of parsing every line.
+
+    launch.Proxy json-decodes and keeps each stdout line; at 1k flows/s that is
+    CPU in the benchmark process (the client's) and memory that only grows.
+    """
+
+    turns = 0
+
+    def _read(self, stream: IO[str] | None) -> None:
+        super()._read(self._skip_events(stream))
+
+    def _skip_events(self, stream: IO[str] | None) -> Iterator[str]:
+        for line in stream or ():
+            if line.startswith("{"):
+                if '"event":"turn"' in line:
+                    self.turns += 1  # only this reader thread writes it
+                continue
+            yield line
+
+    @property
+    def reloads(self) -> int:
+        """Times the addon was loaded again (mitmproxy live-reloads an edited script)."""
+        with self._lock:
+            return max(0, sum("tooltap metrics at" in line for line in self.text) - 1)
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def wait_turns(self, expected: int, timeout: float = 20.0) -> int:
+        """Wait until `expected` turns were logged, or nothing moved for 1 s (drops)."""
+        deadline = time.monotonic() + timeout
+        last, last_change = self.turns, time.monotonic()
+        while self.turns < expected and time.monotonic() < deadline:
+            time.sleep(0.02)
+            if self.turns != last:
+                last, last_change = self.turns, time.monotonic()
+            elif time.monotonic() - last_change > 1.0:
+                break
+        return self.turns
+
+    def metric(self, name: str, **labels: str) -> float:
+        """Sum of one metric's samples matching `labels`, scraped from /metrics."""
+        assert self.metrics_url is not None
+        text = urllib.request.urlopen(self.metrics_url, timeout=5).read().decode()
+        total = 0.0
+        for line in text.splitlines():
+            if not line.startswith(name + "{") and not line.startswith(name + " "):
+                continue
+            if all(f'{k}="{v}"' in line for k, v in labels.items()):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+
+class Target:
+    """One column of the results: a name, the URL the client uses, and the proxy (if any)."""
+
+    def __init__(self, name: str, url: str, proxy: BenchProxy | None = None) -> None:
+        self.name = name
+        self.url = url
+        self.proxy = proxy
+        self.process = psutil.Process(proxy.pid) if proxy else None
+
+    def cpu(self) -> float:
+        """CPU seconds (user + system, all threads) the proxy process has used so far."""
+        if self.process is None:
+            return 0.0
+        times = self.process.cpu_times()
+        return times.user + times.system
+
+    def children_cpu(self) -> float:
+        """CPU seconds of the proxy's child processes (a worker process, if any)."""
+        if self.process is None:
+            return 0.0
+        total = 0.0
+        for child in self.process.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                times = child.cpu_times()
+                total += times.user + times.system
+        return total
+
+    def rss(self) -> int:
+        return self.process.memory_info().rss if self.process else 0
+
+
+@contextlib.contextmanager
+def upstream(replay: bool = False) -> Iterator[tuple[str, int]]:
+    """Start bench.upstream in its own process; yields (url, pid)."""
+    argv = [sys.executable, "-m", "bench.upstream", *(["--replay"] if replay else [])]
+    process = subprocess.Popen(
+        argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.startswith("port "):
+            raise RuntimeError(f"upstream did not start: {line!r}")
+        yield f"http://127.0.0.1:{int(line.split()[1])}", process.pid
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()  # the server exits when its stdin closes
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def mitmdump(upstream_url: str, *extra: str) -> BenchProxy:
+    proxy = BenchProxy.mitmdump(upstream_url, *extra)
+    assert isinstance(proxy, BenchProxy)
+    return proxy
+
+
+def tooltap(upstream_url: str, *extra: str) -> BenchProxy:
+    proxy = BenchProxy.tooltap([upstream_url], "--log-format", "json", extra=extra)
+    assert isinstance(proxy, BenchProxy)
+    return proxy
+
+
+@contextlib.contextmanager
+def started(*proxies: BenchProxy) -> Iterator[None]:
+    """Start every proxy; stop each one (by its PID) whatever happens."""
+    with contextlib.ExitStack() as stack:
+        for proxy in proxies:
+            stack.enter_context(proxy)
+        yield
+
+
+def _busy() -> float:
+    """Seconds of CPU the whole machine has been busy (all cores)."""
+    t = psutil.cpu_times()
+    return (
+        t.user
+        + t.nice
+        + t.system
+        + getattr(t, "irq", 0)
+        + getattr(t, "softirq", 0)
+        + getattr(t, "steal", 0)
+    )
+
+
+class Noise:
+    """CPU used by processes that are not ours (other jobs on a shared machine), in cores.
+
+    Ours are this process and all its children (upstream, proxies, their
+    workers). Benchmarks wait for a quiet machine before each batch and record
+    the noise during it, so a batch disturbed by someone else's work (a test
+    suite on the same two cores, say) can be seen and left out.
+    """
+
+    NOISY = 0.25  # cores used by others during a batch that make it unreliable
+
+    def _ours(self) -> float:
+        me = psutil.Process(os.getpid())
+        total = 0.0
+        for p in (me, *me.children(recursive=True)):
+            with contextlib.suppress(psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+        return total
+
+    def start(self) -> tuple[float, float, float]:
+        return time.monotonic(), _busy(), self._ours()
+
+    def since(self, mark: tuple[float, float, float]) -> float:
+        wall, busy, ours = mark
+        elapsed = time.monotonic() - wall
+        return max(0.0, (_busy() - busy) - (self._ours() - ours)) / elapsed if elapsed else 0.0
+
+    def wait_quiet(self, limit: float = 0.15, max_wait: float = 30.0) -> float:
+        """Wait (bounded) until others use under `limit` cores; returns the last reading."""
+        deadline = time.monotonic() + max_wait
+        while True:
+            mark = self.start()
+            time.sleep(0.2)
+            others = self.since(mark)
+            if others < limit or time.monotonic() > deadline:
+                return others

@@ -1,0 +1,192 @@
+"""Variants of tooltap's addon, to find where its cost on the proxy comes from.
+
+Loaded through bench/variant_addon.py (a mitmdump -s script) by `python -m
+bench.why`; none of this is shipped. TOOLTAP_BENCH_VARIANT picks one:
+
+- shipped          the addon as it is (loaded with -s, like every variant)
+- no-worker        the worker thread does nothing: what the hooks alone cost
+- switch-interval  sys.setswitchinterval(0.0002): the event loop waits less for the GIL
+- mp-queue-worker  inspect and the sinks in a child process fed by multiprocessing.Queue
+- pipe-worker      the same child fed through a non-blocking pipe written by the
+                   hook itself: no thread at all in the proxy process (prototype
+                   of the proposed fix)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import pickle
+import queue
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import tooltap.addon.tooltap as addon_module
+from tooltap.addon.tooltap import Tooltap
+
+NAMES = ("shipped", "no-worker", "switch-interval", "mp-queue-worker", "pipe-worker")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class _Inspector:
+    """The work of Tooltap._handle, in the child process."""
+
+    def __init__(self) -> None:
+        # Inspection is worth less than forwarding: on a busy machine the
+        # proxy's own process must win the CPU (measured: without this the
+        # sequential latency suffers when the child wakes next to the proxy).
+        os.nice(10)
+        from tooltap.addon.logsink import LogSink
+        from tooltap.addon.metrics import Metrics
+        from tooltap.addon.worker import RecentCalls
+        from tooltap.core import ValidatorCache
+
+        self.sink, self.metrics = LogSink("json", "raw", sys.stdout), Metrics()
+        self.recent, self.validators = RecentCalls(), ValidatorCache()
+
+    def handle(self, record: Any) -> None:
+        from tooltap.core import Verdict, inspect
+
+        started = time.perf_counter()
+        if record.skipped is not None:
+            verdict = Verdict(api=record.api, outcome="skipped", reason=record.skipped)
+        else:
+            exchange = record.exchange
+            if record.chunks:
+                exchange = replace(exchange, response_body=b"".join(record.chunks))
+            verdict = inspect(exchange, self.recent, validators=self.validators)
+            if verdict.api == "responses" and verdict.response_id and verdict.awaiting:
+                self.recent.remember(verdict.response_id, verdict.awaiting)
+        elapsed = time.perf_counter() - started
+        self.sink.emit(verdict, record.host, record.path, elapsed * 1000)
+        self.metrics.record(verdict, elapsed)
+
+
+def _mp_child(jobs: Any) -> None:
+    inspector = _Inspector()
+    while (record := jobs.get()) is not None:
+        inspector.handle(record)
+
+
+class MpQueueWorker:
+    """Worker's interface over a spawned process and a bounded multiprocessing.Queue."""
+
+    def __init__(self, _handle: Any, _on_error: Any, size: int) -> None:
+        ctx = multiprocessing.get_context("spawn")  # never fork a threaded event loop
+        self._jobs = ctx.Queue(maxsize=size)
+        self._process = ctx.Process(target=_mp_child, args=(self._jobs,), daemon=True)
+
+    def start(self) -> None:
+        if self._process.pid is None:
+            self._process.start()
+
+    def submit(self, item: Any) -> bool:
+        try:
+            self._jobs.put_nowait(item)  # pickled and written by a feeder thread
+        except queue.Full:
+            return False
+        return True
+
+    def wait_idle(self, timeout: float) -> bool:
+        return True
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self._process.pid is not None:
+            self._jobs.put(None, timeout=timeout)
+            self._process.join(timeout)
+
+
+class PipeWorker:
+    """Worker's interface over a child process fed through a non-blocking pipe.
+
+    submit() pickles the record and writes it from the event loop thread; what
+    the pipe cannot take yet waits in a bounded buffer that the event loop
+    drains when the pipe is writable. Over the bound, records are dropped
+    (and counted by the caller), as the thread worker's full queue does.
+    """
+
+    LIMIT = 16 * 1024 * 1024
+
+    def __init__(self, _handle: Any, _on_error: Any, _size: int) -> None:
+        self._pending = bytearray()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._write_fd = -1
+        self._watching = False
+
+    def start(self) -> None:
+        if self._process is not None:
+            return
+        read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self._write_fd, False)
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "bench.variants", str(read_fd)], cwd=ROOT, pass_fds=(read_fd,)
+        )
+        os.close(read_fd)
+
+    def submit(self, item: Any) -> bool:
+        data = pickle.dumps(item, protocol=5)
+        if len(self._pending) + len(data) > self.LIMIT:
+            return False
+        self._pending += len(data).to_bytes(4, "big") + data
+        self._flush()
+        return True
+
+    def _flush(self) -> None:
+        try:
+            written = os.write(self._write_fd, self._pending)
+            del self._pending[:written]
+        except BlockingIOError:
+            pass
+        loop = asyncio.get_running_loop()
+        if self._pending and not self._watching:
+            loop.add_writer(self._write_fd, self._flush)
+            self._watching = True
+        elif not self._pending and self._watching:
+            loop.remove_writer(self._write_fd)
+            self._watching = False
+
+    def wait_idle(self, timeout: float) -> bool:
+        return True
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self._process is None:
+            return
+        os.set_blocking(self._write_fd, True)
+        os.write(self._write_fd, bytes(self._pending))
+        os.close(self._write_fd)  # end of file: the child finishes the queue, then exits
+        try:
+            self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+        self._process = None
+
+
+def _pipe_child(fd: int) -> None:
+    inspector = _Inspector()
+    with os.fdopen(fd, "rb") as pipe:
+        while len(head := pipe.read(4)) == 4:
+            inspector.handle(pickle.loads(pipe.read(int.from_bytes(head, "big"))))
+
+
+class NoWorkTooltap(Tooltap):
+    def _handle(self, record: Any) -> None:
+        pass
+
+
+def addons(variant: str) -> list[Any]:
+    if variant == "switch-interval":
+        sys.setswitchinterval(0.0002)
+    if variant == "mp-queue-worker":
+        addon_module.Worker = MpQueueWorker  # type: ignore[attr-defined]
+    if variant == "pipe-worker":
+        addon_module.Worker = PipeWorker  # type: ignore[attr-defined]
+    return [NoWorkTooltap() if variant == "no-worker" else Tooltap()]
+
+
+if __name__ == "__main__":
+    _pipe_child(int(sys.argv[1]))
