@@ -171,15 +171,15 @@ class LogSink:
                 message=policy.message(verdict.rejected.message),
                 blockers=verdict.rejected.blockers,
             )
-        for error in verdict.stream_errors:
+        for failure in verdict.stream_errors:
             # The API's own error, sent inside a 200 stream (Anthropic's
             # overloaded_error, a Responses `error` event): its words, as for a 4xx.
             log.warning(
                 "stream_error",
                 api=verdict.api,
                 response_id=verdict.response_id,
-                type=error.get("type", ""),
-                message=policy.message(error.get("message", "")),
+                type=failure.get("type", ""),
+                message=policy.message(failure.get("message", "")),
             )
         for result in verdict.tool_results:
             if result.outcome == "error":
