@@ -56,7 +56,10 @@ def mitmdump_args(args: argparse.Namespace, extra: list[str]) -> tuple[list[str]
         hints.append(
             f"reverse proxy to {target} on {host}:{listen}: {_client_hint(upstream, f'http://{host}:{listen}')}"
         )
-    argv += ["-s", str(SCRIPT), "--set", "flow_detail=0"]
+    # flow_detail=0: mitmdump's own flow lines would mix into the JSON on stdout.
+    # stream_large_bodies: a body above tooltap's default cap is streamed, not
+    # buffered whole in memory (it is skipped either way).
+    argv += ["-s", str(SCRIPT), "--set", "flow_detail=0", "--set", "stream_large_bodies=8m"]
     settings: dict[str, Any] = {
         "tooltap_metrics_host": metrics_host,
         "tooltap_metrics_port": metrics_port,
