@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from tooltap.core import Exchange, ValidatorCache, Verdict, inspect, parallel, schema
 
-from .worker import RecentCalls
+from .inspector import RecentCalls
 
 DEFAULT_BASE = "https://api.openai.com/v1"
 RETRIES = 4

@@ -56,19 +56,22 @@ def mitmdump_args(args: argparse.Namespace, extra: list[str]) -> tuple[list[str]
         hints.append(
             f"reverse proxy to {target} on {host}:{listen}: {_client_hint(upstream, f'http://{host}:{listen}')}"
         )
-    # flow_detail=0: mitmdump's own flow lines would mix into the JSON on stdout.
-    # stream_large_bodies: a body above tooltap's default cap is streamed, not
-    # buffered whole in memory (it is skipped either way).
-    argv += ["-s", str(SCRIPT), "--set", "flow_detail=0", "--set", "stream_large_bodies=8m"]
+    argv += ["-s", str(SCRIPT)]
     settings: dict[str, Any] = {
+        # mitmdump's own flow lines would mix into the JSON on stdout.
+        "flow_detail": 0,
+        # A body above tooltap's default cap is streamed, not held whole in memory.
+        "stream_large_bodies": "8m",
         "tooltap_metrics_host": metrics_host,
         "tooltap_metrics_port": metrics_port,
         "tooltap_log_format": args.log_format,
         "tooltap_log_arguments": args.log_arguments,
         "tooltap_model_labels": args.model_labels,
     }
+    # mitmdump refuses an option set twice: what the user passes after -- wins.
+    theirs = {item.partition("=")[0] for item in extra if "=" in item}
     for name, value in settings.items():
-        if value is not None:
+        if value is not None and name not in theirs:
             argv += ["--set", f"{name}={value}"]
     hints.append(
         f"metrics at http://{metrics_host}:{metrics_port}/metrics; JSON log lines on stdout"

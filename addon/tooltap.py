@@ -1,10 +1,11 @@
 """The tooltap mitmproxy addon: watch tool-calling traffic, never touch it.
 
 Hooks do only cheap bookkeeping: pick the flows to inspect, tap streamed
-bodies, and hand finished exchanges to a bounded queue. The worker thread runs
-tooltap.core.inspect and the sinks. Every hook and the tap catch everything
-and count it in tooltap_internal_errors_total: tooltap must never be the
-reason a call fails.
+bodies, and hand finished exchanges over without waiting: to a child process
+by default, or to a thread (tooltap_inspector). There, tooltap.core.inspect
+and the sinks run (addon/inspector.py). Every hook and the tap catch
+everything and count it in tooltap_internal_errors_total: tooltap must never
+be the reason a call fails.
 """
 
 from __future__ import annotations
@@ -12,25 +13,24 @@ from __future__ import annotations
 import fnmatch
 import logging
 import os
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import parse_qsl, urlencode
 
-import orjson
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.connection import ConnectionState
 from mitmproxy.proxy.mode_specs import ProxyMode, ReverseMode
 from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 
-from tooltap.core import Api, Exchange, ValidatorCache, Verdict, detect_api, inspect
+from tooltap.core import Api, Exchange, detect_api
 
+from .inspector import DirectCounts, Inspector, Record, SharedCounts
 from .logsink import ARGUMENT_MODES, LOG_FORMATS, LogSink
 from .metrics import Metrics
 from .tap import StreamTap
-from .worker import RecentCalls, Worker
+from .worker import ProcessWorker, ThreadWorker
 
 logger = logging.getLogger("tooltap")
 
@@ -38,6 +38,7 @@ DEFAULT_HOSTS = ["api.openai.com", "api.anthropic.com", "*.openai.azure.com"]
 # Query parameters worth keeping in the logged path; anything else might be a key.
 SAFE_QUERY = ("api-version", "beta")
 MAX_TRACKED = 100_000
+INSPECTORS = ("process", "thread")
 # What mitmproxy's error hook says when the client, not the upstream, ended an
 # exchange. (Its HTTP/2 layer says "stream reset by client" for a reset from
 # either peer; the message is kept in the logged reason either way.)
@@ -55,7 +56,6 @@ CREDENTIAL_HEADERS = (
     "openai-project",
 )
 MIN_CREDENTIAL = 8  # shorter values are not scrubbed: they would mangle ordinary text
-SCRUBBED = "[redacted]"
 
 
 @dataclass(slots=True)
@@ -64,19 +64,6 @@ class _Pending:
     client: str = ""  # the client connection's id
     tap: StreamTap | None = None
     too_large: bool = False
-
-
-@dataclass(slots=True)
-class _Record:
-    api: Api | None  # None: the upstream was unreachable before any request
-    exchange: Exchange
-    host: str
-    path: str
-    chunks: list[bytes] = field(default_factory=list)
-    skipped: str | None = None
-    failure: str | None = None  # the upstream broke the exchange off: mitmproxy's words
-    credentials: tuple[str, ...] = ()  # values to scrub from everything logged
-    note: str | None = None  # the client broke it off: mitmproxy's words
 
 
 def _upstream_failed(flow: http.HTTPFlow) -> bool:
@@ -100,35 +87,6 @@ def _credentials(headers: http.Headers) -> tuple[str, ...]:
     return tuple(sorted((v for v in found if len(v) >= MIN_CREDENTIAL), key=len, reverse=True))
 
 
-def _scrub(verdict: Verdict, credentials: tuple[str, ...]) -> Verdict:
-    """The verdict with every occurrence of a credential replaced, in any string at any depth."""
-    text = verdict.model_dump_json()
-    if not any(orjson.dumps(c).decode()[1:-1] in text for c in credentials):
-        return verdict
-
-    def clean(value: str) -> str:
-        for credential in credentials:
-            value = value.replace(credential, SCRUBBED)
-        return value
-
-    root: list[Any] = [verdict.model_dump()]
-    stack: list[tuple[Any, Any]] = [(root, 0)]
-    while stack:
-        parent, key = stack.pop()
-        node = parent[key]
-        if isinstance(node, str):
-            parent[key] = clean(node)
-        elif isinstance(node, list):
-            stack.extend((node, i) for i in range(len(node)))
-        elif isinstance(node, dict):
-            for name in list(node):
-                new = clean(name) if isinstance(name, str) else name
-                if new != name:
-                    node[new] = node.pop(name)
-                stack.append((node, new))
-    return Verdict.model_validate(root[0])
-
-
 def _log_path(path: str) -> str:
     base, _, query = path.partition("?")
     kept = [(k, v) for k, v in parse_qsl(query) if k in SAFE_QUERY]
@@ -139,16 +97,14 @@ class Tooltap:
     name = "tooltap"
 
     def __init__(self, log_stream: IO[str] | None = None) -> None:
-        self._log_stream = log_stream
-        self.metrics = Metrics()
-        self.sink = LogSink(stream=log_stream)
-        self.worker = Worker(self._handle, self._worker_error, 1000)
-        self.recent = RecentCalls()
-        self.validators = ValidatorCache()
+        self._log_stream = log_stream  # thread mode only; the child writes to its stdout
+        self.metrics: Metrics | None = None  # thread mode: the metrics this process serves
+        self.worker: ThreadWorker | ProcessWorker | None = None
+        self.counts: DirectCounts | SharedCounts | None = None
         self._flows: OrderedDict[str, _Pending] = OrderedDict()
         self._host_decisions: dict[str, bool] = {}
         self._faults: set[str] = set()
-        self._serving: tuple[str, int] | None = None
+        self._started: tuple[Any, ...] | None = None
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -195,6 +151,13 @@ class Tooltap:
             "Distinct model label values kept in metrics; later models count as 'other'.",
         )
         loader.add_option(
+            "tooltap_inspector",
+            str,
+            "process",
+            "Where inspection runs: process (a child process, beside the proxy) or thread (inside it).",
+            choices=INSPECTORS,
+        )
+        loader.add_option(
             "tooltap_queue_size",
             int,
             1000,
@@ -217,47 +180,70 @@ class Tooltap:
         for name, allowed in (
             ("tooltap_log_format", LOG_FORMATS),
             ("tooltap_log_arguments", ARGUMENT_MODES),
+            ("tooltap_inspector", INSPECTORS),
         ):
             if name in updated and getattr(o, name) not in allowed:
                 raise exceptions.OptionsError(f"{name} must be one of {', '.join(allowed)}")
         if "tooltap_hosts" in updated:
             self._host_decisions = {}
-        if updated & {"tooltap_log_format", "tooltap_log_arguments"}:
-            self.sink = LogSink(o.tooltap_log_format, o.tooltap_log_arguments, self._log_stream)
-        if "tooltap_model_labels" in updated:
-            self.metrics.model_labels = o.tooltap_model_labels
-        if "tooltap_queue_size" in updated:
-            self.worker.stop()
-            self.worker = Worker(self._handle, self._worker_error, o.tooltap_queue_size)
-        self.worker.start()
-        address = (o.tooltap_metrics_host, o.tooltap_metrics_port)
-        if self._serving is not None and address != self._serving:
-            self.metrics.close()
-            self._serve(address)
+        # A thread starts at once (mitmproxy's test helpers never call running);
+        # a process starts in running. Either restarts when its settings change.
+        if self._settings() != self._started and (o.tooltap_inspector == "thread" or self._started):
+            self._start()
 
     def running(self) -> None:
-        if self._serving is None:
-            self._serve((ctx.options.tooltap_metrics_host, ctx.options.tooltap_metrics_port))
+        if self._started is None:
+            self._start()
 
-    def _serve(self, address: tuple[str, int]) -> None:
+    def _settings(self) -> tuple[Any, ...]:
+        o = ctx.options
+        return (
+            o.tooltap_inspector, o.tooltap_metrics_host, o.tooltap_metrics_port, o.tooltap_log_format,
+            o.tooltap_log_arguments, o.tooltap_model_labels, o.tooltap_queue_size,
+        )  # fmt: skip
+
+    def _start(self) -> None:
+        self.done()
+        settings = self._settings()
+        mode, host, port, log_format, log_arguments, model_labels, size = settings
         try:
-            port = self.metrics.serve(*address)
-        except OSError as exc:
+            if mode == "thread":
+                self.metrics = Metrics(model_labels)
+                self.counts = DirectCounts(self.metrics)
+                sink = LogSink(log_format, log_arguments, self._log_stream)
+                inspector = Inspector(sink, self.metrics, self._faults)
+                self.worker = ThreadWorker(inspector.handle, self._worker_error, size)
+                self.worker.start()
+                port = self.metrics.serve(host, port)
+            else:
+                self.counts = SharedCounts()
+                options = [
+                    "--metrics-host", host, "--metrics-port", str(port), "--log-format", log_format,
+                    "--log-arguments", log_arguments, "--model-labels", str(model_labels),
+                ]  # fmt: skip
+                self.worker = ProcessWorker(options, size, self.counts)
+                port = self.worker.start()
+        except (OSError, RuntimeError) as exc:
             # An error at startup makes mitmdump exit: a proxy nobody can
             # watch is a misconfiguration worth stopping for.
-            logger.error(f"tooltap: cannot serve metrics on {address[0]}:{address[1]}: {exc}")
+            logger.error(f"tooltap: cannot serve metrics on {host}:{port}: {exc}")
             return
-        self._serving = address
-        logger.info(f"tooltap metrics at http://{address[0]}:{port}/metrics")
+        self._started = settings
+        logger.info(f"tooltap metrics at http://{host}:{port}/metrics")
 
     def done(self) -> None:
-        self.worker.stop()
-        self.metrics.close()
-        self._serving = None
+        if self.worker is not None:
+            self.worker.stop()
+        if self.metrics is not None:
+            self.metrics.close()
+        if self.counts is not None:
+            self.counts.close()
+        self.worker = self.metrics = self.counts = None
+        self._started = None
 
     def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until every exchange handed over so far is inspected and logged."""
-        return self.worker.wait_idle(timeout)
+        """Wait until every exchange handed over so far is inspected (thread) or handed to the child."""
+        return self.worker is not None and self.worker.wait_idle(timeout)
 
     # --- hooks: cheap, and never raising -----------------------------------
 
@@ -352,7 +338,7 @@ class Tooltap:
                 response_headers=headers,
                 response_body=body,
             )
-            record = _Record(
+            record = Record(
                 pending.api,
                 exchange,
                 request.pretty_host,
@@ -363,8 +349,7 @@ class Tooltap:
                 note=None if failed else error,
                 credentials=_credentials(request.headers),
             )
-            if not self.worker.submit(record):
-                self.metrics.flow(pending.api, "dropped")
+            self._hand_over(record)
         except Exception:  # noqa: BLE001 - counted and logged in _hook_error
             self._hook_error()
 
@@ -380,15 +365,14 @@ class Tooltap:
             host, port = server.address or ("", 0)
             if not self._watched(client.proxy_mode, host):
                 return
-            record = _Record(
+            record = Record(
                 None,
                 Exchange(method="", url=""),
                 host,
                 "",
                 failure=f"cannot connect to {host}:{port}: {server.error}",
             )
-            if not self.worker.submit(record):
-                self.metrics.flow("none", "dropped")
+            self._hand_over(record)
         except Exception:  # noqa: BLE001 - counted and logged in _hook_error
             self._hook_error()
 
@@ -402,52 +386,24 @@ class Tooltap:
             self._host_decisions[host] = decision
         return decision
 
-    # --- the worker side ---------------------------------------------------
-
-    def _handle(self, record: _Record) -> None:
-        if "worker" in self._faults:
-            raise RuntimeError("injected fault in the worker")
-        started = time.perf_counter()
-        if record.api is None:
-            verdict = Verdict(api=None, outcome="upstream_error", reason=record.failure)
-        elif record.skipped is not None and record.failure is None:
-            verdict = Verdict(
-                api=record.api,
-                outcome="skipped",
-                reason=record.skipped,
-                status=record.exchange.status,
-            )
-        else:
-            exchange = record.exchange
-            if record.chunks:
-                exchange = replace(exchange, response_body=b"".join(record.chunks))
-            verdict = inspect(exchange, self.recent, validators=self.validators)
-            if record.failure is not None:
-                # What did arrive (a cut stream's calls, the request's loop) is
-                # still reported; the flow counts as the upstream's failure.
-                verdict.outcome = "upstream_error"
-                verdict.reason = f"the upstream failed: {record.failure}"
-            elif record.note is not None and verdict.reason is not None:
-                verdict.reason = f"{verdict.reason} ({record.note})"
-            if verdict.api == "responses" and verdict.response_id and verdict.awaiting:
-                self.recent.remember(verdict.response_id, verdict.awaiting)
-        path = record.path
-        if record.credentials:
-            verdict = _scrub(verdict, record.credentials)
-            for credential in record.credentials:
-                path = path.replace(credential, SCRUBBED)
-        self.sink.emit(verdict, record.host, path, (time.perf_counter() - started) * 1000)
-        self.metrics.record(verdict, time.perf_counter() - started)
-
     # --- errors --------------------------------------------------------------
 
+    def _hand_over(self, record: Record) -> None:
+        if self.worker is None or self.counts is None:
+            return  # not running (yet, or any more)
+        if not self.worker.submit(record):
+            self.counts.dropped(record.api or "none")
+
     def _hook_error(self) -> None:
-        self.metrics.internal_error("hook")
+        if self.counts is not None:
+            self.counts.error("hook")
         logger.exception("tooltap: error in a hook (the flow was not affected)")
 
     def _tap_error(self, _exc: BaseException) -> None:
-        self.metrics.internal_error("tap")
+        if self.counts is not None:
+            self.counts.error("tap")
 
     def _worker_error(self, exc: BaseException) -> None:
-        self.metrics.internal_error("worker")
+        if self.counts is not None:
+            self.counts.error("worker")
         logger.error(f"tooltap: error while inspecting a flow: {exc!r}", exc_info=exc)

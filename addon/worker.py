@@ -1,22 +1,31 @@
-"""Off the hot path: a bounded queue and one worker thread that runs inspect and the sinks.
+"""Off the hot path: hand records to the inspection, in a thread or in a child process.
 
-The proxy thread only ever calls submit(), which never blocks: a full queue
-drops the record and says so, and the caller counts it.
+The proxy's event loop only ever calls submit(), which never blocks: when the
+backlog is full it returns False and the caller counts the drop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
+import pickle
 import queue
+import select
+import subprocess
+import sys
 import threading
-from collections import OrderedDict
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
+
+from .inspector import FRAME, SharedCounts
 
 _STOP = object()
 
 
-class Worker:
+class ThreadWorker:
     def __init__(
         self, handle: Callable[[Any], None], on_error: Callable[[BaseException], None], size: int
     ) -> None:
@@ -71,19 +80,111 @@ class Worker:
                 self._queue.task_done()
 
 
-class RecentCalls(OrderedDict[str, list[str]]):
-    """response id -> the call ids it returned, the newest `size` responses only.
+class ProcessWorker:
+    """Records to `python -m tooltap.addon.inspector` through a pipe, written without blocking.
 
-    Lets a follow-up with previous_response_id be checked against calls that
-    live on the server; bounded so memory does not grow with traffic.
+    submit() pickles the record and writes it from the event loop; what the pipe
+    cannot take yet waits in a backlog of at most `size` records, drained when
+    the pipe is writable.
     """
 
-    def __init__(self, size: int = 10_000) -> None:
-        super().__init__()
-        self.size = size
+    def __init__(self, options: list[str], size: int, counts: SharedCounts) -> None:
+        self._options = options
+        self._size = size
+        self._counts = counts
+        self._backlog: deque[tuple[str, memoryview]] = deque()  # (api, the frame still to write)
+        self._process: subprocess.Popen[bytes] | None = None
+        self._fd = -1
+        self._watching = False
 
-    def remember(self, response_id: str, call_ids: list[str]) -> None:
-        self[response_id] = call_ids
-        self.move_to_end(response_id)
-        while len(self) > self.size:
-            self.popitem(last=False)
+    def start(self, timeout: float = 30.0) -> int:
+        """Start the child and wait for its metrics endpoint; returns the port. Raises RuntimeError."""
+        records_read, self._fd = os.pipe()
+        status_read, status_write = os.pipe()
+        os.set_blocking(self._fd, False)
+        argv = [
+            sys.executable, "-m", "tooltap.addon.inspector",
+            "--records", str(records_read), "--status", str(status_write), "--counts", str(self._counts.fd),
+            *self._options,
+        ]  # fmt: skip
+        fds = (records_read, status_write, self._counts.fd)
+        self._process = subprocess.Popen(argv, pass_fds=fds)  # noqa: S603 - our own argv
+        os.close(records_read)
+        os.close(status_write)
+        with os.fdopen(status_read) as status:
+            ready, _, _ = select.select([status], [], [], timeout)
+            line = (
+                status.readline().strip() if ready else "error the inspection process did not start"
+            )
+        kind, _, detail = line.partition(" ")
+        if kind != "ready":
+            self.stop(timeout=1.0)
+            raise RuntimeError(detail or "the inspection process exited at start")
+        return int(detail)
+
+    def submit(self, item: Any) -> bool:
+        if self._process is None or len(self._backlog) >= self._size:
+            return False
+        data = pickle.dumps(item, protocol=5)
+        self._backlog.append((item.api or "none", memoryview(FRAME.pack(len(data)) + data)))
+        self._flush()
+        return True
+
+    def _flush(self) -> None:
+        while self._backlog:
+            api, frame = self._backlog[0]
+            try:
+                written = os.write(self._fd, frame)
+            except BlockingIOError:
+                break
+            except OSError:
+                self._lost()
+                return
+            if written < len(frame):
+                self._backlog[0] = (api, frame[written:])
+                break
+            self._backlog.popleft()
+        self._watch(bool(self._backlog))
+
+    def _watch(self, on: bool) -> None:
+        if on == self._watching:
+            return
+        loop = asyncio.get_running_loop()
+        if on:
+            loop.add_writer(self._fd, self._flush)
+        else:
+            loop.remove_writer(self._fd)
+        self._watching = on
+
+    def _lost(self) -> None:
+        """The child is gone: count what it will never see, and stop handing it more."""
+        for api, _ in self._backlog:
+            self._counts.dropped(api)
+        self._backlog.clear()
+        self._counts.error("worker")
+        self._watch(False)
+        self.stop(timeout=0.0)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Everything submitted is in the pipe (the child's progress is not visible from here)."""
+        deadline = time.monotonic() + timeout
+        while self._backlog and time.monotonic() < deadline:
+            select.select([], [self._fd], [], max(0.0, deadline - time.monotonic()))
+            self._flush()
+        return not self._backlog
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Hand over the backlog (up to timeout), close the pipe, and let the child finish."""
+        if self._process is None:
+            return
+        with contextlib.suppress(RuntimeError):
+            self._watch(False)
+        with contextlib.suppress(OSError):
+            self.wait_idle(timeout)
+            os.close(self._fd)  # end of file: the child handles what it has, then exits
+        try:
+            self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process = None

@@ -72,7 +72,9 @@ def addon():
     stream = io.StringIO()
     tap = Tooltap(log_stream=stream)
     with taddons.context(tap) as tctx:
-        tctx.configure(tap, tooltap_metrics_port=0, tooltap_log_format="json")
+        tctx.configure(
+            tap, tooltap_metrics_port=0, tooltap_log_format="json", tooltap_inspector="thread"
+        )
         tap.stream = stream
         tap.tctx = tctx
         yield tap
@@ -160,7 +162,8 @@ async def test_a_client_that_hangs_up_after_the_last_event_still_gets_its_turn_l
 
 
 async def test_an_injected_tap_fault_still_forwards_every_chunk_and_is_counted(addon):
-    addon._faults = {"tap"}
+    addon._faults.clear()
+    addon._faults.add("tap")
     flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"", headers=tuple(SSE.items()))
     addon.request(flow)
     addon.responseheaders(flow)
@@ -172,18 +175,20 @@ async def test_an_injected_tap_fault_still_forwards_every_chunk_and_is_counted(a
 
 async def test_an_injected_worker_fault_is_counted_and_the_worker_keeps_going(addon):
     body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
-    addon._faults = {"worker"}
+    addon._faults.clear()
+    addon._faults.add("worker")
     await addon.tctx.cycle(addon, make_flow("/v1/chat/completions", CHAT_REQUEST, body))
     assert addon.flush(5)
     assert value(addon, "tooltap_internal_errors_total", where="worker") == 1
-    addon._faults = set()
+    addon._faults.clear()
     await addon.tctx.cycle(addon, make_flow("/v1/chat/completions", CHAT_REQUEST, body))
     assert addon.flush(5)
     assert value(addon, "tooltap_flows_total", api="chat", outcome="inspected") == 1
 
 
 async def test_a_hook_fault_is_counted_and_the_flow_is_untouched(addon):
-    addon._faults = {"hook"}
+    addon._faults.clear()
+    addon._faults.add("hook")
     flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"{}")
     before = (flow.request.get_state(), flow.response.get_state())
     await addon.tctx.cycle(addon, flow)
@@ -233,7 +238,9 @@ async def test_previous_response_id_follow_ups_are_checked_against_the_calls_see
     stream = io.StringIO()
     addon = Tooltap(log_stream=stream)
     with taddons.context(addon) as tctx:
-        tctx.configure(addon, tooltap_metrics_port=0, tooltap_log_format="json")
+        tctx.configure(
+            addon, tooltap_metrics_port=0, tooltap_log_format="json", tooltap_inspector="thread"
+        )
         first = {
             "output": [
                 {"type": "function_call", "call_id": "call_a", "name": "f", "arguments": "{}"},
@@ -429,7 +436,9 @@ async def test_credentials_the_upstream_echoes_back_never_reach_the_log_or_metri
     stream = io.StringIO()
     tap = Tooltap(log_stream=stream)
     with taddons.context(tap) as tctx:
-        tctx.configure(tap, tooltap_metrics_port=0, tooltap_log_format="json")
+        tctx.configure(
+            tap, tooltap_metrics_port=0, tooltap_log_format="json", tooltap_inspector="thread"
+        )
         tctx.configure(tap, tooltap_log_arguments=mode)
         for status, message in ((401, f"Incorrect API key provided: {key}."), (502, azure)):
             body = {"error": {"message": message, "type": "invalid_request_error"}}

@@ -336,7 +336,8 @@ def test_injected_faults_in_the_worker_and_the_tap_leave_every_flow_intact(upstr
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             values = metrics(faulty)
-            if sample(values, "tooltap_internal_errors_total", where="worker") >= 1:
+            worker = sample(values, "tooltap_internal_errors_total", where="worker")
+            if worker >= 1 and sample(values, "tooltap_internal_errors_total", where="tap") >= 2:
                 break
             time.sleep(0.05)
         assert sample(values, "tooltap_internal_errors_total", where="worker") == 1

@@ -936,7 +936,14 @@ def test_a_200_mb_response_passes_byte_for_byte_and_is_skipped_not_inspected(kin
     status, size, digest, _peak = _fetch_big(f"{tooltap.url}/case/{name}/{PATHS['chat']}", tooltap)
     assert (status, size, digest) == (200, BIG_BLOCKS * MB, BIG_SHA256)
     turn = turns_at(tooltap, name)[0]
-    assert (turn["outcome"], turn["reason"]) == ("skipped", "response body above tooltap_max_body")
+    # tooltap run streams bodies above 8 MB: one of unknown length is switched to
+    # streaming by mitmproxy mid-body, and was never kept.
+    reason = (
+        "response body streamed by mitmproxy (stream_large_bodies), not inspected"
+        if kind == "chunked"
+        else "response body above tooltap_max_body"
+    )
+    assert (turn["outcome"], turn["reason"]) == ("skipped", reason)
     assert delta(settle(tooltap, sum(before.values()) + 1), before) == {label("chat", "skipped"): 1}
     assert internal_errors(tooltap) == 0
     still_serving(tooltap)
@@ -1117,8 +1124,9 @@ def test_http2_prior_knowledge_is_refused_by_mitmproxy_itself_as_without_tooltap
     for proxy in (tooltap, plain):
         with httpx.Client(http1=False, http2=True) as client:
             seen.append(fetch(client, proxy.url + path, CHAT_REQUEST))
-    assert seen[0].same_as(seen[1])
-    assert seen[0].status is None and seen[0].error == "RemoteProtocolError"
+    # Which error the client sees depends on whether its write or the close wins.
+    refused = ("RemoteProtocolError", "WriteError", "ReadError")
+    assert all(got.status is None and got.error in refused for got in seen), seen
     assert any("prior knowledge" in line for line in tooltap.text)
     still_serving(tooltap)
 
@@ -1330,9 +1338,12 @@ def test_metrics_bind_loopback_by_default(upstream):
     ]
     with Proxy(argv, modes=1) as proxy:
         port = int(proxy.metrics_url.rsplit(":", 1)[1].split("/")[0])
+        # The metrics endpoint is served by the inspection process, a child of the proxy.
+        parent = psutil.Process(proxy.process.pid)
         listening = {
             c.laddr.port: c.laddr.ip
-            for c in psutil.Process(proxy.process.pid).net_connections("inet")
+            for process in (parent, *parent.children(recursive=True))
+            for c in process.net_connections("inet")
             if c.status == psutil.CONN_LISTEN
         }
         assert listening[port] == "127.0.0.1"
@@ -1352,6 +1363,7 @@ def test_10000_distinct_model_names_make_at_most_the_configured_labels_plus_othe
             addon,
             tooltap_metrics_port=0,
             tooltap_log_format="json",
+            tooltap_inspector="thread",
             tooltap_model_labels=7,
             tooltap_queue_size=20_000,  # this loop outruns the worker; drops are not the point here
         )
@@ -1552,7 +1564,11 @@ def test_any_exchange_through_the_addon_leaves_the_flow_unchanged_and_every_chun
     addon = Tooltap(log_stream=io.StringIO())
     with taddons.context(addon) as tctx:
         tctx.configure(
-            addon, tooltap_metrics_port=0, tooltap_log_format="json", tooltap_max_body=max_body
+            addon,
+            tooltap_metrics_port=0,
+            tooltap_log_format="json",
+            tooltap_inspector="thread",
+            tooltap_max_body=max_body,
         )
         if streamed_by_mitmproxy:
             flow.response.stream = True  # stream_large_bodies decided before our hook

@@ -1,0 +1,99 @@
+"""tooltap run's mitmdump command line, and script-path."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tooltap.addon.cli import main, mitmdump_args, parser
+
+
+def argv_of(*args):
+    cut = args.index("--") if "--" in args else len(args)
+    parsed = parser().parse_args(["run", *args[:cut]])
+    return mitmdump_args(parsed, list(args[cut + 1 :]))
+
+
+def settings(argv):
+    return [argv[i + 1] for i, item in enumerate(argv) if item == "--set"]
+
+
+def test_the_default_is_reverse_to_openai_on_8080_with_loopback_metrics():
+    argv, hints = argv_of()
+    assert argv[:4] == [
+        "--listen-host",
+        "127.0.0.1",
+        "--mode",
+        "reverse:https://api.openai.com@8080",
+    ]
+    assert {
+        "flow_detail=0",
+        "stream_large_bodies=8m",
+        "tooltap_metrics_host=127.0.0.1",
+        "tooltap_metrics_port=9464",
+    } <= set(settings(argv))
+    assert (
+        hints[0]
+        == "reverse proxy to https://api.openai.com on 127.0.0.1:8080: OPENAI_BASE_URL=http://127.0.0.1:8080/v1"
+    )
+
+
+def test_each_upstream_gets_the_next_port_and_its_own_hint():
+    argv, hints = argv_of(
+        "--upstream",
+        "openai",
+        "--upstream",
+        "anthropic",
+        "--upstream",
+        "http://10.0.0.5:8000",
+        "--listen",
+        "0.0.0.0:9000",
+    )
+    modes = [argv[i + 1] for i, item in enumerate(argv) if item == "--mode"]
+    assert modes == [
+        "reverse:https://api.openai.com@9000",
+        "reverse:https://api.anthropic.com@9001",
+        "reverse:http://10.0.0.5:8000@9002",
+    ]
+    assert "ANTHROPIC_BASE_URL=http://0.0.0.0:9001" in hints[1]
+
+
+def test_regular_mode_says_where_the_ca_is_and_refuses_upstreams():
+    argv, hints = argv_of("--regular")
+    assert "regular@8080" in argv
+    assert "HTTPS_PROXY=http://127.0.0.1:8080" in hints[0] and "mitmproxy-ca-cert.pem" in hints[0]
+    with pytest.raises(SystemExit):
+        argv_of("--regular", "--upstream", "openai")
+
+
+def test_options_after_the_double_dash_win_and_are_never_set_twice():
+    argv, _ = argv_of(
+        "--log-format", "json", "--", "--set", "stream_large_bodies=1", "--set", "flow_detail=2"
+    )
+    assert settings(argv).count("stream_large_bodies=1") == 1
+    assert not any(
+        s.startswith("stream_large_bodies=8m") or s == "flow_detail=0" for s in settings(argv)
+    )
+    assert "tooltap_log_format=json" in settings(argv)
+
+
+def test_bad_addresses_and_upstreams_are_usage_errors(capsys):
+    with pytest.raises(SystemExit):
+        argv_of("--listen", "8080")
+    with pytest.raises(SystemExit):
+        argv_of("--upstream", "ftp://x")
+
+
+def test_script_path_prints_a_script_plain_mitmdump_can_load(capsys):
+    assert main(["script-path"]) == 0
+    path = Path(capsys.readouterr().out.strip())
+    assert path.name == "script.py" and path.exists()
+    done = subprocess.run(
+        [sys.executable, "-c", f"import runpy; runpy.run_path({str(path)!r})"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
