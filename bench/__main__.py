@@ -1,8 +1,8 @@
 """Run the benchmarks: `python -m bench [--quick] [--only json,stream,memory,core,profile,why]`.
 
-Results go to bench/out/<name>.json; the report step then writes
-bench/out/results.md, the plot bench/latency.png, and (full runs only, or
-with --readme) the results table in bench/README.md.
+Results go to bench/out/<name>.json (bench/out/quick/ for --quick); the
+report step then writes results.md there, and for full runs (or with
+--readme) the plot bench/latency.png and the results in bench/README.md.
 """
 
 from __future__ import annotations
@@ -122,10 +122,17 @@ def main() -> int:
     )
     parser.add_argument("--readme", action="store_true", help="update README.md even if quick")
     parser.add_argument(
+        "--report", action="store_true", help="only rewrite the report from bench/out/*.json"
+    )
+    parser.add_argument(
         "--commit",
         help="measure core/ and addon/ as of this commit (e.g. HEAD), not the working tree",
     )
     args = parser.parse_args()
+    if args.report:
+        report.write(OUT, HERE, readme=True)
+        print((OUT / "results.md").read_text())
+        return 0
     if args.commit and not os.environ.get(SNAPSHOT_ENV):
         pin(args.commit, _without_commit(sys.argv[1:]))
     only = args.only or ",".join(QUICK if args.quick else ALL)
@@ -133,7 +140,9 @@ def main() -> int:
     unknown = set(wanted) - set(ALL)
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
-    OUT.mkdir(exist_ok=True)
+    # Quick runs keep to their own folder, so a smoke run never replaces full results.
+    out = OUT / "quick" if args.quick else OUT
+    out.mkdir(parents=True, exist_ok=True)
     mode = "quick" if args.quick else "full"
     meta = {"mode": mode, "machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     print(f"bench ({mode}): {meta['machine']}", flush=True)
@@ -143,19 +152,22 @@ def main() -> int:
         "stream": lambda: asyncio.run(streaming.run(args.quick)),
         "memory": lambda: asyncio.run(memory.run(args.quick)),
         "core": lambda: core_cost.run(args.quick),
-        "profile": lambda: profile_worker.run(args.quick, OUT),
+        "profile": lambda: profile_worker.run(args.quick, out),
         "why": lambda: asyncio.run(why.run(args.quick)),
     }
     for name in wanted:
+        if name == "why" and not why.applicable():
+            print("== why: skipped, see why.applicable() (use --commit dc86e40)", flush=True)
+            continue
         started = time.monotonic()
         print(f"== {name}", flush=True)
         result = steps[name]()
         result["meta"] = {**meta, "seconds": round(time.monotonic() - started, 1)}
-        (OUT / f"{name}.json").write_text(json.dumps(result, indent=1))
+        (out / f"{name}.json").write_text(json.dumps(result, indent=1))
         print(f"== {name} done in {time.monotonic() - started:.0f} s", flush=True)
 
-    report.write(OUT, HERE, readme=args.readme or not args.quick)
-    print((OUT / "results.md").read_text())
+    report.write(out, HERE, readme=args.readme or not args.quick)
+    print((out / "results.md").read_text())
     return 0
 
 

@@ -6,9 +6,17 @@ the machine hits them alike:
 
 - direct           the client talks to the upstream
 - mitmdump         plain mitmdump, reverse mode, defaults (JSON buffered)
-- mitmdump-stream  plain mitmdump with stream_large_bodies=1 (every body streamed)
+- mitmdump-stream  plain mitmdump with an addon that streams every response
 - tooltap          tooltap run, defaults (JSON buffered, inspected from the buffer)
-- tooltap-stream   tooltap run with stream_large_bodies=1 (every body through the tap)
+- tooltap-thread   tooltap run with tooltap_inspector=thread: inspection in a thread
+                   of the proxy (the design before the child process; only when the
+                   measured tooltap has that option)
+- tooltap-stream   tooltap's addon with every response streamed, so through its
+                   tap (bench/variants.py); loaded with mitmdump -s
+
+Requests stay buffered in every target. stream_large_bodies would stream them
+too, and tooltap skips a flow whose request body mitmproxy did not keep, so
+that would measure skipping, not tapping.
 
 Each batch is sequential (one connection) or at concurrency 16. CPU per
 request is the proxy process's user+system time over the batch, including
@@ -25,12 +33,12 @@ import psutil
 from . import bodies, client, targets
 from .stats import median, pct, ratio
 
-NAMES = ("direct", "mitmdump", "mitmdump-stream", "tooltap", "tooltap-stream")
+NAMES = ("direct", "mitmdump", "mitmdump-stream", "tooltap", "tooltap-thread", "tooltap-stream")
 
 
 def settings(quick: bool) -> dict[str, int]:
     if quick:
-        return {"rounds": 3, "sequential": 200, "concurrent": 480, "warmup": 200}
+        return {"rounds": 3, "sequential": 150, "concurrent": 320, "warmup": 150}
     return {"rounds": 7, "sequential": 1500, "concurrent": 3200, "warmup": 500}
 
 
@@ -49,6 +57,7 @@ async def one_batch(
     proxy = target.proxy
     turns_before = proxy.turns if proxy else 0
     cpu_before, up_before = target.cpu(), _cpu(upstream)
+    child_before = target.children_cpu()
     batch = await client.run_batch(
         target.url,
         lambda _n: raw,
@@ -73,6 +82,8 @@ async def one_batch(
         "p50_ms": pct(batch.latencies, 50) * 1e3,
         "p99_ms": pct(batch.latencies, 99) * 1e3,
         "cpu_ms_per_req": (target.cpu() - cpu_before) / n * 1e3,
+        # tooltap's inspector process, when inspection runs in one
+        "child_cpu_ms_per_req": (target.children_cpu() - child_before) / n * 1e3,
         "upstream_cpu_ms_per_req": (_cpu(upstream) - up_before) / n * 1e3,
         "latencies_ms": [round(x * 1e3, 4) for x in batch.latencies],
     }
@@ -96,7 +107,14 @@ def summarize(batches: list[dict[str, Any]]) -> dict[str, Any]:
             mine = [b for b in every if b["noise"] <= targets.Noise.NOISY] or every
             rows[name] = {
                 key: median([b[key] for b in mine])
-                for key in ("rps", "p50_ms", "p99_ms", "cpu_ms_per_req", "upstream_cpu_ms_per_req")
+                for key in (
+                    "rps",
+                    "p50_ms",
+                    "p99_ms",
+                    "cpu_ms_per_req",
+                    "child_cpu_ms_per_req",
+                    "upstream_cpu_ms_per_req",
+                )
             }
             rows[name]["batches"] = len(mine)
             rows[name]["noisy_left_out"] = len(every) - len(mine)
@@ -107,6 +125,7 @@ def summarize(batches: list[dict[str, Any]]) -> dict[str, Any]:
         ratios = {}
         for ours, base in (
             ("tooltap", "mitmdump"),
+            ("tooltap-thread", "mitmdump"),
             ("tooltap-stream", "mitmdump-stream"),
             ("tooltap-stream", "mitmdump"),
         ):
@@ -121,8 +140,9 @@ def summarize(batches: list[dict[str, Any]]) -> dict[str, Any]:
 
 async def calibrate(quick: bool) -> dict[str, Any]:
     """Is the upstream the bottleneck? Direct and via mitmdump, ReplayServer vs bench.upstream."""
-    count, deadline = (600, 4.0) if quick else (2000, 10.0)  # ReplayServer can be very slow
+    count, deadline = (300, 2.0) if quick else (2000, 10.0)  # ReplayServer can be very slow
     out: dict[str, Any] = {}
+    noise = targets.Noise()
     for kind, replay in (("replay-server", True), ("bench-upstream", False)):
         with targets.upstream(replay=replay) as (url, pid):
             upstream = psutil.Process(pid)
@@ -137,7 +157,7 @@ async def calibrate(quick: bool) -> dict[str, Any]:
                             target, count // 4, concurrency, upstream, deadline=deadline / 4
                         )
                         batch = await one_batch(
-                            target, count, concurrency, upstream, deadline=deadline
+                            target, count, concurrency, upstream, deadline=deadline, noise=noise
                         )
                         batch.pop("latencies_ms")
                         out[f"{kind}/{target.name}/c{concurrency}"] = batch
@@ -153,9 +173,14 @@ async def run(quick: bool) -> dict[str, Any]:
         upstream = psutil.Process(pid)
         proxies = {
             "mitmdump": targets.mitmdump(url),
-            "mitmdump-stream": targets.mitmdump(url, *targets.STREAM_ALL),
+            "mitmdump-stream": targets.variant(url, "stream-only"),
             "tooltap": targets.tooltap(url),
-            "tooltap-stream": targets.tooltap(url, *targets.STREAM_ALL),
+            **(
+                {"tooltap-thread": targets.tooltap(url, "--set", "tooltap_inspector=thread")}
+                if targets.has_inspector_option()
+                else {}
+            ),
+            "tooltap-stream": targets.variant(url, "stream-responses"),
         }
         with targets.started(*proxies.values()):
             order = [targets.Target("direct", url)] + [
@@ -177,6 +202,7 @@ async def run(quick: bool) -> dict[str, Any]:
                             flush=True,
                         )
             reloads = {name: p.reloads for name, p in proxies.items() if name.startswith("tooltap")}
+            glued = {name: p.glued for name, p in proxies.items() if name.startswith("tooltap")}
             dropped = {
                 name: p.metric("tooltap_flows_total", outcome="dropped")
                 for name, p in proxies.items()
@@ -188,5 +214,6 @@ async def run(quick: bool) -> dict[str, Any]:
         "summary": summarize(batches),
         "dropped": dropped,
         "reloads": reloads,
+        "glued_log_lines": glued,
         "batches": batches,
     }

@@ -51,7 +51,7 @@ def requests(url: str) -> list[bytes]:
 
 def settings(quick: bool) -> dict[str, int]:
     if quick:
-        return {"flows": 4_000, "batch": 500, "warmup": 1_500, "concurrency": 8}
+        return {"flows": 3_000, "batch": 500, "warmup": 1_000, "concurrency": 8}
     return {"flows": 50_000, "batch": 1_000, "warmup": 10_000, "concurrency": 8}
 
 
@@ -62,13 +62,24 @@ async def run(quick: bool) -> dict[str, Any]:
             "tooltap": targets.tooltap(url, "--set", f"tooltap_max_body={MAX_BODY}"),
             "mitmdump": targets.mitmdump(url),
         }
-        samples: dict[str, list[tuple[int, int]]] = {name: [] for name in proxies}
+        # One RSS series per process: tooltap's proxy, its inspector process (if
+        # inspection runs in one), and plain mitmdump.
+        samples: dict[str, list[tuple[int, int]]] = {
+            "tooltap": [],
+            "tooltap-inspector": [],
+            "mitmdump": [],
+        }
         errors = dict.fromkeys(proxies, 0)
         with targets.started(*proxies.values()):
             ts = {name: targets.Target(name, p.url, p) for name, p in proxies.items()}
             raws = {name: requests(p.url) for name, p in proxies.items()}
-            for name in proxies:
-                samples[name].append((0, ts[name].rss()))
+
+            def sample(flows: int) -> None:
+                samples["tooltap"].append((flows, ts["tooltap"].rss()))
+                samples["tooltap-inspector"].append((flows, ts["tooltap"].children_rss()))
+                samples["mitmdump"].append((flows, ts["mitmdump"].rss()))
+
+            sample(0)
             done = 0
             while done < cfg["flows"]:
                 for name, proxy in proxies.items():
@@ -83,11 +94,11 @@ async def run(quick: bool) -> dict[str, Any]:
                     errors[name] += batch.errors
                     if name == "tooltap":
                         proxy.wait_turns(before + cfg["batch"], timeout=10)
-                    samples[name].append((done + cfg["batch"], ts[name].rss()))
                 done += cfg["batch"]
+                sample(done)
                 print(
                     f"  memory {done:>6} flows  "
-                    + "  ".join(f"{n} {samples[n][-1][1] / 2**20:6.1f} MiB" for n in proxies),
+                    + "  ".join(f"{n} {v[-1][1] / 2**20:6.1f} MiB" for n, v in samples.items()),
                     flush=True,
                 )
             tooltap = proxies["tooltap"]
@@ -97,6 +108,8 @@ async def run(quick: bool) -> dict[str, Any]:
             }
             internal = tooltap.metric("tooltap_internal_errors_total")
             reloads = tooltap.reloads
+    if not any(r for _, r in samples["tooltap-inspector"]):
+        del samples["tooltap-inspector"]  # inspection ran inside the proxy
     summary = {}
     for name, points in samples.items():
         after = [(f, r) for f, r in points if f >= cfg["warmup"]]
@@ -107,7 +120,7 @@ async def run(quick: bool) -> dict[str, Any]:
             "rss_end_mib": points[-1][1] / 2**20,
             "rss_max_mib": max(r for _, r in points) / 2**20,
             "growth_mib_per_10k_after_warmup": growth,
-            "errors": errors[name],
+            "errors": errors.get(name.split("-")[0], 0),
         }
     return {
         "settings": cfg,

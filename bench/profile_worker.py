@@ -1,21 +1,27 @@
 """Benchmark 5: where the worker's time goes, for the medium exchange.
 
 The worker path is what tooltap's worker thread runs per flow: inspect, the
-log sink, the metrics sink. It runs here in a loop under pyinstrument (a
+log sink, the metrics sink (and whatever else the addon's handler does).
+The record is built by the addon's own hooks from a test flow, and the
+handler the addon gives its Worker is called in a loop under pyinstrument (a
 sampling profiler, so the code runs at full speed); the top functions by own
-time and by total time are named, and the three stages are timed apart.
-The log sink writes JSON lines to a stream that discards them, so terminal
-speed does not count; in the proxy they go to a pipe (see the README).
+time and by total time are named, and inspect and the two sinks are also
+timed apart. The log sink writes JSON lines to a stream that discards them,
+so terminal speed does not count; in the proxy they go to a pipe.
 """
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from mitmproxy.proxy.mode_specs import ProxyMode
+from mitmproxy.test import taddons, tflow
 from pyinstrument import Profiler
 
+import tooltap.addon.tooltap as addon_module
 from tooltap.addon.logsink import LogSink
 from tooltap.addon.metrics import Metrics
 from tooltap.core import Exchange, ValidatorCache, inspect
@@ -35,27 +41,69 @@ class _Discard:
         return False
 
 
-def worker_path() -> tuple[Any, dict[str, Any]]:
-    """A closure running inspect + both sinks on the medium exchange, and its parts."""
+@contextmanager
+def shipped_worker() -> Iterator[Callable[[], None]]:
+    """The addon's own worker handler and the record its hooks made for the medium flow."""
+    captured: dict[str, Any] = {"items": []}
+
+    class Capture:  # stands in for Worker: keeps the handler and the records
+        def __init__(self, handle: Any, _on_error: Any, _size: int) -> None:
+            captured["handle"] = handle
+
+        def start(self) -> None:
+            pass
+
+        def submit(self, item: Any) -> bool:
+            captured["items"].append(item)
+            return True
+
+        def stop(self, timeout: float = 5.0) -> None:
+            pass
+
+    # Newer addons choose where inspection runs (tooltap_inspector); its thread
+    # mode takes the same handler the child process runs. Older ones had Worker.
+    if hasattr(addon_module, "ThreadWorker"):
+        name, options = "ThreadWorker", {"tooltap_inspector": "thread"}
+    else:
+        name, options = "Worker", {}
+    original = getattr(addon_module, name)
+    setattr(addon_module, name, Capture)
+    try:
+        addon = addon_module.Tooltap(log_stream=_Discard())  # type: ignore[arg-type]
+        with taddons.context(addon) as tctx:
+            tctx.configure(addon, tooltap_log_format="json", tooltap_metrics_port=0, **options)
+            flow = tflow.tflow(resp=True)
+            flow.client_conn.proxy_mode = ProxyMode.parse("reverse:https://api.openai.com")
+            flow.request.method, flow.request.path = "POST", bodies.CHAT_PATH
+            flow.request.content = bodies.chat_request()
+            flow.request.headers["authorization"] = "Bearer sk-bench-not-a-key"  # as the load sends
+            flow.response.headers["content-type"] = "application/json"  # type: ignore[union-attr]
+            flow.response.content = bodies.chat_response()  # type: ignore[union-attr]
+            addon.request(flow)
+            addon.responseheaders(flow)
+            addon.response(flow)
+            handle, record = captured["handle"], captured["items"][-1]
+            try:
+                yield lambda: handle(record)
+            finally:
+                addon.done()  # closes the metrics endpoint thread mode opened
+    finally:
+        setattr(addon_module, name, original)
+
+
+def parts() -> dict[str, Callable[[], Any]]:
+    """inspect and the two sinks, apart, on the medium exchange."""
     exchange = Exchange(
         "POST", URLS["chat"], bodies.chat_request(), 200, JSON_HEADERS, bodies.chat_response()
     )
-    validators, prior = ValidatorCache(), {}
+    validators, prior = ValidatorCache(), {}  # type: ignore[var-annotated]
     sink, metrics = LogSink("json", "raw", _Discard()), Metrics()  # type: ignore[arg-type]
     verdict = inspect(exchange, prior, validators=validators)
-
-    def one() -> None:
-        started = time.perf_counter()
-        v = inspect(exchange, prior, validators=validators)
-        sink.emit(v, "127.0.0.1", "/v1/chat/completions", (time.perf_counter() - started) * 1e3)
-        metrics.record(v, time.perf_counter() - started)
-
-    parts = {
+    return {
         "inspect": lambda: inspect(exchange, prior, validators=validators),
-        "log_sink": lambda: sink.emit(verdict, "127.0.0.1", "/v1/chat/completions", 0.1),
+        "log_sink": lambda: sink.emit(verdict, "127.0.0.1", bodies.CHAT_PATH, 0.1),
         "metrics_sink": lambda: metrics.record(verdict, 0.0001),
     }
-    return one, parts
 
 
 def _walk(
@@ -75,10 +123,8 @@ def _walk(
 
 
 def run(quick: bool, out_dir: Path) -> dict[str, Any]:
-    one, parts = worker_path()
     min_time = 0.05 if quick else 0.3
-    stages = {name: per_call(fn, min_time) * 1e6 for name, fn in parts.items()}
-    stages["whole"] = per_call(one, min_time) * 1e6
+    stages = {name: per_call(fn, min_time) * 1e6 for name, fn in parts().items()}
     # SSE for comparison: the same content as a 50-event stream.
     sse = Exchange(
         "POST",
@@ -95,12 +141,16 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
 
     iterations = 2_000 if quick else 20_000
     profiler = Profiler(interval=0.0001)
-    profiler.start()
-    for _ in range(iterations):
-        one()
-    profiler.stop()
+    with shipped_worker() as one:
+        stages["worker_handler_as_shipped"] = per_call(one, min_time) * 1e6
+        profiler.start()
+        for _ in range(iterations):
+            one()
+        profiler.stop()
     session = profiler.last_session
+    assert session is not None
     root = session.root_frame()
+    assert root is not None
     own: dict[str, float] = {}
     total: dict[str, float] = {}
     _walk(root, (), own, total)

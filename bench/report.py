@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+NOISY = 0.25  # as targets.Noise.NOISY (not imported: the report needs no psutil)
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
 
@@ -36,12 +37,31 @@ def json_section(data: dict[str, Any], targets: list[str]) -> str:
     for key, label in (("c1", "sequential (1 connection)"), ("c16", "concurrency 16")):
         block = data["summary"][key]
         rows = [
-            [name, r["rps"], r["p50_ms"], r["p99_ms"], r["cpu_ms_per_req"], int(r["errors"])]
+            [
+                name,
+                r["rps"],
+                r["p50_ms"],
+                r["p99_ms"],
+                r["cpu_ms_per_req"],
+                r.get("child_cpu_ms_per_req", 0.0),
+                int(r["errors"]),
+            ]
             for name, r in block["targets"].items()
         ]
         parts.append(
             f"**{label}**\n\n"
-            + _table(["target", "req/s", "p50 ms", "p99 ms", "proxy CPU ms/req", "errors"], rows)
+            + _table(
+                [
+                    "target",
+                    "req/s",
+                    "p50 ms",
+                    "p99 ms",
+                    "proxy CPU ms/req",
+                    "+ inspector process CPU ms/req",
+                    "errors",
+                ],
+                rows,
+            )
         )
         ratio_rows = [
             [pair, r["rps"], r["p50_ms"], r["p99_ms"], r["cpu_ms_per_req"]]
@@ -61,7 +81,8 @@ def json_section(data: dict[str, Any], targets: list[str]) -> str:
     }
     parts.append(
         f"Flows tooltap did not log a turn for: {not_inspected}; dropped (metric): {data['dropped']};"
-        f" addon reloads during the run: {data.get('reloads')}."
+        f" addon reloads during the run: {data.get('reloads')}; JSON log lines glued to"
+        f" mitmproxy's own output on a shared stdout: {data.get('glued_log_lines')}."
     )
     cal = data["calibration"]
     cal_rows = []
@@ -71,6 +92,7 @@ def json_section(data: dict[str, Any], targets: list[str]) -> str:
             for c in (1, 16):
                 row.append(cal[f"{kind}/{target}/c{c}"]["rps"])
         row.append(cal[f"{kind}/direct/c16"]["upstream_cpu_ms_per_req"])
+        row.append(max(cal[k].get("noise", 0.0) for k in cal if k.startswith(kind)))
         cal_rows.append(row)
     parts.append(
         "**Upstream check** (is the upstream the bottleneck? req/s)\n\n"
@@ -82,6 +104,7 @@ def json_section(data: dict[str, Any], targets: list[str]) -> str:
                 "mitmdump c1",
                 "mitmdump c16",
                 "upstream CPU ms/req",
+                "others, cores (max)",
             ],
             cal_rows,
         )
@@ -143,11 +166,14 @@ def memory_section(data: dict[str, Any], targets: list[str]) -> str:
         ]
         for name, r in data["summary"].items()
     ]
-    growth = data["summary"]["tooltap"]["growth_mib_per_10k_after_warmup"]
-    base = data["summary"]["mitmdump"]["growth_mib_per_10k_after_warmup"]
+    summary = data["summary"]
+    base = summary["mitmdump"]["growth_mib_per_10k_after_warmup"]
+    ours = {n: r["growth_mib_per_10k_after_warmup"] for n, r in summary.items() if n != "mitmdump"}
+    flat = all(g <= max(1.0, base + 1.0) for g in ours.values())
     targets.append(
-        f"Memory: tooltap RSS growth after warm-up {growth:.2f} MiB per 10k flows"
-        f" (plain mitmdump: {base:.2f}); flat: {_mark(growth <= max(1.0, base + 1.0))}"
+        "Memory: RSS growth after warm-up, MiB per 10k flows: "
+        + ", ".join(f"{n} {g:.2f}" for n, g in ours.items())
+        + f" (plain mitmdump: {base:.2f}); flat: {_mark(flat)}"
     )
     flows = ", ".join(f"{k} {int(v)}" for k, v in data["tooltap_flows"].items())
     return (
@@ -219,11 +245,12 @@ def core_section(data: dict[str, Any], targets: list[str]) -> str:
 def profile_section(data: dict[str, Any]) -> str:
     st = data["stages_us"]
     rows = [[name, us] for name, us in st.items()]
-    skip = ("run (bench", "one (bench", "[self]")
+    skip = ("run (bench", "<lambda> (bench", "_handle (", "[self]")
     top = [t for t in data["top_total"] if not t["function"].startswith(skip)][:14]
     top_rows = [[t["function"], f"{t['share'] * 100:.1f}%"] for t in top]
     return (
-        "### 5. Worker profile (medium exchange; pyinstrument, bench/out/profile.html)\n\n"
+        "### 5. Worker profile (medium exchange, the addon's worker handler;"
+        " pyinstrument, bench/out/profile.html)\n\n"
         + _table(["stage", "µs per flow"], rows)
         + "\n\n"
         + _table(["function (total time, share of the worker path)", "share"], top_rows)
@@ -276,12 +303,14 @@ def plot(data: dict[str, Any], path: Path) -> None:
     colours = {"direct": "tab:green", "mitmdump": "tab:blue", "tooltap": "tab:red"}
     for ax, concurrency in zip(axes, (1, 16), strict=True):
         for name, colour in colours.items():
-            values = sorted(
-                v
+            every = [
+                b
                 for b in data["batches"]
                 if b["target"] == name and b["concurrency"] == concurrency
-                for v in b["latencies_ms"]
-            )
+            ]
+            # The batches the tables use: those not disturbed by other jobs.
+            mine = [b for b in every if b.get("noise", 0.0) <= NOISY] or every
+            values = sorted(v for b in mine for v in b["latencies_ms"])
             if not values:
                 continue
             ys = [(i + 1) / len(values) for i in range(len(values))]
@@ -301,10 +330,15 @@ def plot(data: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def _code(machine: dict[str, Any]) -> str:
+    code = machine.get("code", "working tree")
+    return code if code.startswith("snapshot") else f"{code} at {machine.get('commit', '?')}"
+
+
 def write(out: Path, here: Path, readme: bool) -> None:
     targets: list[str] = []
     sections = []
-    meta = None
+    metas: dict[str, dict[str, Any]] = {}
     for name, render in (
         ("json", json_section),
         ("stream", stream_section),
@@ -313,22 +347,24 @@ def write(out: Path, here: Path, readme: bool) -> None:
     ):
         data = _load(out, name)
         if data is not None:
-            meta = meta or data.get("meta")
+            metas[name] = data.get("meta", {})
             sections.append(render(data, targets))
-    profile = _load(out, "profile")
-    if profile is not None:
-        meta = meta or profile.get("meta")
-        sections.append(profile_section(profile))
-    why = _load(out, "why")
-    if why is not None:
-        sections.append(why_section(why))
+    for name, render_plain in (("profile", profile_section), ("why", why_section)):
+        data = _load(out, name)
+        if data is not None:
+            metas[name] = data.get("meta", {})
+            sections.append(render_plain(data))
     head = ""
-    if meta:
-        m = meta["machine"]
+    if metas:
+        m = next(iter(metas.values()))["machine"]
+        runs = "; ".join(
+            f"{name} {meta.get('started', '?')} ({meta.get('mode', '?')},"
+            f" {_code(meta.get('machine', {}))})"
+            for name, meta in metas.items()
+        )
         head = (
-            f"Run: {meta['started']} ({meta['mode']} mode); code: {m.get('code', 'working tree')}"
-            f" {m['commit']}; {m['cpu']}, {m['cores']} cores,"
-            f" {m['memory_gib']} GiB, {m['os']}; Python {m['python']}, mitmproxy {m['mitmproxy']}.\n\n"
+            f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, {m['os']};"
+            f" Python {m['python']}, mitmproxy {m['mitmproxy']}.\n\nRuns: {runs}.\n\n"
         )
     summary = "**Targets**\n\n" + "\n".join(f"- {t}" for t in targets)
     text = head + summary + "\n\n" + "\n\n".join(sections) + "\n"

@@ -21,7 +21,6 @@ import psutil
 from tooltap.addon.launch import Proxy
 
 ROOT = Path(__file__).resolve().parent.parent
-STREAM_ALL = ("--set", "stream_large_bodies=1")  # mitmproxy streams every body of 1 byte or more
 
 
 class BenchProxy(Proxy):
@@ -32,16 +31,19 @@ class BenchProxy(Proxy):
     """
 
     turns = 0
+    glued = 0  # JSON log lines that came out glued to another line (shared stdout)
 
     def _read(self, stream: IO[str] | None) -> None:
         super()._read(self._skip_events(stream))
 
     def _skip_events(self, stream: IO[str] | None) -> Iterator[str]:
-        for line in stream or ():
+        for line in stream or ():  # only this reader thread writes the counters
+            if '"event":"turn"' in line:
+                self.turns += 1
             if line.startswith("{"):
-                if '"event":"turn"' in line:
-                    self.turns += 1  # only this reader thread writes it
                 continue
+            if '{"api":' in line:
+                self.glued += 1
             yield line
 
     @property
@@ -110,6 +112,23 @@ class Target:
     def rss(self) -> int:
         return self.process.memory_info().rss if self.process else 0
 
+    def children_rss(self) -> int:
+        """RSS of the proxy's child processes (tooltap's inspector, if it runs in one)."""
+        if self.process is None:
+            return 0
+        total = 0
+        for child in self.process.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                total += child.memory_info().rss
+        return total
+
+
+def has_inspector_option() -> bool:
+    """Whether this tooltap has `tooltap_inspector` (process or thread); older ones ran a thread."""
+    import importlib.util
+
+    return importlib.util.find_spec("tooltap.addon.inspector") is not None
+
 
 @contextlib.contextmanager
 def upstream(replay: bool = False) -> Iterator[tuple[str, int]]:
@@ -141,7 +160,18 @@ def mitmdump(upstream_url: str, *extra: str) -> BenchProxy:
 
 
 def tooltap(upstream_url: str, *extra: str) -> BenchProxy:
+    """`tooltap run` in reverse mode, JSON log; `extra` goes to mitmdump."""
     proxy = BenchProxy.tooltap([upstream_url], "--log-format", "json", extra=extra)
+    assert isinstance(proxy, BenchProxy)
+    return proxy
+
+
+def variant(upstream_url: str, name: str) -> BenchProxy:
+    """mitmdump -s bench/variant_addon.py: an addon variant from bench/variants.py."""
+    options = ["-s", str(ROOT / "bench" / "variant_addon.py")]
+    if name not in ("empty-script", "empty-hooks", "stream-only"):  # tooltap's own options
+        options += ["--set", "tooltap_metrics_port=0", "--set", "tooltap_log_format=json"]
+    proxy = BenchProxy.mitmdump(upstream_url, *options, env={"TOOLTAP_BENCH_VARIANT": name})
     assert isinstance(proxy, BenchProxy)
     return proxy
 

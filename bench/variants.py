@@ -1,15 +1,28 @@
 """Variants of tooltap's addon, to find where its cost on the proxy comes from.
 
 Loaded through bench/variant_addon.py (a mitmdump -s script) by `python -m
-bench.why`; none of this is shipped. TOOLTAP_BENCH_VARIANT picks one:
+bench --only why`; none of this is shipped. TOOLTAP_BENCH_VARIANT picks one:
 
 - shipped          the addon as it is (loaded with -s, like every variant)
-- no-worker        the worker thread does nothing: what the hooks alone cost
+- empty-script     a script with no addon: what loading any script costs
+- empty-hooks      an addon whose request/responseheaders/response/error hooks do
+                   nothing: what mitmproxy's dispatch to one more addon costs
+- hooks-only       records are built and thrown away: what the hooks alone cost
+- no-worker        the worker thread gets every record and does nothing with it:
+                   hooks + the hand-off to a thread
 - switch-interval  sys.setswitchinterval(0.0002): the event loop waits less for the GIL
 - mp-queue-worker  inspect and the sinks in a child process fed by multiprocessing.Queue
 - pipe-worker      the same child fed through a non-blocking pipe written by the
                    hook itself: no thread at all in the proxy process (prototype
                    of the proposed fix)
+- pipe-batched     the same, written at most every 20 ms: fewer wake-ups of the child
+
+And two used by benchmark 1 to stream JSON responses (requests stay buffered;
+stream_large_bodies would stream the request too, and tooltap skips a flow
+whose request body mitmproxy did not keep):
+
+- stream-responses tooltap, with every response streamed, so it goes through the tap
+- stream-only      no tooltap: an addon that only streams every response
 """
 
 from __future__ import annotations
@@ -29,7 +42,17 @@ from typing import Any
 import tooltap.addon.tooltap as addon_module
 from tooltap.addon.tooltap import Tooltap
 
-NAMES = ("shipped", "no-worker", "switch-interval", "mp-queue-worker", "pipe-worker")
+NAMES = (
+    "shipped",
+    "empty-script",
+    "empty-hooks",
+    "hooks-only",
+    "no-worker",
+    "switch-interval",
+    "mp-queue-worker",
+    "pipe-worker",
+    "pipe-batched",
+)
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -111,9 +134,11 @@ class PipeWorker:
     """
 
     LIMIT = 16 * 1024 * 1024
+    DELAY = 0.0  # seconds to gather records before writing them
 
     def __init__(self, _handle: Any, _on_error: Any, _size: int) -> None:
         self._pending = bytearray()
+        self._scheduled = False
         self._process: subprocess.Popen[bytes] | None = None
         self._write_fd = -1
         self._watching = False
@@ -133,8 +158,16 @@ class PipeWorker:
         if len(self._pending) + len(data) > self.LIMIT:
             return False
         self._pending += len(data).to_bytes(4, "big") + data
-        self._flush()
+        if not self.DELAY:
+            self._flush()
+        elif not self._scheduled:
+            asyncio.get_running_loop().call_later(self.DELAY, self._flush_later)
+            self._scheduled = True
         return True
+
+    def _flush_later(self) -> None:
+        self._scheduled = False
+        self._flush()
 
     def _flush(self) -> None:
         try:
@@ -166,11 +199,68 @@ class PipeWorker:
         self._process = None
 
 
+class BatchedPipeWorker(PipeWorker):
+    DELAY = 0.02
+
+
+class NullWorker:
+    """Takes every record and keeps none: no thread, no process."""
+
+    def __init__(self, _handle: Any, _on_error: Any, _size: int) -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+    def submit(self, _item: Any) -> bool:
+        return True
+
+    def wait_idle(self, timeout: float) -> bool:
+        return True
+
+    def stop(self, timeout: float = 5.0) -> None:
+        pass
+
+
 def _pipe_child(fd: int) -> None:
     inspector = _Inspector()
     with os.fdopen(fd, "rb") as pipe:
         while len(head := pipe.read(4)) == 4:
             inspector.handle(pickle.loads(pipe.read(int.from_bytes(head, "big"))))
+
+
+class EmptyHooks:
+    name = "empty-hooks"
+
+    def request(self, flow: Any) -> None:
+        pass
+
+    def responseheaders(self, flow: Any) -> None:
+        pass
+
+    def response(self, flow: Any) -> None:
+        pass
+
+    def error(self, flow: Any) -> None:
+        pass
+
+
+class StreamResponses:
+    """Streams every response (mitmproxy forwards the chunks as they come)."""
+
+    name = "stream-responses"
+
+    def responseheaders(self, flow: Any) -> None:
+        if flow.response is not None and not callable(flow.response.stream):
+            flow.response.stream = True
+
+
+class StreamingTooltap(Tooltap):
+    """tooltap with every response streamed: the addon then taps it, as it taps SSE."""
+
+    def responseheaders(self, flow: Any) -> None:
+        StreamResponses.responseheaders(self, flow)  # type: ignore[arg-type]
+        super().responseheaders(flow)
 
 
 class NoWorkTooltap(Tooltap):
@@ -181,10 +271,22 @@ class NoWorkTooltap(Tooltap):
 def addons(variant: str) -> list[Any]:
     if variant == "switch-interval":
         sys.setswitchinterval(0.0002)
-    if variant == "mp-queue-worker":
-        addon_module.Worker = MpQueueWorker  # type: ignore[attr-defined]
-    if variant == "pipe-worker":
-        addon_module.Worker = PipeWorker  # type: ignore[attr-defined]
+    workers = {
+        "hooks-only": NullWorker,
+        "mp-queue-worker": MpQueueWorker,
+        "pipe-worker": PipeWorker,
+        "pipe-batched": BatchedPipeWorker,
+    }
+    if variant in workers:
+        addon_module.Worker = workers[variant]  # type: ignore[attr-defined]
+    if variant == "empty-script":
+        return []
+    if variant == "stream-only":
+        return [StreamResponses()]
+    if variant == "stream-responses":
+        return [StreamingTooltap()]
+    if variant == "empty-hooks":
+        return [EmptyHooks()]
     return [NoWorkTooltap() if variant == "no-worker" else Tooltap()]
 
 

@@ -10,7 +10,6 @@ into mitmdump with -s. CPU is split into the proxy process and its children
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import psutil
@@ -19,22 +18,17 @@ from . import json_load, targets
 from .stats import median, ratio
 from .variants import NAMES
 
-SCRIPT = Path(__file__).resolve().parent / "variant_addon.py"
 
+def applicable() -> bool:
+    """The variants replace the addon's single in-process Worker: the design up to 8f498a8.
 
-def variant(upstream_url: str, name: str) -> targets.BenchProxy:
-    proxy = targets.BenchProxy.mitmdump(
-        upstream_url,
-        "-s",
-        str(SCRIPT),
-        "--set",
-        "tooltap_metrics_port=0",
-        "--set",
-        "tooltap_log_format=json",
-        env={"TOOLTAP_BENCH_VARIANT": name},
-    )
-    assert isinstance(proxy, targets.BenchProxy)
-    return proxy
+    Later, inspection runs in a child process by default (the fix this
+    experiment led to), and there is no Worker to replace; measure the
+    diagnosis on the commit it was made on: `python -m bench --commit dc86e40 --only why`.
+    """
+    import tooltap.addon.tooltap as addon_module
+
+    return hasattr(addon_module, "Worker")
 
 
 async def run(quick: bool) -> dict[str, Any]:
@@ -44,7 +38,7 @@ async def run(quick: bool) -> dict[str, Any]:
     with targets.upstream() as (url, pid):
         upstream = psutil.Process(pid)
         proxies = {"mitmdump": targets.mitmdump(url)}
-        proxies.update({f"tooltap:{name}": variant(url, name) for name in NAMES})
+        proxies.update({f"tooltap:{name}": targets.variant(url, name) for name in NAMES})
         with targets.started(*proxies.values()):
             order = [targets.Target(name, p.url, p) for name, p in proxies.items()]
             for target in order:
