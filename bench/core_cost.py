@@ -23,6 +23,7 @@ import orjson
 from tooltap.core import Exchange, StreamReader, ValidatorCache, inspect
 
 from . import bodies
+from .targets import Noise
 
 URLS = {
     "chat": "https://api.openai.com/v1/chat/completions",
@@ -34,7 +35,11 @@ SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8"}
 
 
 def per_call(fn: Callable[[], Any], min_time: float, repeats: int = 5) -> float:
-    """Median seconds per call over `repeats` runs of at least `min_time` each."""
+    """Median seconds per call over `repeats` runs of at least `min_time` each.
+
+    Waits (bounded) for other jobs on the machine to quiet down first.
+    """
+    Noise().wait_quiet(max_wait=10.0)
     fn()
     n, elapsed = 1, 0.0
     while True:  # find a loop count that takes about min_time (bounded: doubles)

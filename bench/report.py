@@ -245,7 +245,7 @@ def core_section(data: dict[str, Any], targets: list[str]) -> str:
 def profile_section(data: dict[str, Any]) -> str:
     st = data["stages_us"]
     rows = [[name, us] for name, us in st.items()]
-    skip = ("run (bench", "<lambda> (bench", "_handle (", "[self]")
+    skip = ("run (bench", "<lambda> (bench", "_handle (", "handle (tooltap/addon", "[self]")
     top = [t for t in data["top_total"] if not t["function"].startswith(skip)][:14]
     top_rows = [[t["function"], f"{t['share'] * 100:.1f}%"] for t in top]
     return (
@@ -259,8 +259,9 @@ def profile_section(data: dict[str, Any]) -> str:
 
 def why_section(data: dict[str, Any]) -> str:
     parts = [
-        "### 6. Where tooltap's cost comes from (variants of the addon, bench/variants.py;"
-        f" {data['settings']['rounds']} interleaved rounds, medians)"
+        "### 6. Where tooltap's cost came from (variants of the addon, bench/variants.py;"
+        f" {data['settings']['rounds']} interleaved rounds, medians; measured on"
+        f" {_code(data.get('meta', {}).get('machine', {}))}, when inspection ran in a thread)"
     ]
     for key, label in (("c1", "sequential"), ("c16", "concurrency 16")):
         rows = [
@@ -300,9 +301,15 @@ def plot(data: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    colours = {"direct": "tab:green", "mitmdump": "tab:blue", "tooltap": "tab:red"}
+    # (colour, line style, label); tooltap-thread only when the run had it
+    styles = {
+        "direct": ("tab:green", "-", "no proxy"),
+        "mitmdump": ("tab:blue", "-", "mitmdump"),
+        "tooltap": ("tab:red", "-", "tooltap"),
+        "tooltap-thread": ("tab:gray", "--", "tooltap, inspector in a thread"),
+    }
     for ax, concurrency in zip(axes, (1, 16), strict=True):
-        for name, colour in colours.items():
+        for name, (colour, style, label) in styles.items():
             every = [
                 b
                 for b in data["batches"]
@@ -314,10 +321,8 @@ def plot(data: dict[str, Any], path: Path) -> None:
             if not values:
                 continue
             ys = [(i + 1) / len(values) for i in range(len(values))]
-            label = "no proxy" if name == "direct" else name
-            ax.plot(
-                values, ys, color=colour, label=f"{label} (p50 {values[len(values) // 2]:.2f} ms)"
-            )
+            p50 = values[len(values) // 2]
+            ax.plot(values, ys, color=colour, linestyle=style, label=f"{label} (p50 {p50:.2f} ms)")
         ax.set_xscale("log")
         ax.set_xlabel("request latency, ms (log)")
         ax.set_title("sequential" if concurrency == 1 else f"concurrency {concurrency}")
