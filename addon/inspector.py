@@ -29,8 +29,9 @@ import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Collection
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 import orjson
 
@@ -45,19 +46,89 @@ SCRUBBED = "[redacted]"
 FRAME = struct.Struct(">I")  # a record on the pipe: its pickled length, then the pickle
 
 
+# Request headers whose values are credentials. They are never logged, and
+# neither is any echo of them: an API error that quotes the key, or a model
+# that repeats it in an argument, is scrubbed before the sinks see it.
+CREDENTIAL_HEADERS = frozenset(
+    {b"authorization", b"proxy-authorization", b"api-key", b"x-api-key", b"x-goog-api-key",
+     b"openai-organization", b"openai-project"}
+)  # fmt: skip
+MIN_CREDENTIAL = 8  # shorter values are not scrubbed: they would mangle ordinary text
+# Query parameters worth keeping in the logged path; anything else might be a key.
+SAFE_QUERY = ("api-version", "beta")
+
+Fields = tuple[tuple[bytes, bytes], ...]
+
+
+def _header(fields: Fields, name: bytes) -> str:
+    for key, value in fields:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return ""
+
+
 @dataclass(slots=True)
 class Record:
-    """What the proxy hands over for one finished exchange."""
+    """One finished exchange, as the proxy hands it over: only references it already holds.
+
+    Everything derived from them (the Exchange, the logged host and path, the
+    credentials to scrub) is built here, on the inspection side, off the proxy's
+    event loop.
+    """
 
     api: Api | None  # None: the upstream was unreachable before any request
-    exchange: Exchange
-    host: str
-    path: str
-    chunks: list[bytes] = field(default_factory=list)
+    method: str = ""
+    scheme: str = "http"
+    host: str = ""
+    port: int = 0
+    path: str = ""
+    request_headers: Fields = ()
+    request_body: bytes = b""
+    status: int | None = None  # None: no response
+    response_headers: Fields = ()
+    response_body: bytes = b""
+    chunks: list[bytes] = field(default_factory=list)  # a tapped stream's body
     skipped: str | None = None
     failure: str | None = None  # the upstream broke the exchange off: mitmproxy's words
-    credentials: tuple[str, ...] = ()  # values to scrub from everything logged
     note: str | None = None  # the client broke it off: mitmproxy's words
+
+    def exchange(self) -> Exchange:
+        return Exchange(
+            method=self.method,
+            url=f"{self.scheme}://{self.host}:{self.port}{self.path}",
+            request_body=self.request_body,
+            request_headers={
+                "content-encoding": _header(self.request_headers, b"content-encoding")
+            },
+            status=self.status,
+            response_headers={
+                "content-type": _header(self.response_headers, b"content-type"),
+                "content-encoding": _header(self.response_headers, b"content-encoding"),
+            },
+            response_body=b"".join(self.chunks) if self.chunks else self.response_body,
+        )
+
+    def logged_host(self) -> str:
+        """The Host header without its port (as mitmproxy's pretty_host), else the address."""
+        authority = _header(self.request_headers, b"host")
+        if authority.startswith("["):
+            return authority[1:].partition("]")[0]
+        name, colon, port = authority.rpartition(":")
+        return (name if colon and port.isdigit() else authority) or self.host
+
+    def logged_path(self) -> str:
+        base, _, query = self.path.partition("?")
+        kept = [(k, v) for k, v in parse_qsl(query) if k in SAFE_QUERY]
+        return base + ("?" + urlencode(kept) if kept else "")
+
+    def credentials(self) -> tuple[str, ...]:
+        """The credential header values, and for `Scheme token` the bare token, longest first."""
+        found: set[str] = set()
+        for key, raw in self.request_headers:
+            if key.lower() in CREDENTIAL_HEADERS:
+                value = raw.decode("latin-1").strip()
+                found.update((value, value.partition(" ")[2].strip()))
+        return tuple(sorted((v for v in found if len(v) >= MIN_CREDENTIAL), key=len, reverse=True))
 
 
 def scrub(verdict: Verdict, credentials: tuple[str, ...]) -> Verdict:
@@ -125,16 +196,10 @@ class Inspector:
             verdict = Verdict(api=None, outcome="upstream_error", reason=record.failure)
         elif record.skipped is not None and record.failure is None:
             verdict = Verdict(
-                api=record.api,
-                outcome="skipped",
-                reason=record.skipped,
-                status=record.exchange.status,
+                api=record.api, outcome="skipped", reason=record.skipped, status=record.status
             )
         else:
-            exchange = record.exchange
-            if record.chunks:
-                exchange = replace(exchange, response_body=b"".join(record.chunks))
-            verdict = inspect(exchange, self.recent, validators=self.validators)
+            verdict = inspect(record.exchange(), self.recent, validators=self.validators)
             if record.failure is not None:
                 # What did arrive (a cut stream's calls, the request's loop) is
                 # still reported; the flow counts as the upstream's failure.
@@ -144,12 +209,13 @@ class Inspector:
                 verdict.reason = f"{verdict.reason} ({record.note})"
             if verdict.api == "responses" and verdict.response_id and verdict.awaiting:
                 self.recent.remember(verdict.response_id, verdict.awaiting)
-        path = record.path
-        if record.credentials:
-            verdict = scrub(verdict, record.credentials)
-            for credential in record.credentials:
+        path = record.logged_path()
+        credentials = record.credentials()
+        if credentials:
+            verdict = scrub(verdict, credentials)
+            for credential in credentials:
                 path = path.replace(credential, SCRUBBED)
-        self.sink.emit(verdict, record.host, path, (time.perf_counter() - started) * 1000)
+        self.sink.emit(verdict, record.logged_host(), path, (time.perf_counter() - started) * 1000)
         self.metrics.record(verdict, time.perf_counter() - started)
 
 
@@ -248,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metrics-host", default="127.0.0.1")
     parser.add_argument("--metrics-port", type=int, default=9464)
     parser.add_argument("--log-format", choices=LOG_FORMATS, default="auto")
+    parser.add_argument("--log-file", default="", help="append the log here instead of stdout")
     parser.add_argument("--log-arguments", choices=ARGUMENT_MODES, default="raw")
     parser.add_argument("--model-labels", type=int, default=50)
     args = parser.parse_args(argv)
@@ -270,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
         status.write(f"ready {port}\n")
     counts = SharedCounts(args.counts)
     faults = os.environ.get("TOOLTAP_INJECT_FAULT", "").split(",")
-    inspector = Inspector(LogSink(args.log_format, args.log_arguments, sys.stdout), metrics, faults)
+    stream = open(args.log_file, "a", encoding="utf-8") if args.log_file else sys.stdout  # noqa: SIM115
+    inspector = Inspector(LogSink(args.log_format, args.log_arguments, stream), metrics, faults)
     buffer = bytearray()
     try:
         while True:

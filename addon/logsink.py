@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import os
 import re
 import secrets
@@ -121,20 +122,32 @@ class LogSink:
     def __init__(
         self, log_format: str = "json", arguments: str = "raw", stream: IO[str] | None = None
     ) -> None:
-        stream = stream or sys.stdout
+        self._stream = stream or sys.stdout
         self.policy = ArgumentPolicy(arguments)
+        # An exchange's lines are gathered here and written to the stream at once:
+        # one write per exchange, so lines from elsewhere cannot land between them.
+        self._lines = io.StringIO()
         self._log = structlog.wrap_logger(
-            structlog.PrintLogger(stream),
+            structlog.PrintLogger(self._lines),
             processors=[
                 structlog.processors.add_log_level,
                 structlog.processors.TimeStamper(fmt="iso", utc=True),
-                _renderer(log_format, stream),
+                _renderer(log_format, self._stream),
             ],
             context_class=dict,
         )
 
     def emit(self, verdict: Verdict, host: str, path: str, inspect_ms: float) -> None:
         """Log one exchange: its calls and findings first, then the `turn` line that sums it up."""
+        try:
+            self._events(verdict, host, path, inspect_ms)
+            self._stream.write(self._lines.getvalue())
+            self._stream.flush()
+        finally:
+            self._lines.seek(0)
+            self._lines.truncate()
+
+    def _events(self, verdict: Verdict, host: str, path: str, inspect_ms: float) -> None:
         log = self._log
         policy = self.policy
         bad_calls = False

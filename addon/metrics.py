@@ -34,6 +34,7 @@ class Metrics:
         self.model_labels = model_labels
         self._models: set[str] = set()
         self._pairs: set[tuple[str, str]] = set()
+        self._children: dict[tuple[Any, ...], Any] = {}
         self._lock = threading.Lock()
         r = self.registry
         by_model = ["api", "model"]
@@ -150,44 +151,53 @@ class Metrics:
                 return label
         return OTHER_MODEL
 
+    def _child(self, metric: Any, *labels: str) -> Any:
+        # labels() takes a lock and builds a key on every call; the children are cached here.
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def flow(self, api: str, outcome: str) -> None:
-        self.flows.labels(api, outcome).inc()
+        self._child(self.flows, api, outcome).inc()
 
     def internal_error(self, where: str) -> None:
-        self.internal_errors.labels(where).inc()
+        self._child(self.internal_errors, where).inc()
 
     def record(self, verdict: Verdict, seconds: float) -> None:
+        child = self._child
         api = verdict.api or "none"
-        self.flows.labels(api, verdict.outcome).inc()
-        self.inspect_seconds.labels(api).observe(seconds)
+        child(self.flows, api, verdict.outcome).inc()
+        child(self.inspect_seconds, api).observe(seconds)
         for error in verdict.loop_errors:
-            self.loop_errors.labels(api, error.rule).inc()
+            child(self.loop_errors, api, error.rule).inc()
         for result in verdict.tool_results:
-            self.tool_results.labels(api, result.outcome).inc()
+            child(self.tool_results, api, result.outcome).inc()
         if verdict.rejected is not None:
-            self.rejected.labels(api, str(verdict.rejected.status)).inc()
+            child(self.rejected, api, str(verdict.rejected.status)).inc()
         if verdict.state is None:
             return
         model = self.model(verdict.model)
         if (api, model) not in self._pairs:
             self._start_at_zero(api, model)
         calls = len(verdict.calls)
-        self.turns.labels(api, model, verdict.state).inc()
+        child(self.turns, api, model, verdict.state).inc()
         if verdict.format_state is not None:
-            self.formats.labels(api, model, verdict.format_state).inc()
-        self.calls_per_turn.labels(api).observe(calls)
+            child(self.formats, api, model, verdict.format_state).inc()
+        child(self.calls_per_turn, api).observe(calls)
         if calls:
-            self.tool_calls.labels(api, model).inc(calls)
+            child(self.tool_calls, api, model).inc(calls)
         if verdict.state == "strict-void":
-            self.unguaranteed.labels(api, model).inc(calls)
+            child(self.unguaranteed, api, model).inc(calls)
         if verdict.duplicates:
-            self.duplicates.labels(api, model).inc()
+            child(self.duplicates, api, model).inc()
         parse = sum(1 for c in verdict.calls if c.parse_error is not None)
         invalid = sum(1 for c in verdict.calls if c.schema_errors)
         if parse:
-            self.argument_errors.labels(api, model, "parse").inc(parse)
+            child(self.argument_errors, api, model, "parse").inc(parse)
         if invalid:
-            self.argument_errors.labels(api, model, "schema").inc(invalid)
+            child(self.argument_errors, api, model, "schema").inc(invalid)
 
     def _start_at_zero(self, api: str, model: str) -> None:
         """Create an (api, model)'s series at 0, so that rate() sees their first increment."""

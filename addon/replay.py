@@ -47,6 +47,9 @@ Route = Callable[[Seen], Reply]
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate sends; with Nagle's algorithm the body
+    # would wait for the client's delayed ACK (~40 ms a reply).
+    disable_nagle_algorithm = True
     server: ReplayServer
 
     def log_message(self, *args: Any) -> None:

@@ -17,14 +17,13 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Any
-from urllib.parse import parse_qsl, urlencode
 
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.connection import ConnectionState
 from mitmproxy.proxy.mode_specs import ProxyMode, ReverseMode
 from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 
-from tooltap.core import Api, Exchange, detect_api
+from tooltap.core import Api, detect_api
 
 from .inspector import DirectCounts, Inspector, Record, SharedCounts
 from .logsink import ARGUMENT_MODES, LOG_FORMATS, LogSink
@@ -35,27 +34,12 @@ from .worker import ProcessWorker, ThreadWorker
 logger = logging.getLogger("tooltap")
 
 DEFAULT_HOSTS = ["api.openai.com", "api.anthropic.com", "*.openai.azure.com"]
-# Query parameters worth keeping in the logged path; anything else might be a key.
-SAFE_QUERY = ("api-version", "beta")
 MAX_TRACKED = 100_000
 INSPECTORS = ("process", "thread")
 # What mitmproxy's error hook says when the client, not the upstream, ended an
 # exchange. (Its HTTP/2 layer says "stream reset by client" for a reset from
 # either peer; the message is kept in the logged reason either way.)
 CLIENT_GONE = ("Client disconnected.", "stream reset by client")
-# Request headers whose values are credentials. They are never logged, and
-# neither is any echo of them: an API error that quotes the key, or a model
-# that repeats it in an argument, is scrubbed before the sinks see it.
-CREDENTIAL_HEADERS = (
-    "authorization",
-    "proxy-authorization",
-    "api-key",
-    "x-api-key",
-    "x-goog-api-key",
-    "openai-organization",
-    "openai-project",
-)
-MIN_CREDENTIAL = 8  # shorter values are not scrubbed: they would mangle ordinary text
 
 
 @dataclass(slots=True)
@@ -77,22 +61,6 @@ def _upstream_failed(flow: http.HTTPFlow) -> bool:
     return flow.client_conn.state == ConnectionState.OPEN
 
 
-def _credentials(headers: http.Headers) -> tuple[str, ...]:
-    """The credential header values, and for `Scheme token` the bare token, longest first."""
-    found: set[str] = set()
-    for name in CREDENTIAL_HEADERS:
-        for value in headers.get_all(name):
-            found.add(value.strip())
-            found.add(value.strip().partition(" ")[2].strip())
-    return tuple(sorted((v for v in found if len(v) >= MIN_CREDENTIAL), key=len, reverse=True))
-
-
-def _log_path(path: str) -> str:
-    base, _, query = path.partition("?")
-    kept = [(k, v) for k, v in parse_qsl(query) if k in SAFE_QUERY]
-    return base + ("?" + urlencode(kept) if kept else "")
-
-
 class Tooltap:
     name = "tooltap"
 
@@ -105,6 +73,7 @@ class Tooltap:
         self._host_decisions: dict[str, bool] = {}
         self._faults: set[str] = set()
         self._started: tuple[Any, ...] | None = None
+        self._log_file: IO[str] | None = None  # thread mode with tooltap_log_file
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -136,6 +105,12 @@ class Tooltap:
             "auto",
             "json, console, or auto (console on a terminal, JSON lines otherwise).",
             choices=LOG_FORMATS,
+        )
+        loader.add_option(
+            "tooltap_log_file",
+            str,
+            "",
+            "Append the log to this file instead of stdout (with plain mitmdump, stdout also carries mitmproxy's own lines).",
         )
         loader.add_option(
             "tooltap_log_arguments",
@@ -199,18 +174,21 @@ class Tooltap:
         o = ctx.options
         return (
             o.tooltap_inspector, o.tooltap_metrics_host, o.tooltap_metrics_port, o.tooltap_log_format,
-            o.tooltap_log_arguments, o.tooltap_model_labels, o.tooltap_queue_size,
+            o.tooltap_log_file, o.tooltap_log_arguments, o.tooltap_model_labels, o.tooltap_queue_size,
         )  # fmt: skip
 
     def _start(self) -> None:
         self.done()
         settings = self._settings()
-        mode, host, port, log_format, log_arguments, model_labels, size = settings
+        mode, host, port, log_format, log_file, log_arguments, model_labels, size = settings
         try:
             if mode == "thread":
                 self.metrics = Metrics(model_labels)
                 self.counts = DirectCounts(self.metrics)
-                sink = LogSink(log_format, log_arguments, self._log_stream)
+                stream = self._log_stream
+                if log_file and stream is None:
+                    stream = self._log_file = open(log_file, "a", encoding="utf-8")  # noqa: SIM115 - closed in done
+                sink = LogSink(log_format, log_arguments, stream)
                 inspector = Inspector(sink, self.metrics, self._faults)
                 self.worker = ThreadWorker(inspector.handle, self._worker_error, size)
                 self.worker.start()
@@ -219,7 +197,7 @@ class Tooltap:
                 self.counts = SharedCounts()
                 options = [
                     "--metrics-host", host, "--metrics-port", str(port), "--log-format", log_format,
-                    "--log-arguments", log_arguments, "--model-labels", str(model_labels),
+                    "--log-file", log_file, "--log-arguments", log_arguments, "--model-labels", str(model_labels),
                 ]  # fmt: skip
                 self.worker = ProcessWorker(options, size, self.counts)
                 port = self.worker.start()
@@ -238,7 +216,9 @@ class Tooltap:
             self.metrics.close()
         if self.counts is not None:
             self.counts.close()
-        self.worker = self.metrics = self.counts = None
+        if self._log_file is not None:
+            self._log_file.close()
+        self.worker = self.metrics = self.counts = self._log_file = None
         self._started = None
 
     def flush(self, timeout: float = 5.0) -> bool:
@@ -293,6 +273,7 @@ class Tooltap:
         self._finish(flow)
 
     def _finish(self, flow: http.HTTPFlow) -> None:
+        # References only: the inspection side builds everything else.
         try:
             pending = self._flows.pop(flow.id, None)
             if pending is None or (pending.tap is not None and pending.tap.failed):
@@ -301,54 +282,44 @@ class Tooltap:
             limit = ctx.options.tooltap_max_body
             error = flow.error.msg if flow.error is not None else None
             failed = _upstream_failed(flow)
-            request_body = request.raw_content or b""
-            skipped = "request body above tooltap_max_body" if len(request_body) > limit else None
+            record = Record(
+                pending.api,
+                method=request.method,
+                scheme=request.scheme,
+                host=request.host,
+                port=request.port,
+                path=request.path,
+                request_headers=request.headers.fields,
+                request_body=request.raw_content or b"",
+                failure=error if failed else None,
+                note=None if failed else error,
+            )
             if request.raw_content is None:
-                skipped = "request body streamed by mitmproxy, not inspected"
-            status, headers, body, chunks = None, {}, b"", []
+                record.skipped = "request body streamed by mitmproxy, not inspected"
+            elif len(request.raw_content) > limit:
+                record.skipped = "request body above tooltap_max_body"
             if response is not None:
-                status = response.status_code
-                headers = {
-                    "content-type": response.headers.get("content-type", ""),
-                    "content-encoding": response.headers.get("content-encoding", ""),
-                }
+                record.status = response.status_code
+                record.response_headers = response.headers.fields
                 if pending.too_large or (pending.tap is not None and pending.tap.overflow):
-                    skipped = "response body above tooltap_max_body"
+                    record.skipped = "response body above tooltap_max_body"
                 elif pending.tap is not None:
-                    chunks = pending.tap.chunks
+                    record.chunks = pending.tap.chunks
                 elif response.raw_content is None:
                     # Never kept: the exchange broke off before the body was
                     # complete, or mitmproxy switched to streaming after our
                     # hook (stream_large_bodies on a body of unknown length).
-                    skipped = (
+                    record.skipped = (
                         f"response body incomplete: {error}"
                         if error
                         else "response body streamed by mitmproxy (stream_large_bodies), not inspected"
                     )
                 elif len(response.raw_content) > limit:
-                    skipped = "response body above tooltap_max_body"
+                    record.skipped = "response body above tooltap_max_body"
                 else:
-                    body = response.raw_content
-            exchange = Exchange(
-                method=request.method,
-                url=request.url,
-                request_body=b"" if skipped else request_body,
-                request_headers={"content-encoding": request.headers.get("content-encoding", "")},
-                status=status,
-                response_headers=headers,
-                response_body=body,
-            )
-            record = Record(
-                pending.api,
-                exchange,
-                request.pretty_host,
-                _log_path(request.path),
-                chunks,
-                skipped,
-                failure=error if failed else None,
-                note=None if failed else error,
-                credentials=_credentials(request.headers),
-            )
+                    record.response_body = response.raw_content
+            if record.skipped is not None:
+                record.request_body = b""  # not needed: do not carry it
             self._hand_over(record)
         except Exception:  # noqa: BLE001 - counted and logged in _hook_error
             self._hook_error()
@@ -367,9 +338,8 @@ class Tooltap:
                 return
             record = Record(
                 None,
-                Exchange(method="", url=""),
-                host,
-                "",
+                host=host,
+                port=port,
                 failure=f"cannot connect to {host}:{port}: {server.error}",
             )
             self._hand_over(record)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import anthropic
@@ -412,3 +413,23 @@ def test_plain_mitmdump_with_the_script_path_loads_tooltap_and_inspects(upstream
         assert response.content == SCENARIOS["chat-json"].body
         turn = plain.wait_for("turn")[0]
     assert (turn["state"], turn["calls"]) == ("strict-void", 2)
+
+
+def test_the_log_can_go_to_a_file_for_plain_mitmdump_users(upstream, tmp_path):
+    log = tmp_path / "tooltap.jsonl"
+    with Proxy.tooltap([upstream.url], extra=("--set", f"tooltap_log_file={log}")) as proxy:
+        httpx.post(
+            proxy.url + "/v1/chat/completions",
+            json={"model": "m", "tools": TOOLS},
+            headers={"x-scenario": "chat-json"},
+            timeout=10,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and '"event":"turn"' not in (
+            log.read_text() if log.exists() else ""
+        ):
+            time.sleep(0.05)
+        assert proxy.events == []  # nothing on stdout
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [e["event"] for e in events] == ["tool_call", "tool_call", "turn"]
+    assert events[-1]["state"] == "strict-void"
