@@ -60,8 +60,6 @@ def mitmdump_args(args: argparse.Namespace, extra: list[str]) -> tuple[list[str]
     settings: dict[str, Any] = {
         # mitmdump's own flow lines would mix into the JSON on stdout.
         "flow_detail": 0,
-        # A body above tooltap's default cap is streamed, not held whole in memory.
-        "stream_large_bodies": "8m",
         "tooltap_metrics_host": metrics_host,
         "tooltap_metrics_port": metrics_port,
         "tooltap_log_format": args.log_format,
