@@ -10,6 +10,7 @@ from the proxy's own /metrics endpoint and log.
 from __future__ import annotations
 
 import argparse
+import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -181,14 +182,19 @@ def _serve(console: Console, proxy: Proxy, shown: int) -> None:
     console.print(
         f"OPENAI_BASE_URL={proxy.url}/v1  ANTHROPIC_BASE_URL={proxy.url}  (any API key works)"
     )
+    # Ctrl-C sets a flag rather than raising wherever the main thread happens to
+    # be (a KeyboardInterrupt inside a library's lock can hang the shutdown).
+    stopped: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, _frame: stopped.append(number))
     console.print(f"metrics: {proxy.metrics_url}   Ctrl-C stops everything")
     try:
-        while proxy.alive():
+        while proxy.alive() and not stopped:
             time.sleep(0.5)
             _render(console, proxy.events[shown:])
             shown = len(proxy.events)
-    except KeyboardInterrupt:
-        console.print("stopping")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    console.print("stopping")
 
 
 def main(args: argparse.Namespace) -> int:

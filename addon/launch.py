@@ -150,7 +150,7 @@ class Proxy:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.process.kill()
-                self.process.wait()
+                self.process.wait(timeout)
         shutil.rmtree(self.confdir, ignore_errors=True)
         return self.process.returncode
 

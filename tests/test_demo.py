@@ -1,10 +1,13 @@
 """tooltap demo end to end: its summary, read from the real proxy, matches the scenario it plays."""
 
+import contextlib
 import io
 import re
 import subprocess
 from pathlib import Path
 
+import psutil
+import pytest
 from rich.console import Console
 
 from tooltap.addon.demo import run
@@ -108,8 +111,19 @@ def test_serve_keeps_the_stack_up_for_your_own_client_and_stops_cleanly_on_ctrl_
                 break
         assert "state=no-tools" in line  # your own request, live in the log
         demo.send_signal(signal.SIGINT)
-        assert demo.wait(30) == 0
-        assert "every process and port is closed" in demo.stdout.read()
+        try:
+            code = demo.wait(30)
+        except subprocess.TimeoutExpired:
+            tree = [
+                (p.pid, p.status(), " ".join(p.cmdline()[1:5]))
+                for p in [psutil.Process(demo.pid), *psutil.Process(demo.pid).children(True)]
+            ]
+            pytest.fail(f"the demo did not stop within 30 s of Ctrl-C; its processes: {tree}")
+        rest = demo.stdout.read()
+        assert code == 0, rest[-2000:]
+        assert "every process and port is closed" in rest
     finally:
         if demo.poll() is None:
-            demo.kill()
+            for process in [*psutil.Process(demo.pid).children(True), psutil.Process(demo.pid)]:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    process.kill()
