@@ -43,6 +43,11 @@ def mitmdump_args(args: argparse.Namespace, extra: list[str]) -> tuple[list[str]
             f"{args.confdir}/mitmproxy-ca-cert.pem (SSL_CERT_FILE, REQUESTS_CA_BUNDLE or "
             "NODE_EXTRA_CA_CERTS); the CA is created on first start"
         )
+    if port == 0 and len(args.upstream or ()) > 1:
+        # mitmproxy refuses two servers on the same address, ":0" included.
+        raise SystemExit(
+            "tooltap run: with several --upstream, --listen needs a port (each upstream takes the next one)"
+        )
     for index, upstream in enumerate(args.upstream or ["openai"]):
         if args.regular:
             break

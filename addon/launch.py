@@ -51,7 +51,7 @@ class Proxy:
     def tooltap(
         cls, upstreams: list[str], *options: str, extra: tuple[str, ...] = (), **kw: Any
     ) -> Proxy:
-        """`tooltap run` in reverse mode to each upstream, on free loopback ports."""
+        """`tooltap run` on a free loopback port: reverse mode to one upstream, or none with --regular."""
         argv = [
             sys.executable,
             "-m",

@@ -60,6 +60,13 @@ def test_each_upstream_gets_the_next_port_and_its_own_hint():
     assert "ANTHROPIC_BASE_URL=http://0.0.0.0:9001" in hints[1]
 
 
+def test_any_free_port_takes_one_upstream_only():
+    argv, _ = argv_of("--listen", "127.0.0.1:0", "--upstream", "openai")
+    assert "reverse:https://api.openai.com@0" in argv
+    with pytest.raises(SystemExit, match="needs a port"):
+        argv_of("--listen", "127.0.0.1:0", "--upstream", "openai", "--upstream", "anthropic")
+
+
 def test_regular_mode_says_where_the_ca_is_and_refuses_upstreams():
     argv, hints = argv_of("--regular")
     assert "regular@8080" in argv

@@ -128,3 +128,10 @@ def test_the_tooltap_command_listens_inside_the_container_and_publishes_each_ups
     published = {port.rsplit(":", 1)[1] for port in service["ports"]}
     # Each further --upstream listens on the next port.
     assert {str(8080 + i) for i in range(len(upstreams))} | {"9464"} == published
+
+
+def test_the_compose_tooltap_streams_bodies_above_the_inspection_cap():
+    command = compose()["services"]["tooltap"]["command"]
+    mitmdump_options = command[command.index("--") + 1 :]
+    at = mitmdump_options.index("stream_large_bodies=8m")  # 8 MiB: tooltap_max_body's default
+    assert mitmdump_options[at - 1] == "--set"

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import socket
+import sys
 from pathlib import Path
 
+import httpx
 import kubernetes_validate
 import pytest
 import yaml
+
+from tooltap.addon.launch import Proxy
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 KUBERNETES = DEPLOY / "kubernetes"
@@ -162,6 +167,39 @@ def test_the_configmap_options_have_values_tooltap_accepts():
         assert int(data[name]) > 0, name
     assert int(data["TOOLTAP_MODEL_LABELS"]) >= 0
     assert data["TOOLTAP_LOG_ARGUMENTS"] in {"raw", "redact", "hash", "omit"}
+
+
+def test_the_container_args_start_a_real_tooltap_run_with_memory_bounded():
+    data = one("ConfigMap")["data"]
+    args = [re.sub(r"\$\((\w+)\)", lambda m: data[m.group(1)], a) for a in container()["args"]]
+    # Loopback and free ports here; Proxy gives mitmproxy a confdir of its own.
+    base = free_port_pair()
+    args[args.index("--listen") + 1] = f"127.0.0.1:{base}"
+    args[args.index("--metrics") + 1] = "127.0.0.1:0"
+    at = args.index(next(a for a in args if a.startswith("confdir=")))
+    del args[at - 1 : at + 1]
+    # Bodies above the inspection cap are streamed, whatever their framing.
+    assert f"stream_large_bodies={data['TOOLTAP_MAX_BODY']}" in args
+    argv = [sys.executable, "-m", "tooltap.addon.cli", *args]
+    with Proxy(argv, modes=args.count("--upstream")) as proxy:
+        metrics = httpx.get(proxy.metrics_url, timeout=10)
+        assert metrics.status_code == 200 and "tooltap_flows_total" in metrics.text
+        assert sorted(proxy.ports) == [base, base + 1]
+
+
+def free_port_pair() -> int:
+    """A port that is free on loopback with the next one free too (each upstream takes one)."""
+    for _ in range(50):
+        with socket.socket() as first:
+            first.bind(("127.0.0.1", 0))
+            port = int(first.getsockname()[1])
+            with socket.socket() as second:
+                try:
+                    second.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+        return port
+    raise RuntimeError("no two consecutive free ports on loopback")
 
 
 def test_the_proxy_and_metrics_services_select_the_pods_and_named_ports():
