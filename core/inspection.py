@@ -85,12 +85,13 @@ def _looks_like_sse(body: bytes) -> bool:
     return body.lstrip()[:6].startswith((b"data:", b"event:", b":", b"id:"))
 
 
-class _Body(BaseModel):
+@dataclass(slots=True)
+class _Body:
     value: Any = None
     problem: str | None = None
     stream: bool = False
     complete: bool = True
-    errors: list[dict[str, str]] = Field(default_factory=list)
+    errors: list[dict[str, str]] = field(default_factory=list)
 
 
 def _read_request(exchange: Exchange) -> _Body:
@@ -183,62 +184,72 @@ def inspect(
 
     request = _read_request(exchange)
     loop = check_loop(api, request.value, prior) if request.value is not None else LoopReport()
-    verdict = Verdict(
-        api=api,
-        outcome="inspected",
-        status=exchange.status,
-        loop_errors=loop.errors,
-        tool_results=loop.results,
-    )
+    # The Verdict's fields are gathered here and validated once, at the end:
+    # assigning to a pydantic model field by field costs more than inspect's rules.
+    found: dict[str, Any] = {
+        "api": api,
+        "outcome": "inspected",
+        "status": exchange.status,
+        "loop_errors": loop.errors,
+        "tool_results": loop.results,
+    }
     if exchange.status is None:
-        verdict.outcome, verdict.reason = "upstream_error", "no response from the upstream"
-        return verdict
+        return Verdict(
+            **found | {"outcome": "upstream_error", "reason": "no response from the upstream"}
+        )
 
     response = _read_response(api, exchange, max_decoded)
-    verdict.stream = response.stream
+    found["stream"] = response.stream
     if exchange.status >= 400:
         error = api_error(response.value)
         if exchange.status >= 500:
-            verdict.outcome = "upstream_error"
-            verdict.reason = f"{exchange.status} {error['type']}: {error['message']}".strip()
-            return verdict
+            reason = f"{exchange.status} {error['type']}: {error['message']}".strip()
+            return Verdict(**found | {"outcome": "upstream_error", "reason": reason})
         turn = read_turn(api, request.value, {})
-        verdict.model = turn.model
-        verdict.rejected = Rejected(
+        rejected = Rejected(
             status=exchange.status,
             type=error["type"],
             message=error["message"],
             blockers=_blockers(turn, limits),
         )
-        return verdict
+        return Verdict(**found | {"model": turn.model, "rejected": rejected})
 
     if response.problem is not None or not isinstance(response.value, dict):
-        verdict.outcome = "unparseable"
-        verdict.reason = response.problem or "response body is not a JSON object"
-        return verdict
+        reason = response.problem or "response body is not a JSON object"
+        return Verdict(**found | {"outcome": "unparseable", "reason": reason})
 
     turn = read_turn(api, request.value, response.value)
     calls = [diagnose(call, turn.tool(call), validators) for call in turn.calls]
-    verdict.model, verdict.response_id = turn.model, turn.response_id
-    verdict.calls, verdict.output_types, verdict.awaiting = calls, turn.output_types, turn.awaiting
-    verdict.stream_errors = response.errors
-    verdict.duplicates = parallel.duplicate_names({"name": c.name} for c in turn.calls)
+    duplicates = parallel.duplicate_names({"name": c.name} for c in turn.calls)
+    found |= {
+        "model": turn.model,
+        "response_id": turn.response_id,
+        "calls": calls,
+        "output_types": turn.output_types,
+        "awaiting": turn.awaiting,
+        "stream_errors": response.errors,
+        "duplicates": duplicates,
+    }
     if not response.complete:
-        verdict.reason = "the stream ended before its final event"
+        found["reason"] = "the stream ended before its final event"
     if request.problem is not None:
-        verdict.outcome, verdict.reason = "unparseable", request.problem
-        return verdict
+        return Verdict(**found | {"outcome": "unparseable", "reason": request.problem})
 
     projection = turn.as_response()
-    verdict.state, verdict.detail = parallel.classify(
-        projection, parallel_voids_strict=api != "messages"
-    )
-    verdict.format_state, verdict.format_detail = schema.classify(projection)
-    duplicate = parallel.duplicate_line(verdict.duplicates)
-    verdict.repairs = [
-        *parallel.repair_lines(verdict.state),
-        *schema.repair_lines(projection, verdict.format_state, limits),
+    state, detail = parallel.classify(projection, parallel_voids_strict=api != "messages")
+    format_state, format_detail = schema.classify(projection)
+    duplicate = parallel.duplicate_line(duplicates)
+    repairs = [
+        *parallel.repair_lines(state),
+        *schema.repair_lines(projection, format_state, limits),
         *([duplicate] if duplicate else []),
         *_argument_repair(calls),
     ]
-    return verdict
+    return Verdict(
+        **found,
+        state=state,
+        detail=detail,
+        format_state=format_state,
+        format_detail=format_detail,
+        repairs=repairs,
+    )
