@@ -1121,7 +1121,12 @@ def test_http2_prior_knowledge_is_refused_by_mitmproxy_itself_as_without_tooltap
             seen.append(fetch(client, proxy.url + path, CHAT_REQUEST))
     # Which error the client sees depends on whether its write or the close wins.
     refused = ("RemoteProtocolError", "WriteError", "ReadError")
-    assert all(got.status is None and got.error in refused for got in seen), seen
+    # Seen once in ~10 full runs: a ReadTimeout through tooltap (mitmproxy did not
+    # close within 10 s). Its log then says what the proxy was doing.
+    assert all(got.status is None and got.error in refused for got in seen), (
+        seen,
+        tooltap.text[-20:],
+    )
     assert any("prior knowledge" in line for line in tooltap.text)
     still_serving(tooltap)
 
