@@ -184,6 +184,10 @@ class Tooltap:
         try:
             if mode == "thread":
                 self.metrics = Metrics(model_labels)
+                try:
+                    port = self.metrics.serve(host, port)
+                except OSError as exc:  # the words the child process uses too
+                    raise RuntimeError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
                 self.counts = DirectCounts(self.metrics)
                 stream = self._log_stream
                 if log_file and stream is None:
@@ -192,7 +196,6 @@ class Tooltap:
                 inspector = Inspector(sink, self.metrics, self._faults)
                 self.worker = ThreadWorker(inspector.handle, self._worker_error, size)
                 self.worker.start()
-                port = self.metrics.serve(host, port)
             else:
                 self.counts = SharedCounts()
                 options = [
@@ -204,7 +207,7 @@ class Tooltap:
         except (OSError, RuntimeError) as exc:
             # An error at startup makes mitmdump exit: a proxy nobody can
             # watch is a misconfiguration worth stopping for.
-            logger.error(f"tooltap: cannot serve metrics on {host}:{port}: {exc}")
+            logger.error(f"tooltap: cannot start: {exc}")
             return
         self._started = settings
         logger.info(f"tooltap metrics at http://{host}:{port}/metrics")

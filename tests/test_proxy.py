@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 import time
 
 import anthropic
@@ -433,3 +436,31 @@ def test_the_log_can_go_to_a_file_for_plain_mitmdump_users(upstream, tmp_path):
     events = [json.loads(line) for line in log.read_text().splitlines()]
     assert [e["event"] for e in events] == ["tool_call", "tool_call", "turn"]
     assert events[-1]["state"] == "strict-void"
+
+
+@pytest.mark.parametrize("inspector", ["process", "thread"])
+def test_a_taken_metrics_port_stops_tooltap_run_with_one_clear_line(inspector):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = ["run", "--listen", "127.0.0.1:0", "--metrics", f"127.0.0.1:{port}", "--"]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tooltap.addon.cli",
+                *argv,
+                "--set",
+                f"tooltap_inspector={inspector}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode != 0
+    (line,) = [line for line in done.stderr.splitlines() if "cannot serve metrics" in line]
+    assert line.endswith(
+        f"tooltap: cannot start: cannot serve metrics on 127.0.0.1:{port}: [Errno 98] Address already in use"
+    )
