@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -99,27 +99,21 @@ class Target:
         return times.user + times.system
 
     def children_cpu(self) -> float:
-        """CPU seconds of the proxy's child processes (a worker process, if any)."""
-        if self.process is None:
-            return 0.0
-        total = 0.0
-        for child in self.process.children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                times = child.cpu_times()
-                total += times.user + times.system
-        return total
+        """CPU seconds of the proxy's child processes (tooltap's inspector, if it runs in one)."""
+        return self._children_sum(lambda child: sum(child.cpu_times()[:2]))  # user + system
 
     def rss(self) -> int:
         return self.process.memory_info().rss if self.process else 0
 
     def children_rss(self) -> int:
         """RSS of the proxy's child processes (tooltap's inspector, if it runs in one)."""
-        if self.process is None:
-            return 0
-        total = 0
-        for child in self.process.children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                total += child.memory_info().rss
+        return int(self._children_sum(lambda child: child.memory_info().rss))
+
+    def _children_sum(self, measure: Callable[[psutil.Process], float]) -> float:
+        total = 0.0
+        for child in self.process.children(recursive=True) if self.process else ():
+            with contextlib.suppress(psutil.Error):  # a child may end while we look
+                total += measure(child)
         return total
 
 
