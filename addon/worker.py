@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import pickle
 import queue
@@ -21,6 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .inspector import FRAME, SharedCounts
+
+logger = logging.getLogger("tooltap")
 
 _STOP = object()
 
@@ -158,6 +161,11 @@ class ProcessWorker:
 
     def _lost(self) -> None:
         """The child is gone: count what it will never see, and stop handing it more."""
+        code = self._process.poll() if self._process is not None else None
+        logger.error(
+            f"tooltap: the inspection process is gone (exit code {code}); traffic still flows, "
+            "but is no longer inspected, logged or counted: restart tooltap"
+        )
         for api, _ in self._backlog:
             self._counts.dropped(api)
         self._backlog.clear()

@@ -1,11 +1,18 @@
 """The addon with mitmproxy's own test helpers: hooks, tap, worker, sinks; flows never change."""
 
+import asyncio
 import io
 import json
+import logging
+import socket
+import time
 
+import httpx
+import psutil
 import pytest
 from captures import SSE, WIRE, stream_bytes
 from mitmproxy.test import taddons, tflow, tutils
+from prometheus_client.parser import text_string_to_metric_families
 
 from tooltap.addon.tooltap import Tooltap
 
@@ -513,3 +520,87 @@ async def test_an_error_event_inside_a_200_stream_is_logged_in_the_apis_words(ad
     )
     assert error["level"] == "warning"
     assert next(e for e in events if e["event"] == "turn")["level"] == "warning"
+
+
+# --- the default: inspection in a child process ------------------------------------
+
+
+@pytest.fixture
+def in_process_mode(tmp_path):
+    """The addon as tooltap run has it: a child inspects, serves /metrics and writes the log."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    tap = Tooltap()
+    with taddons.context(tap) as tctx:
+        tctx.configure(
+            tap,
+            tooltap_metrics_port=port,
+            tooltap_log_format="json",
+            tooltap_log_file=str(tmp_path / "log.jsonl"),
+            tooltap_queue_size=1,
+        )
+        tap.running()
+        (child,) = [
+            c
+            for c in psutil.Process().children()
+            if "tooltap.addon.inspector" in " ".join(c.cmdline())
+        ]
+        tap.tctx, tap.child, tap.url = tctx, child, f"http://127.0.0.1:{port}/metrics"
+        yield tap
+        tap.done()
+
+
+async def flows_by_outcome(url):
+    text = (await asyncio.to_thread(httpx.get, url, timeout=5)).text
+    return {
+        sample.labels["outcome"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "tooltap_flows_total" and sample.labels["api"] == "chat"
+    }
+
+
+async def test_a_child_that_cannot_keep_up_costs_drops_that_are_counted_never_a_wait(
+    in_process_mode,
+):
+    tap = in_process_mode
+    body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
+    tap.child.suspend()  # the pipe fills, then the one-record backlog
+    sent = 200
+    try:
+        for _ in range(sent):
+            flow = make_flow("/v1/chat/completions", CHAT_REQUEST, body)
+            before = flow.response.get_state()
+            await tap.tctx.cycle(tap, flow)  # returns although nothing reads the pipe
+            assert flow.response.get_state() == before
+    finally:
+        tap.child.resume()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        seen = await flows_by_outcome(tap.url)
+        if seen.get("inspected", 0) + seen.get("dropped", 0) >= sent:
+            break
+        await asyncio.sleep(0.1)  # the event loop drains the backlog meanwhile
+    assert seen["dropped"] > 0 and seen["inspected"] > 0
+    assert seen["inspected"] + seen["dropped"] == sent
+
+
+async def test_a_dead_child_is_said_once_and_traffic_goes_on_untouched(in_process_mode, caplog):
+    tap = in_process_mode
+    tap.child.kill()
+    deadline = time.monotonic() + 5  # dead, not yet reaped: the addon reaps it and reads its code
+    while tap.child.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
+    with caplog.at_level(logging.ERROR, logger="tooltap"):
+        for _ in range(3):
+            flow = make_flow("/v1/chat/completions", CHAT_REQUEST, body)
+            before = (flow.request.get_state(), flow.response.get_state())
+            await tap.tctx.cycle(tap, flow)
+            await asyncio.sleep(0)  # the hand-over's write
+            assert (flow.request.get_state(), flow.response.get_state()) == before
+    gone = [
+        r.getMessage() for r in caplog.records if "inspection process is gone" in r.getMessage()
+    ]
+    assert len(gone) == 1 and "exit code -9" in gone[0]
