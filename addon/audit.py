@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from tooltap.core import Exchange, ValidatorCache, Verdict, inspect, parallel, schema
+from tooltap.core import Exchange, Verdict, parallel, schema
 
-from .inspector import RecentCalls
+from .session import Session
 
 DEFAULT_BASE = "https://api.openai.com/v1"
 RETRIES = 4
@@ -140,11 +140,11 @@ def _fetch(
                 return Item(response_id, unreadable=UNREADABLE_404)
             if reply.status_code < 400:
                 exchange = Exchange(
-                    "POST",
-                    f"{base}/responses",
-                    b"{}",
-                    200,
-                    {"content-type": "application/json"},
+                    "GET",
+                    f"{base}/responses/{response_id}",
+                    b"",
+                    reply.status_code,
+                    {"content-type": reply.headers.get("content-type", "application/json")},
                     reply.content,
                 )
                 return Item(response_id, exchange)
@@ -377,19 +377,16 @@ def main(args: argparse.Namespace, out: Any = None) -> int:
         )
         return 2
 
-    recent = RecentCalls()
-    validators = ValidatorCache()
+    session = Session()
     try:
         for items, total in sources:
             for item in _progress(items, total):
                 if item.exchange is None:
                     report.unreadable(item)
                     continue
-                verdict = inspect(item.exchange, recent, validators=validators)
+                verdict = session.inspect(item.exchange)
                 if verdict.outcome == "skipped":
                     continue
-                if verdict.api == "responses" and verdict.response_id and verdict.awaiting:
-                    recent.remember(verdict.response_id, verdict.awaiting)
                 report.verdict(item, verdict)
     except AccessError as exc:
         print(f"tooltap audit: {exc}", file=sys.stderr)

@@ -171,7 +171,7 @@ def parser() -> argparse.ArgumentParser:
 
     audit_arguments(
         sub.add_parser(
-            "audit", help="the seed scripts' offline mode: stored responses, flow/HAR/JSONL files"
+            "audit", help="the same rules offline: stored responses, flow/HAR/JSONL files"
         )
     )
     demo_arguments(sub.add_parser("demo", help="everything on bundled traffic: no key, no network"))

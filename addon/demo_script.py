@@ -52,6 +52,22 @@ def chat_tools(strict: bool, ticket: bool = False) -> list[dict[str, Any]]:
     ]
 
 
+SEARCH_TOOL = {"type": "tool_search", "execution": "client", "description": "Find more tools."}
+RATE_TOOL = {
+    "type": "function",
+    "name": "get_exchange_rate",
+    "strict": True,
+    "parameters": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["from_currency", "to_currency"],
+        "properties": {"from_currency": {"type": "string"}, "to_currency": {"type": "string"}},
+    },
+}
+# The loaded tool's call, missing to_currency: its schema came from the search, not tools[].
+RATE_CALL = ("call_NVKCEhbEqPWTnSUGhcIHwR3F", "get_exchange_rate", '{"from_currency":"USD"}')
+
+
 def responses_tools(strict: bool) -> list[dict[str, Any]]:
     return [
         {"type": "function", "name": n, "strict": strict, "parameters": p, "description": None}
@@ -173,6 +189,8 @@ def response_object(
     tools: list[dict[str, Any]],
     text_format: dict[str, Any] | None = None,
     text: str | None = None,
+    *,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
     output: list[dict[str, Any]] = [
         {
@@ -183,6 +201,7 @@ def response_object(
             "call_id": call_id,
             "name": name,
         }
+        | ({"namespace": namespace} if namespace else {})
         for call_id, name, arguments in calls
     ]
     if text is not None:
@@ -562,45 +581,32 @@ STEPS: list[Step] = [
         ),
     ),
     Step(
-        "anthropic-split-results",
-        "split results: one user message per tool_result",
+        "responses-tool-search",
+        "tool search: the client ran it; the tool it loaded is checked like a declared one",
         json_reply(
-            message(
-                "msg_01JVqZPgDwmnyb2kKC3MwCVf",
-                [{"type": "text", "text": "Paris 18C, Rome 24C."}],
-                "end_turn",
+            response_object(
+                "resp_0a1d5c3e9b7f24680069bb7f8c5890819d86cb58c280c603ff",
+                [RATE_CALL],
+                [SEARCH_TOOL],
+                namespace="get_exchange_rate",
             )
         ),
-        lambda o, a: a.messages.create(
-            model="claude-haiku-4-5",
-            max_tokens=1024,
-            tools=ANTHROPIC_TOOLS,
-            messages=[
-                {"role": "user", "content": "Weather in Paris and Rome?"},
+        lambda o, a: o.responses.create(
+            model="gpt-5.4",
+            tools=[SEARCH_TOOL],
+            input=[
+                {"role": "user", "content": "How many euros is 100 dollars?"},
                 {
-                    "role": "assistant",
-                    "content": [
-                        {
-                            "type": "tool_use",
-                            "id": ALICE,
-                            "name": "get_weather",
-                            "input": {"city": "Paris", "country": "FR", "units": "c"},
-                        },
-                        {
-                            "type": "tool_use",
-                            "id": BOB,
-                            "name": "get_weather",
-                            "input": {"city": "Rome", "country": "IT", "units": "c"},
-                        },
-                    ],
+                    "type": "tool_search_call",
+                    "call_id": "call_tsc_5Qm2rR0xDq9LkTn3Wz",
+                    "execution": "client",
+                    "arguments": {"query": "exchange rate"},
                 },
                 {
-                    "role": "user",
-                    "content": [{"type": "tool_result", "tool_use_id": ALICE, "content": "18C"}],
-                },
-                {
-                    "role": "user",
-                    "content": [{"type": "tool_result", "tool_use_id": BOB, "content": "24C"}],
+                    "type": "tool_search_output",
+                    "call_id": "call_tsc_5Qm2rR0xDq9LkTn3Wz",
+                    "execution": "client",
+                    "tools": [RATE_TOOL],
                 },
             ],
         ),

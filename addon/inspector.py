@@ -27,7 +27,6 @@ import struct
 import sys
 import tempfile
 import time
-from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,10 +34,11 @@ from urllib.parse import parse_qsl, urlencode
 
 import orjson
 
-from tooltap.core import APIS, Api, Exchange, ValidatorCache, Verdict, inspect
+from tooltap.core import APIS, Api, Exchange, Verdict
 
 from .logsink import ARGUMENT_MODES, LOG_FORMATS, LogSink
 from .metrics import Metrics
+from .session import Session
 
 logger = logging.getLogger("tooltap")
 
@@ -160,32 +160,13 @@ def scrub(verdict: Verdict, credentials: tuple[str, ...]) -> Verdict:
     return Verdict.model_validate(root[0])
 
 
-class RecentCalls(OrderedDict[str, list[str]]):
-    """response id -> the call ids it returned, the newest `size` responses only.
-
-    Lets a follow-up with previous_response_id be checked against calls that
-    live on the server; bounded so memory does not grow with traffic.
-    """
-
-    def __init__(self, size: int = 10_000) -> None:
-        super().__init__()
-        self.size = size
-
-    def remember(self, response_id: str, call_ids: list[str]) -> None:
-        self[response_id] = call_ids
-        self.move_to_end(response_id)
-        while len(self) > self.size:
-            self.popitem(last=False)
-
-
 class Inspector:
-    """inspect() and the sinks, for one record at a time. Owns the previous_response_id memory."""
+    """inspect() and the sinks, for one record at a time, in one session."""
 
     def __init__(self, sink: LogSink, metrics: Metrics, faults: Collection[str] = ()) -> None:
         self.sink = sink
         self.metrics = metrics
-        self.recent = RecentCalls()
-        self.validators = ValidatorCache()
+        self.session = Session()
         self._faults = faults  # test-only: TOOLTAP_INJECT_FAULT=worker
 
     def handle(self, record: Record) -> None:
@@ -199,7 +180,7 @@ class Inspector:
                 api=record.api, outcome="skipped", reason=record.skipped, status=record.status
             )
         else:
-            verdict = inspect(record.exchange(), self.recent, validators=self.validators)
+            verdict = self.session.inspect(record.exchange())
             if record.failure is not None:
                 # What did arrive (a cut stream's calls, the request's loop) is
                 # still reported; the flow counts as the upstream's failure.
@@ -207,8 +188,6 @@ class Inspector:
                 verdict.reason = f"the upstream failed: {record.failure}"
             elif record.note is not None and verdict.reason is not None:
                 verdict.reason = f"{verdict.reason} ({record.note})"
-            if verdict.api == "responses" and verdict.response_id and verdict.awaiting:
-                self.recent.remember(verdict.response_id, verdict.awaiting)
         path = record.logged_path()
         credentials = record.credentials()
         if credentials:

@@ -33,7 +33,16 @@ from .worker import ProcessWorker, ThreadWorker
 
 logger = logging.getLogger("tooltap")
 
-DEFAULT_HOSTS = ["api.openai.com", "api.anthropic.com", "*.openai.azure.com"]
+# The first-party places these APIs are served: OpenAI, Anthropic, Azure OpenAI,
+# Anthropic on Azure AI Foundry, and Anthropic on AWS.
+DEFAULT_HOSTS = [
+    "api.openai.com",
+    "api.anthropic.com",
+    "*.openai.azure.com",
+    "*.services.ai.azure.com",
+    "aws-external-anthropic.*.api.aws",
+    "bedrock-mantle.*.api.aws",
+]
 MAX_TRACKED = 100_000
 INSPECTORS = ("process", "thread")
 # What mitmproxy's error hook says when the client, not the upstream, ended an

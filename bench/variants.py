@@ -66,14 +66,13 @@ class _Inspector:
         os.nice(10)
         from tooltap.addon.logsink import LogSink
         from tooltap.addon.metrics import Metrics
-        from tooltap.addon.worker import RecentCalls
-        from tooltap.core import ValidatorCache
+        from tooltap.addon.session import Session
 
         self.sink, self.metrics = LogSink("json", "raw", sys.stdout), Metrics()
-        self.recent, self.validators = RecentCalls(), ValidatorCache()
+        self.session = Session()
 
     def handle(self, record: Any) -> None:
-        from tooltap.core import Verdict, inspect
+        from tooltap.core import Verdict
 
         started = time.perf_counter()
         if record.skipped is not None:
@@ -82,9 +81,7 @@ class _Inspector:
             exchange = record.exchange
             if record.chunks:
                 exchange = replace(exchange, response_body=b"".join(record.chunks))
-            verdict = inspect(exchange, self.recent, validators=self.validators)
-            if verdict.api == "responses" and verdict.response_id and verdict.awaiting:
-                self.recent.remember(verdict.response_id, verdict.awaiting)
+            verdict = self.session.inspect(exchange)
         elapsed = time.perf_counter() - started
         self.sink.emit(verdict, record.host, record.path, elapsed * 1000)
         self.metrics.record(verdict, elapsed)

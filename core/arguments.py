@@ -20,6 +20,10 @@ from .jsontext import ParseError, loads
 from .wire import Tool, ToolCall
 
 MAX_SCHEMA_ERRORS = 20
+# Some relays drop the key for a call without arguments (OpenRouter relaying Claude).
+MISSING = ParseError(
+    type="MissingArguments", message="the call has no arguments field at all, not even {}"
+)
 
 # The validator is Rust: a panic there surfaces as a BaseException, which is
 # caught like any other failure; these are not.
@@ -102,6 +106,9 @@ def diagnose(call: ToolCall, tool: Tool | None, cache: ValidatorCache | None = N
     )
     if call.type == "custom_tool_call":
         return out  # free-form text (or a grammar), not JSON
+    if call.arguments_missing:
+        out.parse_error = MISSING
+        return out
     value, error = loads(call.arguments_raw)
     if error is not None:
         out.parse_error = error

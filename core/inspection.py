@@ -13,14 +13,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from . import parallel, schema
+from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
-from .jsontext import loads
+from .jsontext import ParseError, loads
 from .loop import LoopError, LoopReport, ToolResult, check_loop
 from .schema import SEED_LIMITS, Limits
 from .stream import StreamReader, api_error
-from .wire import Api, Turn, detect_api, read_turn
+from .wire import UNFINISHED, Api, Turn, detect_api, read_turn
 
 Outcome = Literal["inspected", "skipped", "unparseable", "upstream_error"]
 
@@ -92,9 +92,13 @@ class _Body:
     stream: bool = False
     complete: bool = True
     errors: list[dict[str, str]] = field(default_factory=list)
+    dropped: int = 0  # stream events that could not be read at all
+    note: str | None = None  # what was read leniently, for the turn's reason
 
 
 def _read_request(exchange: Exchange) -> _Body:
+    if exchange.method.upper() == "GET":
+        return _Body(value={})  # a retrieval carries no body; the response echoes the settings
     try:
         text = decode(exchange.request_body, header(exchange.request_headers, "content-encoding"))
     except DecodeError as exc:
@@ -113,7 +117,29 @@ def _read_stream(api: Api, body: bytes, encoding: str | None, max_decoded: int) 
         return _Body(stream=True, problem=f"stream could not be decoded: {result.decode_error}")
     if result.events == 0:
         return _Body(stream=True, problem="stream carried no JSON events")
-    return _Body(value=result.response, stream=True, complete=result.complete, errors=result.errors)
+    errors = list(result.errors)
+    said = [
+        f"{count} stream event(s) {what}"
+        for count, what in (
+            (result.bad_events, "could not be read and were dropped"),
+            (
+                result.repaired_events,
+                "held invalid UTF-8 or raw control characters, read leniently",
+            ),
+        )
+        if count
+    ]
+    note = "; ".join(said) or None
+    if note:
+        errors.append({"type": "malformed_event", "message": note})
+    return _Body(
+        value=result.response,
+        stream=True,
+        complete=result.complete,
+        errors=errors,
+        dropped=result.bad_events,
+        note=note,
+    )
 
 
 def _read_response(api: Api, exchange: Exchange, max_decoded: int) -> _Body:
@@ -127,6 +153,7 @@ def _read_response(api: Api, exchange: Exchange, max_decoded: int) -> _Body:
         return _Body(problem=f"response body could not be decoded: {exc}")
     if "json" not in content_type and _looks_like_sse(body):
         return _read_stream(api, body, None, max_decoded)
+    # Strict, as the client's own JSON parser is: a body it cannot read is unparseable.
     value, error = loads(body)
     if error is not None:
         text = body[:300].decode("utf-8", "replace").strip()
@@ -135,23 +162,34 @@ def _read_response(api: Api, exchange: Exchange, max_decoded: int) -> _Body:
 
 
 def _blockers(turn: Turn, limits: Limits) -> list[str]:
-    """Why strict tools or a strict format could have been refused. Pure."""
+    """Why strict tools or a strict format could have been refused, by the API's own rules. Pure."""
     found: list[str] = []
     for tool in turn.tools:
-        if tool.strict is True:
+        if tool.strict is True and tool.parameters is not None:
             found.extend(
                 f"tool {tool.name}: {b}"
-                for b in schema.schema_blockers(tool.parameters, limits=limits)
-            )
-            found.extend(
-                f"tool {tool.name}: {b}" for b in schema.limit_problems(tool.parameters, limits)
+                for b in subsets.blockers(turn.api, tool.parameters, limits)
             )
     kind, name, strict, declared = schema.declared_format(turn.as_response())
     if kind == "json_schema" and strict is True:
         label = f"format {name}" if name else "format"
-        found.extend(f"{label}: {b}" for b in schema.schema_blockers(declared, limits=limits))
-        found.extend(f"{label}: {b}" for b in schema.limit_problems(declared, limits))
+        found.extend(
+            f"{label}: {b}" for b in subsets.blockers(turn.api, declared, limits, tool=False)
+        )
     return found
+
+
+def _lost_arguments(calls: list[Call]) -> list[Call]:
+    """Calls whose arguments may sit in a stream event that could not be read.
+
+    An empty argument string there is not known to be empty, so it is not
+    reported as empty.
+    """
+    lost = ParseError(
+        type="StreamError",
+        message="the arguments are unknown: an event of this stream could not be read",
+    )
+    return [c.model_copy(update={"parse_error": lost}) if not c.arguments_raw else c for c in calls]
 
 
 def _argument_repair(calls: Sequence[Call]) -> list[str]:
@@ -219,29 +257,52 @@ def inspect(
         return Verdict(**found | {"outcome": "unparseable", "reason": reason})
 
     turn = read_turn(api, request.value, response.value)
+    found |= {"model": turn.model, "response_id": turn.response_id}
+    if api == "responses" and _unfinished(exchange, request.value, turn.status, response):
+        reason = (
+            f"the response is {turn.status}"
+            if not response.stream
+            else "the stream ended before the response reached a final status"
+        )
+        reason += ": a background response is classified once, when it reaches a final status"
+        return Verdict(**found | {"reason": reason, "stream_errors": response.errors})
     calls = [diagnose(call, turn.tool(call), validators) for call in turn.calls]
+    if response.dropped:
+        calls = _lost_arguments(calls)
     duplicates = parallel.duplicate_names({"name": c.name} for c in turn.calls)
     found |= {
-        "model": turn.model,
-        "response_id": turn.response_id,
         "calls": calls,
         "output_types": turn.output_types,
         "awaiting": turn.awaiting,
         "stream_errors": response.errors,
         "duplicates": duplicates,
     }
-    if not response.complete:
-        found["reason"] = "the stream ended before its final event"
+    reasons = [
+        *([] if response.complete else ["the stream ended before its final event"]),
+        *([response.note] if response.note else []),
+    ]
+    if reasons:
+        found["reason"] = "; ".join(reasons)
     if request.problem is not None:
         return Verdict(**found | {"outcome": "unparseable", "reason": request.problem})
 
     projection = turn.as_response()
     state, detail = parallel.classify(projection, parallel_voids_strict=api != "messages")
+    if state == "no-tools" and turn.tools and not turn.callable_tools():
+        detail = (
+            f"tool_choice leaves none of the {len(turn.tools)} declared tool(s) callable, "
+            "so no call could be at risk"
+        )
     format_state, format_detail = schema.classify(projection)
+    loose = [
+        (t.name, t.parameters)
+        for t in turn.callable_tools()
+        if t.type == "function" and t.strict is not True
+    ]
     duplicate = parallel.duplicate_line(duplicates)
     repairs = [
-        *parallel.repair_lines(state),
-        *schema.repair_lines(projection, format_state, limits),
+        *subsets.state_repairs(api, state),
+        *subsets.format_repairs(api, projection, format_state, loose, limits),
         *([duplicate] if duplicate else []),
         *_argument_repair(calls),
     ]
@@ -253,3 +314,17 @@ def inspect(
         format_detail=format_detail,
         repairs=repairs,
     )
+
+
+def _unfinished(exchange: Exchange, request: Any, status: str | None, response: _Body) -> bool:
+    """A Responses body that is not a turn yet: queued or in progress (background mode).
+
+    A background response is read later (GET /responses/{id}) or resumed as a
+    stream; a cut stream of one is resumable, so it is not a finished turn either.
+    """
+    if not response.stream:
+        return status in UNFINISHED
+    background = exchange.method.upper() == "GET" or (
+        isinstance(request, dict) and request.get("background") is True
+    )
+    return background and not response.complete

@@ -6,6 +6,7 @@ with a JSONDecodeError instead of exhausting the interpreter's stack.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -30,6 +31,23 @@ def loads(text: bytes | str) -> tuple[Any, ParseError | None]:
         return None, ParseError(type="JSONDecodeError", message=exc.msg, position=exc.pos)
     except (TypeError, ValueError, RecursionError) as exc:
         return None, ParseError(type=type(exc).__name__, message=str(exc))
+
+
+def loads_lenient(text: bytes | str) -> tuple[Any, ParseError | None, bool]:
+    """Parse JSON, falling back to a lenient read. Pure.
+
+    Returns (value, None, lenient) or (None, ParseError, False). The lenient
+    read replaces invalid UTF-8 and accepts raw control characters (a NUL)
+    inside strings: what can be kept is kept, and lenient says it was needed.
+    """
+    value, error = loads(text)
+    if error is None:
+        return value, None, False
+    raw = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+    try:
+        return json.loads(raw, strict=False), None, True
+    except (ValueError, RecursionError):
+        return None, error, False
 
 
 def dumps(value: Any) -> str:

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from .jsontext import loads
-from .wire import CLIENT_CALL_TYPES, Api
+from .wire import CLIENT_CALL_TYPES, RESULT_TYPES, Api, client_call_id, result_call_ids
 
 RULES = (
     "unanswered-call",
@@ -208,49 +208,72 @@ def _chat(request: Mapping[str, Any]) -> LoopReport:
     return check.report
 
 
-_OUTPUT_TYPES = {
-    f"{kind}_output": "call_id" for kind in CLIENT_CALL_TYPES if kind != "mcp_approval_request"
+# Items the client writes into a Responses input. Anything else (an assistant
+# message, reasoning, a call of any kind, a compaction) comes from the model,
+# and the newest of those starts the part of the request that is new.
+_CLIENT_ITEMS = {
+    *RESULT_TYPES,
+    "message",
+    "item_reference",
+    "additional_tools",
+    "compaction_trigger",
+    "configuration_update",
 }
-_OUTPUT_TYPES["mcp_approval_response"] = "approval_request_id"
+# Results whose content is what the model reads back; only these can be empty.
+_TEXT_RESULTS = ("function_call_output", "custom_tool_call_output")
 
 
 def _is_model_item(item: Mapping[str, Any]) -> bool:
     kind = item.get("type")
     if kind is None or kind == "message":
         return item.get("role") == "assistant"
-    return kind not in _OUTPUT_TYPES and kind != "item_reference"
+    return isinstance(kind, str) and kind not in _CLIENT_ITEMS
+
+
+def _is_reference(item: Mapping[str, Any]) -> bool:
+    return item.get("type") == "item_reference" or (
+        "type" not in item and "id" in item and "role" not in item
+    )
 
 
 def _responses(request: Mapping[str, Any], prior: Mapping[str, Sequence[str]] | None) -> LoopReport:
-    items = _list(request.get("input"))
+    items = [_dict(item) for item in _list(request.get("input"))]
     previous = _str(request.get("previous_response_id"))
     known_prior = prior.get(previous) if previous and prior is not None else None
-    # Calls that live on the server (a conversation, item references, or a
-    # previous response the proxy did not see) make an unmatched output
-    # unprovable, so orphans are only reported when every call is in view.
-    blind = bool(request.get("conversation")) or (bool(previous) and known_prior is None)
+    # Calls that live out of view (a conversation on the server, item
+    # references, a previous response the proxy did not see, history folded
+    # into a compaction item) make an unmatched output unprovable, so orphans
+    # are only reported when every call is in view.
+    blind = (
+        bool(request.get("conversation"))
+        or (bool(previous) and known_prior is None)
+        or any(_is_reference(item) or item.get("type") == "compaction" for item in items)
+    )
     # With previous_response_id, every input item is new.
     new_from = 0 if previous else _last_index(items, _is_model_item)
     check = _Checker("responses", "input", new_from)
+    # call id -> where calls awaiting a result are (a list: some servers reuse
+    # call ids across turns, call_0, call_1); -1 is the previous response.
     pending: dict[str, list[int]] = {call_id: [-1] for call_id in known_prior or ()}
+    # Calls the provider answers itself (a server tool search, a hosted shell):
+    # a result for them is not an orphan, and none is owed.
+    answerable: set[str] = set()
     answered: set[str] = set()
-    for index, item in enumerate(map(_dict, items)):
+    for index, item in enumerate(items):
         kind = _str(item.get("type"))
-        if not kind and "id" in item and "role" not in item:
-            blind = True  # an item_reference: its content is on the server
-        if kind == "item_reference":
-            blind = True
-        if kind in CLIENT_CALL_TYPES:
-            call_id = _str(item.get(CLIENT_CALL_TYPES[kind]))
+        if kind in CLIENT_CALL_TYPES or kind.endswith("_call"):
+            call_id = client_call_id(item)
             if call_id:
-                # A list: some servers reuse call ids across turns (call_0, call_1).
                 pending.setdefault(call_id, []).append(index)
+            elif _str(item.get("call_id")):
+                answerable.add(_str(item.get("call_id")))
             continue
-        if kind not in _OUTPUT_TYPES:
+        if kind not in RESULT_TYPES:
             continue
-        call_id = _str(item.get(_OUTPUT_TYPES[kind]))
+        ids = result_call_ids(item)
+        call_id = next((i for i in ids if pending.get(i)), ids[0] if ids else "")
         output = item.get("output", item.get("approve"))
-        if _empty(output):
+        if kind in _TEXT_RESULTS and _empty(output):
             check.error("empty-result", [call_id], index)
         if not call_id:
             continue
@@ -258,6 +281,8 @@ def _responses(request: Mapping[str, Any], prior: Mapping[str, Sequence[str]] | 
         if pending.get(call_id):
             pending[call_id].pop(0)
             answered.add(call_id)
+        elif call_id in answerable:
+            answerable.discard(call_id)
         elif call_id in answered:
             check.error("duplicate-result", [call_id], index)
         elif not blind:
@@ -274,56 +299,77 @@ def _blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [_dict(block) for block in _list(message.get("content"))]
 
 
+def _runs(messages: list[Mapping[str, Any]]) -> list[tuple[Any, list[int]]]:
+    """Consecutive messages of one role, as (role, their indices).
+
+    The Messages API combines them into one turn (anthropic-sdk-python,
+    MessageCreateParams): assistant [A], assistant [B], user [A, B results] is valid.
+    """
+    runs: list[tuple[Any, list[int]]] = []
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if runs and runs[-1][0] == role:
+            runs[-1][1].append(index)
+        else:
+            runs.append((role, [index]))
+    return runs
+
+
 def _messages(request: Mapping[str, Any]) -> LoopReport:
-    messages = _list(request.get("messages"))
-    check = _Checker(
-        "messages", "messages", _last_index(messages, lambda m: m.get("role") == "assistant")
-    )
+    messages = [_dict(m) for m in _list(request.get("messages"))]
+    runs = _runs(messages)
+    last_assistant = next((ix[0] for role, ix in reversed(runs) if role == "assistant"), 0)
+    check = _Checker("messages", "messages", last_assistant)
     pending: dict[str, int] = {}
     answered: set[str] = set()
-    result_messages: list[int] = []
+    result_runs: list[list[int]] = []  # the user turns holding results for the open calls
 
     def close_turn() -> None:
         check.unanswered(pending)
-        if len(result_messages) > 1:
-            ids = sorted(answered)
-            where = ", ".join(check.where(i) for i in result_messages)
-            check.error("split-results", ids, result_messages[0], where)
+        if len(result_runs) > 1:
+            where = ", ".join(check.where(i) for run in result_runs for i in run)
+            check.error("split-results", sorted(answered), result_runs[0][0], where)
 
-    for index, message in enumerate(map(_dict, messages)):
-        if message.get("role") == "assistant":
+    for role, indices in runs:
+        if role == "assistant":
             close_turn()
-            pending, answered, result_messages = {}, set(), []
-            for block in _blocks(message):
-                # server_tool_use runs on Anthropic's side and needs no result.
-                if block.get("type") == "tool_use" and _str(block.get("id")):
-                    pending[_str(block.get("id"))] = index
+            pending, answered, result_runs = {}, set(), []
+            for index in indices:
+                for block in _blocks(messages[index]):
+                    # server_tool_use runs on Anthropic's side and needs no result.
+                    if block.get("type") == "tool_use" and _str(block.get("id")):
+                        pending[_str(block.get("id"))] = index
             continue
-        if message.get("role") != "user":
+        if role != "user":
             continue
-        other_first = False
-        for position, block in enumerate(_blocks(message)):
-            if block.get("type") != "tool_result":
-                other_first = True
-                continue
-            where = check.where(index, position)
-            call_id = _str(block.get("tool_use_id"))
-            if other_first:
-                check.error("results-not-first", [call_id], index, where)
-                other_first = False
-            if _empty(block.get("content")):
-                check.error("empty-result", [call_id], index, where)
-            failed = block.get("is_error") is True
-            check.result(call_id, index, failed, where)
-            if call_id in pending:
-                del pending[call_id]
-                answered.add(call_id)
-                if index not in result_messages:
-                    result_messages.append(index)
-            elif call_id in answered:
-                check.error("duplicate-result", [call_id], index, where)
-            else:
-                check.error("orphan-result", [call_id], index, where)
+        holds_results = False
+        for index in indices:
+            # Results first is checked per message as sent: whether the API also
+            # applies it across messages it merges is not documented, so it is
+            # not reported there.
+            other_first = False
+            for position, block in enumerate(_blocks(messages[index])):
+                if block.get("type") != "tool_result":
+                    other_first = True
+                    continue
+                where = check.where(index, position)
+                call_id = _str(block.get("tool_use_id"))
+                if other_first:
+                    check.error("results-not-first", [call_id], index, where)
+                    other_first = False
+                if _empty(block.get("content")):
+                    check.error("empty-result", [call_id], index, where)
+                check.result(call_id, index, block.get("is_error") is True, where)
+                if call_id in pending:
+                    del pending[call_id]
+                    answered.add(call_id)
+                    holds_results = True
+                elif call_id in answered:
+                    check.error("duplicate-result", [call_id], index, where)
+                else:
+                    check.error("orphan-result", [call_id], index, where)
+        if holds_results:
+            result_runs.append(indices)
     close_turn()
     return check.report
 

@@ -384,7 +384,7 @@ def classify(response: Any) -> tuple[str, str]:
     if state == "unknown-format":
         return (
             "unknown-format",
-            f"Format type {kind!r} is not one this script knows. Read the raw record "
+            f"Format type {kind!r} is not one tooltap knows. Read the raw record "
             "before drawing a conclusion.",
         )
     loose = loose_tools(response)

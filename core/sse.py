@@ -18,6 +18,7 @@ class Event(NamedTuple):
     event: str
     data: str
     id: str | None
+    lossy: bool = False  # a line held invalid UTF-8, replaced with U+FFFD
 
 
 class SSEDecoder:
@@ -28,6 +29,7 @@ class SSEDecoder:
         self._event = ""
         self._data: list[str] = []
         self._id: str | None = None
+        self._lossy = False
 
     def feed(self, chunk: bytes) -> list[Event]:
         if not chunk:
@@ -77,7 +79,11 @@ class SSEDecoder:
             raw = raw.removeprefix(b"\xef\xbb\xbf")
         if not raw:
             return self._dispatch()
-        line = raw.decode("utf-8", "replace")
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            line = raw.decode("utf-8", "replace")
+            self._lossy = True
         if line.startswith(":"):
             return None
         field, colon, value = line.partition(":")
@@ -94,8 +100,10 @@ class SSEDecoder:
     def _dispatch(self) -> Event | None:
         if not self._data:
             self._event = ""
+            self._lossy = False
             return None
-        event = Event(self._event or "message", "\n".join(self._data), self._id)
+        event = Event(self._event or "message", "\n".join(self._data), self._id, self._lossy)
         self._event = ""
         self._data = []
+        self._lossy = False
         return event

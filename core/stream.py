@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, Decoder
-from .jsontext import loads
+from .jsontext import loads, loads_lenient
 from .sse import SSEDecoder
 
 
@@ -172,7 +172,7 @@ class ChatAssembler:
             calls: dict[int, dict[str, Any]] = slot["calls"]
             call = calls.setdefault(
                 _int(fragment.get("index"), len(calls)),
-                {"id": None, "type": None, "name": None, "arguments": []},
+                {"id": None, "type": None, "name": None, "arguments": None},
             )
             for key in ("id", "type"):
                 if fragment.get(key) and call[key] is None:
@@ -181,6 +181,8 @@ class ChatAssembler:
             if function.get("name") and call["name"] is None:
                 call["name"] = function["name"]
             if isinstance(function.get("arguments"), str):
+                if call["arguments"] is None:
+                    call["arguments"] = []
                 call["arguments"].append(function["arguments"])
 
     def result(self) -> dict[str, Any]:
@@ -197,10 +199,13 @@ class ChatAssembler:
                     {
                         "id": call["id"] or "",
                         "type": call["type"] or "function",
-                        "function": {
-                            "name": call["name"] or "",
-                            "arguments": "".join(call["arguments"]),
-                        },
+                        # No fragment with arguments: the key was missing, not empty.
+                        "function": {"name": call["name"] or ""}
+                        | (
+                            {}
+                            if call["arguments"] is None
+                            else {"arguments": "".join(call["arguments"])}
+                        ),
                     }
                     for _, call in sorted(slot["calls"].items())
                 ]
@@ -294,7 +299,8 @@ class StreamResult:
     events: int
     complete: bool
     errors: list[dict[str, str]] = field(default_factory=list)
-    bad_events: int = 0
+    bad_events: int = 0  # events that were not JSON objects even when read leniently: dropped
+    repaired_events: int = 0  # events read only leniently (invalid UTF-8, raw control characters)
     decode_error: str | None = None
 
 
@@ -308,6 +314,7 @@ class StreamReader:
         self._sse = SSEDecoder()
         self._events = 0
         self._bad = 0
+        self._repaired = 0
         self._error: str | None = None
         self._decoder: Decoder | None = None
         try:
@@ -331,7 +338,9 @@ class StreamReader:
                 self._decoder.close()
             except DecodeError as exc:
                 self._error = str(exc)
-            self._events_of(self._sse.close())
+            # A last event the stream did not terminate was cut off, not malformed:
+            # "ended before its final event" already says so.
+            self._events_of(self._sse.close(), cut=True)
         assembler = self._assembler
         return StreamResult(
             response=assembler.result(),
@@ -339,6 +348,7 @@ class StreamReader:
             complete=assembler.complete,
             errors=assembler.errors,
             bad_events=self._bad,
+            repaired_events=self._repaired,
             decode_error=self._error,
         )
 
@@ -346,7 +356,7 @@ class StreamReader:
         self._error = reason
         self._decoder = None
 
-    def _events_of(self, events: list[Any]) -> list[Any]:
+    def _events_of(self, events: list[Any], cut: bool = False) -> list[Any]:
         out = []
         for event in events:
             if event.data == "[DONE]":
@@ -354,9 +364,13 @@ class StreamReader:
                     self._assembler.done = True
                 continue
             value, error = loads(event.data)
+            lenient = event.lossy
+            if error is not None:
+                value, error, lenient = loads_lenient(event.data)
             if error is not None or not isinstance(value, dict):
-                self._bad += 1
+                self._bad += not cut
                 continue
+            self._repaired += lenient
             self._events += 1
             self._assembler.event(value)
             out.append(value)

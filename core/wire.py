@@ -30,7 +30,22 @@ CLIENT_CALL_TYPES = {
     "shell_call": "call_id",
     "apply_patch_call": "call_id",
     "mcp_approval_request": "id",
+    "tool_search_call": "call_id",  # only with execution: "client"
 }
+# Items that answer a call, and the key that holds the call id. A
+# local_shell_call_output carries it in `id` (openai-python LocalShellCallOutput).
+RESULT_TYPES = {
+    "function_call_output": "call_id",
+    "custom_tool_call_output": "call_id",
+    "computer_call_output": "call_id",
+    "local_shell_call_output": "call_id",
+    "shell_call_output": "call_id",
+    "apply_patch_call_output": "call_id",
+    "tool_search_output": "call_id",
+    "mcp_approval_response": "approval_request_id",
+}
+# A Responses object in one of these has not finished: it is not a turn yet.
+UNFINISHED = ("queued", "in_progress")
 
 
 def _dict(value: Any) -> Mapping[str, Any]:
@@ -49,13 +64,48 @@ def _bool(value: Any) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+def client_call_id(item: Mapping[str, Any]) -> str:
+    """The id a Responses item must be answered with, or "" when nothing answers it. Pure.
+
+    A tool search the server ran, and a shell call run in a hosted container,
+    are answered by the provider, not the client.
+    """
+    kind = _str(item.get("type"))
+    if kind not in CLIENT_CALL_TYPES:
+        return ""
+    if kind == "tool_search_call" and item.get("execution") != "client":
+        return ""
+    if kind == "shell_call" and _dict(item.get("environment")).get("type") not in (None, "local"):
+        return ""
+    return _str(item.get(CLIENT_CALL_TYPES[kind]))
+
+
+def result_call_ids(item: Mapping[str, Any]) -> list[str]:
+    """The call ids a Responses result item may be answering, most likely first. Pure."""
+    kind = _str(item.get("type"))
+    if kind not in RESULT_TYPES or item.get("execution") == "server":
+        return []
+    ids = [_str(item.get(RESULT_TYPES[kind]))]
+    if kind == "local_shell_call_output":
+        ids.append(_str(item.get("id")))
+    return [i for i in dict.fromkeys(ids) if i]
+
+
+def is_retrieval(method: str, path: str) -> bool:
+    """GET .../responses/{id}: a stored or background response read back (or resumed). Pure."""
+    head, _, last = path.rstrip("/").rpartition("/")
+    return method.upper() == "GET" and head.endswith("/responses") and bool(last)
+
+
 def detect_api(method: str, url: str) -> Api | None:
     """Which API a request speaks, from its method and path. Pure."""
-    if method.upper() != "POST":
-        return None
     try:
         path = urlsplit(url).path.rstrip("/")
     except ValueError:
+        return None
+    if is_retrieval(method, path):
+        return "responses"
+    if method.upper() != "POST":
         return None
     if path.endswith("/chat/completions"):
         return "chat"
@@ -89,6 +139,7 @@ class ToolCall(BaseModel):
     type: str
     arguments_raw: str
     namespace: str | None = None
+    arguments_missing: bool = False  # the call had no arguments key at all
 
 
 class Turn(BaseModel):
@@ -103,19 +154,39 @@ class Turn(BaseModel):
     calls: list[ToolCall] = Field(default_factory=list)
     awaiting: list[str] = Field(default_factory=list)
     output_types: list[str] = Field(default_factory=list)
+    # The tools tool_choice leaves callable, by name: None is all of them.
+    callable_names: list[str] | None = None
+    status: str | None = None  # Responses only: queued, in_progress, completed, ...
 
     def tool(self, call: ToolCall) -> Tool | None:
+        """The declared tool a call is for: by namespace and name, else by name alone.
+
+        Tools loaded by tool search are called with a namespace equal to their own
+        name while tools[] lists them flat.
+        """
+        by_name = None
         for tool in self.tools:
-            if tool.name == call.name and tool.namespace == call.namespace:
-                return tool
-        return None
+            if tool.name == call.name:
+                if tool.namespace == call.namespace:
+                    return tool
+                by_name = by_name or tool
+        return by_name
+
+    def callable_tools(self) -> list[Tool]:
+        if self.callable_names is None:
+            return self.tools
+        return [t for t in self.tools if t.name in self.callable_names]
 
     def as_response(self) -> dict[str, Any]:
-        """This turn in the Responses-API shape that the seed rules read."""
+        """This turn in the Responses-API shape that the seed rules read.
+
+        Only the tools tool_choice left callable are shown: a tool that cannot be
+        called cannot put a turn at risk.
+        """
         response: dict[str, Any] = {
             "tools": [
                 {"type": t.type, "name": t.name, "strict": t.strict, "parameters": t.parameters}
-                for t in self.tools
+                for t in self.callable_tools()
             ],
             "output": [
                 {
@@ -138,6 +209,46 @@ def _raw(value: Any) -> str:
     if isinstance(value, str):
         return value
     return "" if value is None else dumps(value)
+
+
+def _call(
+    call_id: str, name: str, kind: str, holder: Mapping[str, Any], key: str, **extra: Any
+) -> ToolCall:
+    return ToolCall(
+        call_id=call_id,
+        name=name,
+        type=kind,
+        arguments_raw=_raw(holder.get(key)),
+        arguments_missing=key not in holder,
+        **extra,
+    )
+
+
+def _choice_name(choice: Mapping[str, Any]) -> str:
+    """The tool name in a tool_choice entry: flat, or nested under its type."""
+    kind = _str(choice.get("type"))
+    return _str(choice.get("name")) or _str(_dict(choice.get(kind)).get("name"))
+
+
+def callable_names(tool_choice: Any) -> list[str] | None:
+    """Which tools tool_choice leaves callable, by name; None when it narrows nothing. Pure.
+
+    "none" leaves no tool; allowed_tools (flat on Responses, nested on Chat)
+    leaves those listed; a forced function, custom tool or Anthropic `tool`
+    leaves that one. Hosted tools in the list have no name and count for nothing.
+    """
+    if tool_choice == "none":
+        return []
+    choice = _dict(tool_choice)
+    kind = choice.get("type")
+    if kind == "none":
+        return []
+    if kind == "allowed_tools":
+        listed = choice.get("tools", _dict(choice.get("allowed_tools")).get("tools"))
+        return [name for name in map(_choice_name, map(_dict, _list(listed))) if name]
+    if kind in ("function", "custom", "tool"):
+        return [_choice_name(choice)] if _choice_name(choice) else None
+    return None
 
 
 # --- OpenAI Responses -------------------------------------------------------
@@ -163,40 +274,62 @@ def _responses_tools(tools: Any, namespace: str | None = None) -> list[Tool]:
     return out
 
 
+def _delivered_tools(items: list[Any]) -> list[Any]:
+    """Tool definitions that arrive as items: additional_tools, and tool search results."""
+    found: list[Any] = []
+    for item in map(_dict, items):
+        if item.get("type") in ("additional_tools", "tool_search_output"):
+            found.extend(_list(item.get("tools")))
+    return found
+
+
+def _unique(tools: list[Tool]) -> list[Tool]:
+    seen: set[tuple[str | None, str]] = set()
+    out = []
+    for tool in tools:
+        if (tool.namespace, tool.name) not in seen:
+            seen.add((tool.namespace, tool.name))
+            out.append(tool)
+    return out
+
+
 def _responses_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     def setting(key: str) -> Any:
         return response[key] if key in response else request.get(key)
 
+    output = [_dict(item) for item in _list(response.get("output"))]
+    # A hosted call (a shell in a container) comes back with its output beside it.
+    answered_here = {i for item in output for i in result_call_ids(item)}
     calls: list[ToolCall] = []
     awaiting: list[str] = []
-    types: list[str] = []
-    for item in map(_dict, _list(response.get("output"))):
+    for item in output:
         kind = _str(item.get("type"))
-        types.append(kind)
-        if kind in CLIENT_CALL_TYPES and _str(item.get(CLIENT_CALL_TYPES[kind])):
-            awaiting.append(_str(item.get(CLIENT_CALL_TYPES[kind])))
-        if kind in ("function_call", "custom_tool_call") and _str(item.get("name")).strip():
+        call_id = client_call_id(item)
+        if call_id and call_id not in answered_here:
+            awaiting.append(call_id)
+        name = _str(item.get("name")).strip()
+        if kind in ("function_call", "custom_tool_call") and name:
+            key = "input" if kind == "custom_tool_call" else "arguments"
+            namespace = _str(item.get("namespace")) or None
             calls.append(
-                ToolCall(
-                    call_id=_str(item.get("call_id")),
-                    name=_str(item.get("name")).strip(),
-                    type=kind,
-                    arguments_raw=_raw(
-                        item.get("input" if kind == "custom_tool_call" else "arguments")
-                    ),
-                    namespace=_str(item.get("namespace")) or None,
-                )
+                _call(_str(item.get("call_id")), name, kind, item, key, namespace=namespace)
             )
+    # Tools can also arrive in the conversation: items the client appends
+    # (additional_tools, a client tool search's output) and a server tool
+    # search's output in this response.
+    delivered = _delivered_tools(_list(request.get("input"))) + _delivered_tools(output)
     return Turn(
         api="responses",
         model=_str(response.get("model")) or _str(request.get("model")) or None,
         response_id=_str(response.get("id")) or None,
-        tools=_responses_tools(setting("tools")),
+        tools=_unique(_responses_tools(setting("tools")) + _responses_tools(delivered)),
         parallel_tool_calls=_bool(setting("parallel_tool_calls")),
         output_format=dict(_dict(_dict(setting("text")).get("format"))),
         calls=calls,
         awaiting=awaiting,
-        output_types=types,
+        output_types=[_str(item.get("type")) for item in output],
+        callable_names=callable_names(setting("tool_choice")),
+        status=_str(response.get("status")) or None,
     )
 
 
@@ -241,24 +374,14 @@ def _chat_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         kind = _str(call.get("type")) or "function"
         inner = _dict(call.get(kind))
         name = _str(inner.get("name")).strip()
-        if kind in ("function", "custom") and name:
-            calls.append(
-                ToolCall(
-                    call_id=_str(call.get("id")),
-                    name=name,
-                    type="custom_tool_call" if kind == "custom" else "function_call",
-                    arguments_raw=_raw(inner.get("input" if kind == "custom" else "arguments")),
-                )
-            )
+        if kind == "function" and name:
+            calls.append(_call(_str(call.get("id")), name, "function_call", inner, "arguments"))
+        elif kind == "custom" and name:
+            calls.append(_call(_str(call.get("id")), name, "custom_tool_call", inner, "input"))
     legacy = _dict(message.get("function_call"))
     if _str(legacy.get("name")).strip():
         calls.append(
-            ToolCall(
-                call_id="",
-                name=_str(legacy.get("name")).strip(),
-                type="function_call",
-                arguments_raw=_raw(legacy.get("arguments")),
-            )
+            _call("", _str(legacy.get("name")).strip(), "function_call", legacy, "arguments")
         )
     types = [
         kind
@@ -280,6 +403,7 @@ def _chat_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         calls=calls,
         awaiting=[c.call_id for c in calls if c.call_id],
         output_types=types,
+        callable_names=callable_names(request.get("tool_choice")),
     )
 
 
@@ -300,8 +424,8 @@ def _messages_tools(request: Mapping[str, Any]) -> list[Tool]:
                 )
             )
         else:
-            # Versioned provider tools (bash_20250124, web_search_20250305, ...).
-            out.append(Tool(name=name, type=kind))
+            # Versioned tools (bash_20250124, web_search_20250305, ...) accept strict too.
+            out.append(Tool(name=name, type=kind, strict=_bool(tool.get("strict"))))
     return out
 
 
@@ -321,15 +445,9 @@ def _messages_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> T
     for block in map(_dict, _list(response.get("content"))):
         kind = _str(block.get("type"))
         types.append(kind)
-        if kind == "tool_use" and _str(block.get("name")).strip():
-            calls.append(
-                ToolCall(
-                    call_id=_str(block.get("id")),
-                    name=_str(block.get("name")).strip(),
-                    type="tool_use",
-                    arguments_raw=_raw(block.get("input")),
-                )
-            )
+        name = _str(block.get("name")).strip()
+        if kind == "tool_use" and name:
+            calls.append(_call(_str(block.get("id")), name, "tool_use", block, "input"))
     choice = _dict(request.get("tool_choice"))
     serial = choice.get("disable_parallel_tool_use") is True
     return Turn(
@@ -343,6 +461,7 @@ def _messages_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> T
         calls=calls,
         awaiting=[c.call_id for c in calls if c.call_id],
         output_types=types,
+        callable_names=callable_names(choice),
     )
 
 

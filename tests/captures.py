@@ -147,3 +147,89 @@ def stream_exchange(
     }
     fields.update(changes)
     return Exchange(**fields)
+
+
+def _event(body: dict[str, Any], named: bool = True) -> str:
+    line = f"data: {json.dumps(body)}\n\n"
+    return f"event: {body['type']}\n{line}" if named else line
+
+
+def sse(api: str, response: dict[str, Any]) -> bytes:
+    """A non-streaming response object as the SSE stream its API sends for it.
+
+    Arguments arrive in small pieces, as on the wire; a chat call without an
+    `arguments` key streams none.
+    """
+    if api == "responses":
+        start = {**response, "status": "in_progress", "output": []}
+        events = [{"type": "response.created", "response": start, "sequence_number": 0}]
+        for index, item in enumerate(response.get("output", [])):
+            events.append(
+                {"type": "response.output_item.added", "output_index": index, "item": item}
+            )
+            events.append(
+                {"type": "response.output_item.done", "output_index": index, "item": item}
+            )
+        events.append({"type": "response.completed", "response": response})
+        return "".join(_event(e) for e in events).encode()
+    if api == "chat":
+        head = {k: response[k] for k in ("id", "model") if k in response}
+        message = response["choices"][0]["message"]
+        chunks = [{"index": 0, "delta": {"role": "assistant", "content": message.get("content")}}]
+        for index, call in enumerate(message.get("tool_calls", [])):
+            function = call["function"]
+            start = {"index": index, "id": call["id"], "type": "function"}
+            chunks.append(
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [start | {"function": {"name": function["name"]}}]},
+                }
+            )
+            arguments = function.get("arguments")
+            for at in range(0, len(arguments or ""), 5) if arguments is not None else ():
+                piece = {"index": index, "function": {"arguments": arguments[at : at + 5]}}
+                chunks.append({"index": 0, "delta": {"tool_calls": [piece]}})
+        chunks.append({"index": 0, "delta": {}, "finish_reason": "tool_calls"})
+        lines = [f"data: {json.dumps(head | {'choices': [c]})}\n\n" for c in chunks]
+        return ("".join(lines) + "data: [DONE]\n\n").encode()
+    message = {**response, "content": [], "stop_reason": None}
+    events = [{"type": "message_start", "message": message}]
+    for index, block in enumerate(response["content"]):
+        if block["type"] == "tool_use":
+            start = {**block, "input": {}}
+            raw = json.dumps(block["input"])
+            deltas = [
+                {"type": "input_json_delta", "partial_json": raw[at : at + 6]}
+                for at in range(0, len(raw), 6)
+            ]
+        else:
+            start, deltas = (
+                {"type": "text", "text": ""},
+                [{"type": "text_delta", "text": block["text"]}],
+            )
+        events.append({"type": "content_block_start", "index": index, "content_block": start})
+        events += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
+        events.append({"type": "content_block_stop", "index": index})
+    events.append({"type": "message_delta", "delta": {"stop_reason": response.get("stop_reason")}})
+    events.append({"type": "message_stop"})
+    return "".join(_event(e) for e in events).encode()
+
+
+def exchange_of(
+    api: str,
+    request: dict[str, Any],
+    response: dict[str, Any],
+    stream: bool = False,
+    **changes: Any,
+) -> Exchange:
+    """An exchange of one request and one response object, streamed or not."""
+    fields: dict[str, Any] = {
+        "method": "POST",
+        "url": URLS[api],
+        "request_body": json.dumps(request).encode(),
+        "status": 200,
+        "response_headers": SSE if stream else JSON,
+        "response_body": sse(api, response) if stream else json.dumps(response).encode(),
+    }
+    fields.update(changes)
+    return Exchange(**fields)

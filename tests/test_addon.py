@@ -4,6 +4,7 @@ import asyncio
 import io
 import json
 import logging
+import os
 import socket
 import time
 
@@ -51,15 +52,16 @@ def make_flow(
     response_body,
     headers=(("content-type", "application/json"),),
     host="api.openai.com",
+    method="POST",
 ):
     req = tutils.treq(
-        method=b"POST",
+        method=method.encode(),
         host=host,
         port=443,
         scheme=b"https",
         path=path.encode(),
         headers=((b"content-type", b"application/json"),),
-        content=json.dumps(request).encode(),
+        content=json.dumps(request).encode() if request is not None else b"",
     )
     resp = tutils.tresp(
         status_code=200,
@@ -230,6 +232,60 @@ async def test_other_hosts_and_endpoints_are_not_inspected(addon):
     await addon.tctx.cycle(addon, make_flow("/v1/embeddings", {"input": "x"}, b"{}"))
     assert addon.flush(5)
     assert addon.stream.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "my-resource.services.ai.azure.com",
+        "aws-external-anthropic.us-east-1.api.aws",
+        "bedrock-mantle.eu-west-1.api.aws",
+    ],
+)
+async def test_anthropic_on_azure_foundry_and_aws_is_inspected_by_default(addon, host):
+    body = (WIRE / "anthropic_roundtrip_tool_use_tool_result.json").read_text()
+    reply = json.dumps(json.loads(body)[0]["response"]["body"]).encode()
+    await addon.tctx.cycle(
+        addon, make_flow("/anthropic/v1/messages", {"tools": []}, reply, host=host)
+    )
+    assert addon.flush(5)
+    turn = next(e for e in lines(addon.stream) if e["event"] == "turn")
+    assert (turn["api"], turn["host"], turn["calls"]) == ("messages", host, 1)
+
+
+async def test_a_background_response_polled_with_get_is_counted_once_when_it_finishes(addon):
+    queued = {"id": "resp_bg", "status": "queued", "output": [], "tools": []}
+    done = {
+        **queued,
+        "status": "completed",
+        "output": [{"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}],
+        "tools": [{"type": "function", "name": "f", "strict": True}],
+    }
+    post = make_flow(
+        "/v1/responses", {"background": True, "input": "go"}, json.dumps(queued).encode()
+    )
+    polls = [
+        make_flow("/v1/responses/resp_bg", None, json.dumps(body).encode(), method="GET")
+        for body in (queued, done, done)
+    ]
+    for flow in (post, *polls):
+        await addon.tctx.cycle(addon, flow)
+    assert addon.flush(5)
+    turns = [e for e in lines(addon.stream) if e["event"] == "turn"]
+    assert [(t["path"], t["state"]) for t in turns] == [
+        ("/v1/responses", None),
+        ("/v1/responses/resp_bg", None),
+        ("/v1/responses/resp_bg", "strict-at-risk"),
+        ("/v1/responses/resp_bg", None),
+    ]
+    assert value(addon, "tooltap_flows_total", api="responses", outcome="inspected") == 4
+    assert (
+        value(
+            addon, "tooltap_turns_total", api="responses", model="unknown", state="strict-at-risk"
+        )
+        == 1
+    )
+    assert value(addon, "tooltap_tool_calls_total", api="responses", model="unknown") == 1
 
 
 async def test_a_full_queue_drops_and_counts_without_blocking(addon):
@@ -589,8 +645,12 @@ async def test_a_child_that_cannot_keep_up_costs_drops_that_are_counted_never_a_
 async def test_a_dead_child_is_said_once_and_traffic_goes_on_untouched(in_process_mode, caplog):
     tap = in_process_mode
     tap.child.kill()
-    deadline = time.monotonic() + 5  # dead, not yet reaped: the addon reaps it and reads its code
-    while tap.child.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+    # Dead, not yet reaped (the addon reaps it and reads its code). waitid reports the exit
+    # only once every thread is gone, and with them the pipe's read end; a zombie status
+    # can show while the metrics thread still holds it.
+    deadline = time.monotonic() + 5
+    flags = os.WEXITED | os.WNOWAIT | os.WNOHANG
+    while os.waitid(os.P_PID, tap.child.pid, flags) is None and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
     with caplog.at_level(logging.ERROR, logger="tooltap"):

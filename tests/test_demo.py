@@ -21,18 +21,18 @@ def test_the_demo_summary_matches_the_scripted_scenario():
     summary = run(Console(file=out, width=200))
     assert summary.turns == {
         "strict-void": 1,
-        "strict-at-risk": 1,
+        "strict-at-risk": 2,
         "strict-serialised": 1,
         "fanout-no-strict": 2,
-        "no-strict-declared": 3,
+        "no-strict-declared": 2,
         "no-tools": 1,
     }
-    assert summary.exposure == 0.5
+    assert summary.exposure == 1 / 3
     assert summary.unguaranteed == 3
     assert summary.formats == {"free-text": 8, "advisory-schema": 1}
-    assert summary.argument_errors == {"schema": 1, "parse": 1}
-    assert summary.loop_errors == {"unanswered-call": 1, "split-results": 1, "orphan-result": 1}
-    assert summary.tool_results == {"ok": 5, "error": 1}
+    assert summary.argument_errors == {"schema": 2, "parse": 1}
+    assert summary.loop_errors == {"unanswered-call": 1, "orphan-result": 1}
+    assert summary.tool_results == {"ok": 4, "error": 1}
     assert summary.rejected == {"400": 3}
     assert summary.flows == {"inspected": len(STEPS)}
     assert summary.internal_errors == 0
@@ -41,9 +41,7 @@ def test_the_demo_summary_matches_the_scripted_scenario():
     assert (
         "the 400 is explained: tool create_ticket: $: needs additionalProperties: false" in repairs
     )
-    assert (
-        "put every tool_result for one assistant turn into the single next user message" in repairs
-    )
+    assert "answer call_NVKCEhbEqPWTnSUGhcIHwR3F with an error result" in repairs
     text = out.getvalue()
     for event in (
         "turn",
@@ -55,7 +53,7 @@ def test_the_demo_summary_matches_the_scripted_scenario():
     ):
         assert f"] {event} " in text, event  # the live log, in the console renderer's shape
     assert (
-        "exposure rate (strict-void / at-risk turns): 50%, 3 argument object(s) with no guarantee"
+        "exposure rate (strict-void / at-risk turns): 33%, 3 argument object(s) with no guarantee"
         in text
     )
 
@@ -68,7 +66,7 @@ def test_the_readme_quick_start_demo_command_runs_as_written():
         command, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "exposure rate (strict-void / at-risk turns): 50%" in done.stdout
+    assert "exposure rate (strict-void / at-risk turns): 33%" in done.stdout
     assert "every process and port is closed" in done.stdout
 
 

@@ -212,16 +212,7 @@ def test_reused_call_ids_across_turns_pair_in_order():
     assert findings("responses", request) == []
 
 
-# --- Anthropic: split-results and results-not-first --------------------------
-
-
-def test_results_split_across_user_messages_are_found():
-    anthropic = copy.deepcopy(ANTHROPIC)
-    results = anthropic["messages"].pop(2)["content"]
-    anthropic["messages"] += [{"role": "user", "content": [block]} for block in results]
-    assert findings("messages", anthropic) == [
-        ("split-results", sorted(ANTHROPIC_IDS), "messages.2, messages.3, messages.4, messages.5")
-    ]
+# --- Anthropic: results-not-first (split-results: test_wire_2026.py) -----------
 
 
 def test_text_before_the_tool_results_is_found():

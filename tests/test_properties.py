@@ -5,7 +5,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tooltap.core import Exchange, StreamReader, inspect, parallel, schema
+from tooltap.core import Exchange, StreamReader, inspect, parallel, schema, subsets
 from tooltap.core.loop import check_loop
 from tooltap.core.sse import SSEDecoder
 from tooltap.core.wire import read_turn
@@ -47,11 +47,57 @@ KEYS = st.sampled_from(
         "is_error",
         "model",
         "error",
+        "tool_choice",
+        "allowed_tools",
+        "namespace",
+        "execution",
+        "environment",
+        "background",
+        "status",
+        "previous_response_id",
+        "input_schema",
+        "format",
+        "minItems",
+        "allOf",
     ]
 ) | st.text(max_size=5)
+# Values that steer the readers into their branches (item types, roles, choices, statuses).
+WORDS = st.sampled_from(
+    [
+        "function",
+        "function_call",
+        "function_call_output",
+        "tool_search_call",
+        "tool_search_output",
+        "additional_tools",
+        "shell_call",
+        "shell_call_output",
+        "local_shell_call_output",
+        "compaction",
+        "namespace",
+        "tool_use",
+        "tool_result",
+        "assistant",
+        "user",
+        "client",
+        "server",
+        "none",
+        "allowed_tools",
+        "queued",
+        "completed",
+        "object",
+        "string",
+        "email",
+    ]
+)
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(max_size=8)
+    | WORDS,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(KEYS, children, max_size=5),
     max_leaves=40,
 )
@@ -91,14 +137,23 @@ def test_the_seed_rules_never_raise_and_are_deterministic(value):
         schema.schema_size(value),
         schema.loose_tools(value),
     )
+    for api in ("responses", "messages"):
+        assert subsets.blockers(api, value) == subsets.blockers(api, value)
 
 
 @SETTINGS
-@given(APIS, JSON, JSON, st.one_of(st.none(), st.integers(100, 599)), HEADERS)
-def test_inspect_never_raises_on_any_json(api, request, response, status, headers):
+@given(
+    APIS,
+    JSON,
+    JSON,
+    st.one_of(st.none(), st.integers(100, 599)),
+    HEADERS,
+    st.sampled_from(["POST", "GET"]),
+)
+def test_inspect_never_raises_on_any_json(api, request, response, status, headers, method):
     exchange = Exchange(
-        "POST",
-        URL[api],
+        method,
+        URL[api] + ("/resp_1" if method == "GET" else ""),
         json.dumps(request).encode(),
         status,
         headers,

@@ -333,6 +333,10 @@ def test_a_streamed_and_an_unstreamed_turn_with_the_same_content_get_the_same_ve
         )
         a, b = inspect(streamed).to_dict(), inspect(plain).to_dict()
         a.pop("stream"), b.pop("stream"), a.pop("reason"), b.pop("reason")
+        # The spec's streaming example has a "...." line where events were left out.
+        junk = [e for e in a["stream_errors"] if e["type"] == "malformed_event"]
+        assert len(junk) == (name == "openapi_chat_streaming_text.txt"), name
+        a["stream_errors"] = [e for e in a["stream_errors"] if e not in junk]
         assert a == b, name
 
 

@@ -1,0 +1,68 @@
+"""One inspect-and-remember session: what the live proxy, audit and demo share.
+
+tooltap.core.inspect is pure; what must carry from one exchange to the next
+lives here, bounded: the calls each recent Responses turn left for the client
+(for follow-ups with previous_response_id), and the response ids already
+counted at a final status (a background response is polled, and counted once).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from tooltap.core import Exchange, ValidatorCache, Verdict, inspect
+
+REMEMBERED = 10_000
+
+
+class RecentCalls(OrderedDict[str, list[str]]):
+    """response id -> the call ids it returned, the newest `size` responses only.
+
+    Lets a follow-up with previous_response_id be checked against calls that
+    live on the server; bounded so memory does not grow with traffic.
+    """
+
+    def __init__(self, size: int = REMEMBERED) -> None:
+        super().__init__()
+        self.size = size
+
+    def remember(self, response_id: str, call_ids: list[str]) -> None:
+        self[response_id] = call_ids
+        self.move_to_end(response_id)
+        while len(self) > self.size:
+            self.popitem(last=False)
+
+
+class Session:
+    """inspect(), with the memory one stream of exchanges needs. Not thread-safe: one owner."""
+
+    def __init__(self, size: int = REMEMBERED) -> None:
+        self.recent = RecentCalls(size)
+        self.counted: OrderedDict[str, None] = OrderedDict()  # response ids, newest last
+        self.size = size
+        self.validators = ValidatorCache()
+
+    def inspect(self, exchange: Exchange) -> Verdict:
+        verdict = inspect(exchange, self.recent, validators=self.validators)
+        response_id = verdict.response_id
+        if verdict.api != "responses" or not response_id or verdict.state is None:
+            return verdict
+        if exchange.method.upper() == "GET" and response_id in self.counted:
+            # Polling a finished background response again, or reading back one
+            # the proxy saw created: it was counted when it first finished.
+            return Verdict(
+                api=verdict.api,
+                outcome="inspected",
+                status=verdict.status,
+                stream=verdict.stream,
+                model=verdict.model,
+                response_id=response_id,
+                reason=f"response {response_id} was already counted when it reached its final status",
+            )
+        self.counted[response_id] = None
+        self.counted.move_to_end(response_id)
+        if len(self.counted) > self.size:
+            self.counted.popitem(last=False)
+        if verdict.awaiting:
+            self.recent.remember(response_id, verdict.awaiting)
+        return verdict

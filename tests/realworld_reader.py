@@ -1,0 +1,181 @@
+"""The client tool calls in one recorded exchange, read without tooltap.
+
+Deliberately small and plain: the real-world corpus test compares tooltap's
+calls with what this reader finds, so this must not share any code with
+tooltap. It reads only 2xx bodies; a call is (call_id, name, arguments_raw).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+Call = tuple[str, str, str]
+
+
+def dialect(url: str) -> str | None:
+    path = urlsplit(url).path.rstrip("/")
+    for suffix, name in (
+        ("/chat/completions", "chat"),
+        ("/responses", "responses"),
+        ("/messages", "messages"),
+    ):
+        if path.endswith(suffix):
+            return name
+    return None
+
+
+def is_stream(record: dict[str, Any]) -> bool:
+    content_type = record["response_headers"].get("content-type") or ""
+    return "text/event-stream" in content_type.lower()
+
+
+def sse_events(text: str) -> list[Any]:
+    """The JSON payload of every SSE event: data lines of one event joined by newlines."""
+    events, data = [], []
+    for line in [*re.split(r"\r\n|\r|\n", text), ""]:
+        if line == "":
+            payload = "\n".join(data).strip()
+            data = []
+            if payload and payload != "[DONE]":
+                events.append(json.loads(payload))
+        elif line.startswith("data:"):
+            value = line[5:]
+            data.append(value[1:] if value.startswith(" ") else value)
+    return events
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def responses_calls(response: dict[str, Any]) -> list[Call]:
+    calls = []
+    for item in response.get("output") or []:
+        if item.get("type") == "function_call" and item.get("name"):
+            calls.append((item.get("call_id") or "", item["name"], item.get("arguments") or ""))
+        elif item.get("type") == "custom_tool_call" and item.get("name"):
+            calls.append((item.get("call_id") or "", item["name"], item.get("input") or ""))
+    return calls
+
+
+def responses_stream(events: list[Any], notes: list[str]) -> list[Call]:
+    final = [
+        e["response"]
+        for e in events
+        if e.get("type") in ("response.completed", "response.incomplete", "response.failed")
+    ]
+    if final:
+        return responses_calls(final[-1])
+    notes.append("no final response event: rebuilt from response.output_item.done")
+    done = [e["item"] for e in events if e.get("type") == "response.output_item.done"]
+    return responses_calls({"output": done})
+
+
+def chat_message_calls(message: dict[str, Any]) -> list[Call]:
+    calls = []
+    for call in message.get("tool_calls") or []:
+        if call.get("type") == "custom":
+            custom = call.get("custom") or {}
+            calls.append((call.get("id") or "", custom.get("name") or "", custom.get("input", "")))
+        else:
+            function = call.get("function") or {}
+            calls.append(
+                (call.get("id") or "", function.get("name") or "", function.get("arguments", ""))
+            )
+    legacy = message.get("function_call")
+    if legacy and legacy.get("name"):  # Snowflake sends an all-empty placeholder
+        calls.append(("", legacy["name"], legacy.get("arguments", "")))
+    return calls
+
+
+def chat_body(body: dict[str, Any]) -> list[Call]:
+    choices = body.get("choices") or []
+    first = [c for c in choices if c.get("index") == 0] or choices[:1]
+    return chat_message_calls(first[0].get("message") or {}) if first else []
+
+
+def chat_stream(events: list[Any], notes: list[str]) -> list[Call]:
+    calls: dict[int, dict[str, str]] = {}
+    for event in events:
+        for choice in event.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue
+            for fragment in (choice.get("delta") or {}).get("tool_calls") or []:
+                if "index" not in fragment:
+                    notes.append("a tool_calls fragment without index: taken as index 0")
+                call = calls.setdefault(
+                    fragment.get("index", 0), {"id": "", "name": "", "args": ""}
+                )
+                function = fragment.get("function") or {}
+                call["id"] = call["id"] or fragment.get("id") or ""
+                call["name"] = call["name"] or function.get("name") or ""
+                call["args"] += function.get("arguments") or ""
+    return [(c["id"], c["name"], c["args"]) for _, c in sorted(calls.items())]
+
+
+def messages_body(body: dict[str, Any]) -> list[Call]:
+    return [
+        (block.get("id") or "", block.get("name") or "", compact(block.get("input")))
+        for block in body.get("content") or []
+        if block.get("type") == "tool_use"
+    ]
+
+
+def messages_stream(events: list[Any]) -> list[Call]:
+    blocks: dict[int, dict[str, str]] = {}
+    for event in events:
+        if event.get("type") == "content_block_start":
+            block = event.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                blocks[event["index"]] = {"id": block["id"], "name": block["name"], "text": ""}
+        elif event.get("type") == "content_block_delta" and event.get("index") in blocks:
+            delta = event.get("delta") or {}
+            if delta.get("type") == "input_json_delta":
+                blocks[event["index"]]["text"] += delta.get("partial_json") or ""
+    calls = []
+    for block in blocks.values():
+        text = block["text"]
+        try:
+            arguments = compact(json.loads(text)) if text.strip() else "{}"
+        except json.JSONDecodeError:
+            arguments = text
+        calls.append((block["id"], block["name"], arguments))
+    return calls
+
+
+def expected_calls(record: dict[str, Any], notes: list[str] | None = None) -> list[Call]:
+    """The client tool calls the model made in this exchange's response, in order."""
+    notes = [] if notes is None else notes
+    api = dialect(record["url"])
+    if is_stream(record):
+        events = sse_events(record["response_body"])
+        if api == "responses":
+            return responses_stream(events, notes)
+        if api == "chat":
+            return chat_stream(events, notes)
+        return messages_stream(events) if api == "messages" else []
+    body = json.loads(record["response_body"])
+    if api == "responses":
+        return responses_calls(body)
+    if api == "chat":
+        return chat_body(body)
+    return messages_body(body) if api == "messages" else []
+
+
+def error_message(record: dict[str, Any]) -> str | None:
+    """The API's own words in a 4xx body: {"error": {"message"}}, {"error": "text"} or {"message"}."""
+    try:
+        body = json.loads(record["response_body"])
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error")
+    if isinstance(error, dict):
+        return error.get("message")
+    if isinstance(error, str):
+        return error
+    return body.get("message")

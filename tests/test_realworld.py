@@ -1,0 +1,197 @@
+"""The real-world corpus (corpus/realworld, see its sources.txt), every exchange, as one test.
+
+398 exchanges recorded live from first-party APIs, Azure, OpenAI-compatible
+servers and gateways. The calls each one should yield are read by
+realworld_reader, which shares no code with tooltap; every message names
+the exchange by its line index (from 0) and its source.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from realworld_reader import dialect, error_message, expected_calls, is_stream
+
+from tooltap.addon.session import Session
+from tooltap.core import Exchange, Verdict
+
+CORPUS = Path(__file__).parent / "corpus" / "realworld" / "exchanges.jsonl"
+RECORDS: list[dict[str, Any]] = [
+    json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()
+]
+FIRST_PARTY = ("api.openai.com", "api.anthropic.com")
+LOOP_RULES = {"unanswered-call", "orphan-result", "duplicate-result"}
+# Fields of a printed verdict that may differ from one run to the next.
+PER_RUN = {"inspect_ms"}
+
+
+def exchange(record: dict[str, Any]) -> Exchange:
+    return Exchange(
+        method=record["method"],
+        url=record["url"],
+        request_body=record["request_body"].encode(),
+        request_headers=record["request_headers"],
+        status=record["status"],
+        response_headers=record["response_headers"],
+        response_body=record["response_body"].encode(),
+    )
+
+
+def inspect_in_order(records: list[dict[str, Any]]) -> list[Verdict]:
+    """Each exchange in file order, in one session (the memory the proxy and audit keep)."""
+    session = Session()
+    return [session.inspect(exchange(record)) for record in records]
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> list[Verdict]:
+    return inspect_in_order(RECORDS)
+
+
+@pytest.fixture(scope="module")
+def audit() -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "tooltap.addon.cli", "audit", "--jsonl", str(CORPUS)]
+    return subprocess.run(
+        [*command, "--format", "json"], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def where(index: int) -> str:
+    return f"#{index} {RECORDS[index]['source']}"
+
+
+def accepted(index: int) -> bool:
+    return 200 <= RECORDS[index]["status"] < 300
+
+
+def listing(failures: list[str], what: str) -> str:
+    return f"{len(failures)} exchange(s) {what}:\n" + "\n".join(failures)
+
+
+def calls_text(calls: list[tuple[str, str, str]]) -> str:
+    return "[" + ", ".join(f"{i or '-'} {n}({a[:80]})" for i, n, a in calls) + "]"
+
+
+def test_the_corpus_is_the_one_sources_txt_describes():
+    statuses = Counter(r["status"] // 100 for r in RECORDS)
+    by_api = Counter((dialect(r["url"]), is_stream(r)) for r in RECORDS)
+    found = [expected_calls(r) for r in RECORDS if 200 <= r["status"] < 300]
+    figures = {
+        "exchanges": len(RECORDS),
+        "2xx": statuses[2],
+        "4xx": statuses[4],
+        "chat": by_api["chat", False] + by_api["chat", True],
+        "chat SSE": by_api["chat", True],
+        "responses": by_api["responses", False] + by_api["responses", True],
+        "responses SSE": by_api["responses", True],
+        "messages": by_api["messages", False] + by_api["messages", True],
+        "messages SSE": by_api["messages", True],
+        "exchanges with calls": sum(1 for c in found if c),
+        "calls": sum(len(c) for c in found),
+        "exchanges with 2+ calls": sum(1 for c in found if len(c) >= 2),
+    }
+    assert figures == {
+        "exchanges": 398,
+        "2xx": 366,
+        "4xx": 32,
+        "chat": 175,
+        "chat SSE": 39,
+        "responses": 127,
+        "responses SSE": 29,
+        "messages": 96,
+        "messages SSE": 28,
+        "exchanges with calls": 195,
+        "calls": 240,
+        "exchanges with 2+ calls": 38,
+    }
+
+
+def test_audit_prints_the_verdict_inspect_gives_for_every_exchange(audit, verdicts):
+    assert audit.returncode in (0, 1), audit.stderr
+    lines = [json.loads(line) for line in audit.stdout.splitlines()]
+    *printed, summary = lines
+    assert summary.get("summary") is True, summary
+    shown = [i for i, v in enumerate(verdicts) if v.outcome != "skipped"]
+    assert len(printed) == len(shown), (
+        f"audit printed {len(printed)} verdicts, inspect gave {len(shown)} not skipped"
+    )
+    assert summary["read"] == len(shown)
+    failures = []
+    for index, line in zip(shown, printed, strict=True):
+        record = RECORDS[index]
+        label, finding = line.pop("label"), line.pop("finding")
+        mine = {k: v for k, v in verdicts[index].to_dict().items() if k not in PER_RUN}
+        theirs = {k: v for k, v in line.items() if k not in PER_RUN}
+        if label != f"{record['method']} {record['url']}" or not isinstance(finding, bool):
+            failures.append(f"{where(index)}: label {label!r}, finding {finding!r}")
+        elif theirs != mine:
+            keys = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+            failures.append(f"{where(index)}: differs in {', '.join(keys)}")
+    assert not failures, listing(failures, "where audit and inspect disagree")
+
+
+def test_every_accepted_exchange_is_inspected(verdicts):
+    failures = [
+        f"{where(i)}: {v.api} {v.outcome}: {v.reason}"
+        for i, v in enumerate(verdicts)
+        if accepted(i) and v.outcome != "inspected"
+    ]
+    assert not failures, listing(failures, "accepted by the API but not inspected")
+
+
+def test_every_accepted_exchange_yields_the_calls_an_independent_reader_finds(verdicts):
+    failures = []
+    for i, v in enumerate(verdicts):
+        if not accepted(i):
+            continue
+        notes: list[str] = []
+        expected = expected_calls(RECORDS[i], notes)
+        got = [(c.call_id, c.name, c.arguments_raw) for c in v.calls]
+        if got != expected:
+            kind = f"{dialect(RECORDS[i]['url'])}{' SSE' if is_stream(RECORDS[i]) else ''}"
+            failures.append(
+                f"{where(i)} ({kind}{'; ' if notes else ''}{'; '.join(notes)}):\n"
+                f"  expected {calls_text(expected)}\n  tooltap  {calls_text(got)}"
+            )
+    assert not failures, listing(failures, "whose calls differ from the independent reader's")
+
+
+def test_no_loop_error_on_a_first_party_exchange_the_api_accepted(verdicts):
+    failures = []
+    for i, v in enumerate(verdicts):
+        host = urlsplit(RECORDS[i]["url"]).hostname or ""
+        first_party = host in FIRST_PARTY or host.endswith(".openai.azure.com")
+        if not (first_party and accepted(i)):
+            continue
+        failures += [
+            f"{where(i)}: {e.rule} {', '.join(e.ids)} at {e.where}"
+            for e in v.loop_errors
+            if e.rule in LOOP_RULES
+        ]
+    assert not failures, listing(failures, "of loop errors on requests the API accepted")
+
+
+def test_every_rejection_carries_the_apis_own_message(verdicts):
+    failures = []
+    rejections = 0
+    for i, v in enumerate(verdicts):
+        status = RECORDS[i]["status"]
+        if not 400 <= status < 500:
+            continue
+        rejections += 1
+        message = error_message(RECORDS[i])
+        if v.rejected is None:
+            failures.append(f"{where(i)}: {status} not rejected ({v.outcome}: {v.reason})")
+        elif (v.rejected.status, v.rejected.message) != (status, message):
+            failures.append(
+                f"{where(i)}: {v.rejected.status} {v.rejected.message!r}, the API said {status} {message!r}"
+            )
+    assert rejections == 32
+    assert not failures, listing(failures, "whose rejection is not the API's own")
