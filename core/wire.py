@@ -403,8 +403,16 @@ def _chat_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         calls=calls,
         awaiting=[c.call_id for c in calls if c.call_id],
         output_types=types,
-        callable_names=callable_names(request.get("tool_choice")),
+        callable_names=callable_names(_chat_choice(request)),
     )
+
+
+def _chat_choice(request: Mapping[str, Any]) -> Any:
+    """tool_choice, or the legacy function_call ("none", or {"name"} to force one)."""
+    if "tool_choice" in request or "function_call" not in request:
+        return request.get("tool_choice")
+    legacy = request["function_call"]
+    return {"type": "function", **legacy} if isinstance(legacy, dict) else legacy
 
 
 # --- Anthropic Messages -----------------------------------------------------

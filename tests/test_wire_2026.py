@@ -525,6 +525,14 @@ def test_allowed_tools_narrow_a_fan_out_to_the_tools_that_could_be_called(stream
     assert inspect(exchange_of("chat", request, reply, stream)).state == "strict-void"
 
 
+def test_the_legacy_function_call_none_leaves_no_function_callable():
+    functions = [{"name": "lookup_rate", "strict": True, "parameters": STRICT}]
+    reply = chat_reply([chat_call("call_1", "lookup_rate"), chat_call("call_2", "lookup_rate")])
+    for function_call, state in (("none", "no-tools"), ({"name": "lookup_rate"}, "strict-void")):
+        request = {"functions": functions, "function_call": function_call, "messages": []}
+        assert inspect(exchange_of("chat", request, reply)).state == state
+
+
 def test_a_forced_loose_tool_is_not_at_risk_for_a_strict_one_beside_it():
     tools = [fn("strict_one"), fn("loose", strict=False)]
     reply = response(
