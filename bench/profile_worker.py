@@ -27,9 +27,9 @@ from mitmproxy.proxy.mode_specs import ProxyMode
 from mitmproxy.test import taddons, tflow
 from pyinstrument import Profiler
 
-import tooltap.addon.tooltap as addon_module
-from tooltap.addon.logsink import LogSink
-from tooltap.addon.metrics import Metrics
+import tooltap.addon.proxy.addon as addon_module
+from tooltap.addon.sinks.log import LogSink
+from tooltap.addon.sinks.metrics import Metrics
 from tooltap.core import Exchange, ValidatorCache, inspect
 
 from . import bodies

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tooltap.addon.replay import ReplayServer, Reply, Seen
+from tooltap.addon.harness.replay import ReplayServer, Reply, Seen
 
 from . import bodies, client, targets
 from .stats import median, pct

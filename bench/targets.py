@@ -1,6 +1,6 @@
 """The things under test, started side by side: upstream, plain mitmdump, tooltap run.
 
-All are child processes on loopback, started with tooltap.addon.launch.Proxy,
+All are child processes on loopback, started with tooltap.addon.harness.launch.Proxy,
 stopped by their own PID (SIGINT, then kill) when the context exits.
 """
 
@@ -18,7 +18,7 @@ from typing import IO
 
 import psutil
 
-from tooltap.addon.launch import Proxy
+from tooltap.addon.harness.launch import Proxy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -121,7 +121,7 @@ def has_inspector_option() -> bool:
     """Whether this tooltap has `tooltap_inspector` (process or thread); older ones ran a thread."""
     import importlib.util
 
-    return importlib.util.find_spec("tooltap.addon.inspector") is not None
+    return importlib.util.find_spec("tooltap.addon.inspection") is not None
 
 
 @contextlib.contextmanager

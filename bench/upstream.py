@@ -1,6 +1,6 @@
 """A fast loopback upstream for the load benchmarks, run as its own process.
 
-tooltap.addon.replay.ReplayServer starts a Python thread per connection and
+tooltap.addon.harness.replay.ReplayServer starts a Python thread per connection and
 writes through file objects; under load it costs more CPU per request than
 the client, and in the bench process it would share the client's GIL. This
 server is a bare asyncio protocol in a child process: prebuilt replies, the
@@ -128,7 +128,7 @@ async def serve_asyncio() -> None:
 
 
 def serve_replay() -> None:
-    from tooltap.addon.replay import ReplayServer, Reply, Seen
+    from tooltap.addon.harness.replay import ReplayServer, Reply, Seen
 
     table = scenarios()
 

@@ -39,8 +39,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import tooltap.addon.tooltap as addon_module
-from tooltap.addon.tooltap import Tooltap
+import tooltap.addon.proxy.addon as addon_module
+from tooltap.addon.proxy.addon import Tooltap
 
 NAMES = (
     "shipped",
@@ -64,9 +64,9 @@ class _Inspector:
         # proxy's own process must win the CPU (measured: without this the
         # sequential latency suffers when the child wakes next to the proxy).
         os.nice(10)
-        from tooltap.addon.logsink import LogSink
-        from tooltap.addon.metrics import Metrics
-        from tooltap.addon.session import Session
+        from tooltap.addon.inspection.session import Session
+        from tooltap.addon.sinks.log import LogSink
+        from tooltap.addon.sinks.metrics import Metrics
 
         self.sink, self.metrics = LogSink("json", "raw", sys.stdout), Metrics()
         self.session = Session()

@@ -26,7 +26,7 @@ def applicable() -> bool:
     experiment led to), and there is no Worker to replace; measure the
     diagnosis on the commit it was made on: `python -m bench --commit dc86e40 --only why`.
     """
-    import tooltap.addon.tooltap as addon_module
+    import tooltap.addon.proxy.addon as addon_module
 
     return hasattr(addon_module, "Worker")
 

@@ -11,7 +11,7 @@ import json
 
 from captures import SSE, WIRE, pairs, stream_bytes
 
-from tooltap.addon.replay import Reply, Seen
+from tooltap.addon.harness.replay import Reply, Seen
 
 JSON_HEADERS = [("content-type", "application/json"), ("x-request-id", "req_test")]
 SSE_HEADERS = [("content-type", SSE["content-type"]), ("cache-control", "no-cache")]

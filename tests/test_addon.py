@@ -15,7 +15,7 @@ from captures import SSE, WIRE, stream_bytes
 from mitmproxy.test import taddons, tflow, tutils
 from prometheus_client.parser import text_string_to_metric_families
 
-from tooltap.addon.tooltap import Tooltap
+from tooltap.addon.proxy.addon import Tooltap
 
 CHAT_REQUEST = {
     "model": "gpt-4o",
@@ -600,7 +600,7 @@ def in_process_mode(tmp_path):
         (child,) = [
             c
             for c in psutil.Process().children()
-            if "tooltap.addon.inspector" in " ".join(c.cmdline())
+            if "tooltap.addon.inspection" in " ".join(c.cmdline())
         ]
         tap.tctx, tap.child, tap.url = tctx, child, f"http://127.0.0.1:{port}/metrics"
         yield tap

@@ -10,9 +10,9 @@ import httpx
 import pytest
 from scenarios import SCENARIOS, route
 
-from tooltap.addon.cli import main
-from tooltap.addon.launch import Proxy
-from tooltap.addon.replay import ReplayServer, Reply, Seen
+from tooltap.addon.commands.cli import main
+from tooltap.addon.harness.launch import Proxy
+from tooltap.addon.harness.replay import ReplayServer, Reply, Seen
 
 STRICT = [
     {"type": "function", "name": "lookup_order", "strict": True, "parameters": {"type": "object"}},
@@ -323,7 +323,7 @@ def test_flow_and_har_files_from_a_real_mitmdump_give_the_live_findings(tmp_path
 
 def test_the_cli_runs_as_a_process(api):
     done = subprocess.run(
-        [sys.executable, "-m", "tooltap.addon.cli", "audit", "--response-id", "resp_void"],
+        [sys.executable, "-m", "tooltap.addon.commands.cli", "audit", "--response-id", "resp_void"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tooltap.addon.cli import main, mitmdump_args, parser
+from tooltap.addon.commands.cli import main, parser
+from tooltap.addon.commands.run import mitmdump_args
 
 
 def argv_of(*args):

@@ -10,8 +10,8 @@ import psutil
 import pytest
 from rich.console import Console
 
-from tooltap.addon.demo import run
-from tooltap.addon.demo_script import STEPS
+from tooltap.addon.commands.demo import run
+from tooltap.addon.commands.demo_steps import STEPS
 
 ROOT = Path(__file__).parent.parent
 
@@ -78,7 +78,7 @@ def test_serve_keeps_the_stack_up_for_your_own_client_and_stops_cleanly_on_ctrl_
     import httpx
 
     demo = subprocess.Popen(
-        [sys.executable, "-m", "tooltap.addon.cli", "demo", "--serve"],
+        [sys.executable, "-m", "tooltap.addon.commands.cli", "demo", "--serve"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -58,8 +58,8 @@ from test_deploy_metric_names import (
     rule_expressions,
 )
 
-from tooltap.addon.launch import Proxy
-from tooltap.addon.replay import ReplayServer, Reply, Seen
+from tooltap.addon.harness.launch import Proxy
+from tooltap.addon.harness.replay import ReplayServer, Reply, Seen
 from tooltap.core.parallel import STATES as TURN_STATES
 from tooltap.core.schema import STATES as FORMAT_STATES
 

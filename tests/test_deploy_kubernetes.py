@@ -20,7 +20,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tooltap.addon.launch import Proxy
+from tooltap.addon.harness.launch import Proxy
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 KUBERNETES = DEPLOY / "kubernetes"
@@ -180,7 +180,7 @@ def test_the_container_args_start_a_real_tooltap_run_with_memory_bounded():
     del args[at - 1 : at + 1]
     # Bodies above the inspection cap are streamed, whatever their framing.
     assert f"stream_large_bodies={data['TOOLTAP_MAX_BODY']}" in args
-    argv = [sys.executable, "-m", "tooltap.addon.cli", *args]
+    argv = [sys.executable, "-m", "tooltap.addon.commands.cli", *args]
     with Proxy(argv, modes=args.count("--upstream")) as proxy:
         metrics = httpx.get(proxy.metrics_url, timeout=10)
         assert metrics.status_code == 200 and "tooltap_flows_total" in metrics.text

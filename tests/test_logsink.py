@@ -3,7 +3,8 @@
 import io
 import json
 
-from tooltap.addon.logsink import ArgumentPolicy, LogSink, redact_text
+from tooltap.addon.sinks.log import LogSink
+from tooltap.addon.sinks.redaction import ArgumentPolicy, redact_text
 from tooltap.core import Exchange, inspect
 
 REQUEST = {

@@ -15,8 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from scenarios import SCENARIOS, route
 
-from tooltap.addon.launch import Proxy
-from tooltap.addon.replay import ReplayServer
+from tooltap.addon.harness.launch import Proxy
+from tooltap.addon.harness.replay import ReplayServer
 
 SECRET = "sk-test-SECRET-0123456789"
 API_KEY_SECRET = "sk-ant-test-SECRET-ABCDEFGH"
@@ -396,7 +396,7 @@ def test_plain_mitmdump_with_the_script_path_loads_tooltap_and_inspects(upstream
     import sys
 
     script = subprocess.run(
-        [sys.executable, "-m", "tooltap.addon.cli", "script-path"],
+        [sys.executable, "-m", "tooltap.addon.commands.cli", "script-path"],
         capture_output=True,
         text=True,
         check=True,
@@ -449,7 +449,7 @@ def test_a_taken_metrics_port_stops_tooltap_run_with_one_clear_line(inspector):
             [
                 sys.executable,
                 "-m",
-                "tooltap.addon.cli",
+                "tooltap.addon.commands.cli",
                 *argv,
                 "--set",
                 f"tooltap_inspector={inspector}",

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 from realworld_reader import dialect, error_message, expected_calls, is_stream
 
-from tooltap.addon.session import Session
+from tooltap.addon.inspection.session import Session
 from tooltap.core import Exchange, Verdict
 
 CORPUS = Path(__file__).parent / "corpus" / "realworld" / "exchanges.jsonl"
@@ -57,7 +57,7 @@ def verdicts() -> list[Verdict]:
 
 @pytest.fixture(scope="module")
 def audit() -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "tooltap.addon.cli", "audit", "--jsonl", str(CORPUS)]
+    command = [sys.executable, "-m", "tooltap.addon.commands.cli", "audit", "--jsonl", str(CORPUS)]
     return subprocess.run(
         [*command, "--format", "json"], capture_output=True, text=True, timeout=120, check=False
     )

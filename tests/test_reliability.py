@@ -58,8 +58,8 @@ from upstreams import (
     upstream_headers,
 )
 
-from tooltap.addon.launch import Proxy
-from tooltap.addon.tooltap import Tooltap
+from tooltap.addon.harness.launch import Proxy
+from tooltap.addon.proxy.addon import Tooltap
 from tooltap.core import Exchange, inspect
 
 JSON_HEADERS = [("content-type", "application/json"), ("x-request-id", "req_reliability")]
@@ -1191,7 +1191,7 @@ def test_http2_end_to_end_in_regular_mode_byte_for_byte_and_inspected(tls_ca):
 
 def test_a_self_signed_upstream_is_refused_unless_the_user_sets_mitmproxys_own_option(tls_ca):
     _ca_path, context = tls_ca
-    from tooltap.addon.replay import ReplayServer
+    from tooltap.addon.harness.replay import ReplayServer
 
     with ReplayServer(scenario_route, tls=context) as upstream:
         path, headers = "/v1/chat/completions", {"x-scenario": "chat-json"}
@@ -1212,9 +1212,9 @@ def test_a_self_signed_upstream_is_refused_unless_the_user_sets_mitmproxys_own_o
             allowed = once(proxy.url + path, b"{}", headers)
         assert (allowed.status, allowed.body) == (200, SCENARIOS["chat-json"].body)
 
-    from tooltap.addon import cli
+    from tooltap.addon.commands import cli, run
 
-    argv, _hints = cli.mitmdump_args(cli.parser().parse_args(["run"]), [])
+    argv, _hints = run.mitmdump_args(cli.parser().parse_args(["run"]), [])
     assert not any("ssl" in arg or arg in ("-k", "--insecure") for arg in argv)
 
 
@@ -1315,7 +1315,7 @@ def test_hash_mode_is_keyed_so_a_short_secret_cannot_be_looked_up(upstream):
 
 
 def test_metrics_bind_loopback_by_default(upstream):
-    from tooltap.addon import cli
+    from tooltap.addon.commands import cli
 
     # The CLI's default, and the addon option's default (plain mitmdump -s).
     assert cli.parser().parse_args(["run"]).metrics[0] == "127.0.0.1"

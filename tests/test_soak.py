@@ -30,8 +30,8 @@ from captures import SSE, WIRE, pairs, stream_bytes
 from prometheus_client.parser import text_string_to_metric_families
 from scenarios import events
 
-from tooltap.addon.launch import Proxy
-from tooltap.addon.replay import ReplayServer, Reply, Seen
+from tooltap.addon.harness.launch import Proxy
+from tooltap.addon.harness.replay import ReplayServer, Reply, Seen
 
 REQUESTS = int(os.environ.get("TOOLTAP_SOAK", "2000"))
 CONCURRENCY = 32

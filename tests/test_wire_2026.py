@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from captures import JSON, SSE, URLS, exchange_of, sse
 
-from tooltap.addon.session import Session
+from tooltap.addon.inspection.session import Session
 from tooltap.core import Exchange, inspect
 from tooltap.core.loop import check_loop
 
@@ -662,7 +662,7 @@ def test_help_texts_and_the_readme_never_mention_where_an_idea_came_from():
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     helps = [
         subprocess.run(
-            [sys.executable, "-m", "tooltap.addon.cli", *command, "--help"],
+            [sys.executable, "-m", "tooltap.addon.commands.cli", *command, "--help"],
             capture_output=True,
             text=True,
             check=True,

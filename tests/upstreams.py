@@ -25,7 +25,7 @@ import h2.connection
 import h2.events
 import httpx
 
-from tooltap.addon.replay import Reply, Seen
+from tooltap.addon.harness.replay import Reply, Seen
 
 RESET = "reset"  # close with SO_LINGER 0: the peer gets a TCP RST
 CLOSE = "close"  # close cleanly (FIN)

@@ -3,7 +3,7 @@
 Hooks do only cheap bookkeeping: pick the flows to inspect, tap streamed
 bodies, and hand finished exchanges over without waiting: to a child process
 by default, or to a thread (tooltap_inspector). There, tooltap.core.inspect
-and the sinks run (addon/inspector.py). Every hook and the tap catch
+and the sinks run (addon/inspection/). Every hook and the tap catch
 everything and count it in tooltap_internal_errors_total: tooltap must never
 be the reason a call fails.
 """
@@ -25,11 +25,13 @@ from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 
 from tooltap.core import Api, detect_api
 
-from .inspector import DirectCounts, Inspector, Record, SharedCounts
-from .logsink import ARGUMENT_MODES, LOG_FORMATS, LogSink
-from .metrics import Metrics
+from ..handover.counts import DirectCounts, SharedCounts
+from ..handover.record import Record
+from ..handover.workers import ProcessWorker, ThreadWorker
+from ..inspection.inspector import Inspector
+from ..sinks.log import ARGUMENT_MODES, LOG_FORMATS, LogSink
+from ..sinks.metrics import Metrics
 from .tap import StreamTap
-from .worker import ProcessWorker, ThreadWorker
 
 logger = logging.getLogger("tooltap")
 

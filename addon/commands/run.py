@@ -1,4 +1,4 @@
-"""The `tooltap` command: run, audit, demo, script-path."""
+"""`tooltap run`: mitmdump with the tooltap addon, its own log on stderr."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any
-
-from .logsink import ARGUMENT_MODES, LOG_FORMATS
 
 UPSTREAMS = {"openai": "https://api.openai.com", "anthropic": "https://api.anthropic.com"}
 SCRIPT = Path(__file__).with_name("script.py")
@@ -113,94 +111,3 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     for hint in hints:
         print(f"tooltap: {hint}", file=sys.stderr)
     return run_mitmdump(argv)
-
-
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
-        prog="tooltap",
-        description="Inspect LLM tool-calling traffic live: a passive mitmproxy addon.",
-    )
-    sub = top.add_subparsers(dest="command", required=True)
-
-    run = sub.add_parser(
-        "run",
-        help="run the proxy (reverse to https://api.openai.com on 127.0.0.1:8080 by default)",
-        description="Run mitmdump with the tooltap addon. Arguments after -- go to mitmdump.",
-    )
-    run.add_argument(
-        "--upstream",
-        action="append",
-        metavar="openai|anthropic|URL",
-        help="reverse-proxy target; repeat for more, each on the next port",
-    )
-    run.add_argument(
-        "--regular",
-        action="store_true",
-        help="explicit HTTP(S) proxy mode (clients set HTTPS_PROXY)",
-    )
-    run.add_argument(
-        "--listen",
-        type=lambda t: host_port(t, "--listen"),
-        default=("127.0.0.1", 8080),
-        metavar="HOST:PORT",
-        help="where the proxy listens (default 127.0.0.1:8080)",
-    )
-    run.add_argument(
-        "--metrics",
-        type=lambda t: host_port(t, "--metrics"),
-        default=("127.0.0.1", 9464),
-        metavar="HOST:PORT",
-        help="the /metrics endpoint (default 127.0.0.1:9464; keep it private)",
-    )
-    run.add_argument("--log-format", choices=LOG_FORMATS, help="json, console or auto (default)")
-    run.add_argument(
-        "--log-arguments", choices=ARGUMENT_MODES, help="raw (default), redact, hash or omit"
-    )
-    run.add_argument(
-        "--model-labels",
-        type=int,
-        metavar="N",
-        help="distinct model label values kept (default 50)",
-    )
-    run.add_argument("--confdir", default="~/.mitmproxy", help=argparse.SUPPRESS)
-
-    sub.add_parser("script-path", help="print the path to pass to `mitmdump -s`")
-
-    from .audit import add_arguments as audit_arguments  # noqa: PLC0415 - keep `run` startup light
-    from .demo import add_arguments as demo_arguments  # noqa: PLC0415
-
-    audit_arguments(
-        sub.add_parser(
-            "audit", help="the same rules offline: stored responses, flow/HAR/JSONL files"
-        )
-    )
-    demo_arguments(sub.add_parser("demo", help="everything on bundled traffic: no key, no network"))
-    return top
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    extra: list[str] = []
-    if "--" in argv:
-        cut = argv.index("--")
-        argv, extra = argv[:cut], argv[cut + 1 :]
-    args = parser().parse_args(argv)
-    if args.command == "script-path":
-        print(SCRIPT)
-        return 0
-    if args.command == "run":
-        for item in extra:
-            if item.startswith("confdir="):
-                args.confdir = item.split("=", 1)[1]
-        return _run(args, extra)
-    if args.command == "audit":
-        from .audit import main as audit  # noqa: PLC0415
-
-        return audit(args)
-    from .demo import main as demo  # noqa: PLC0415
-
-    return demo(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

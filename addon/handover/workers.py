@@ -21,7 +21,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .inspector import FRAME, SharedCounts
+from .counts import SharedCounts
+from .record import FRAME
 
 logger = logging.getLogger("tooltap")
 
@@ -84,7 +85,7 @@ class ThreadWorker:
 
 
 class ProcessWorker:
-    """Records to `python -m tooltap.addon.inspector` through a pipe, written without blocking.
+    """Records to `python -m tooltap.addon.inspection` through a pipe, written without blocking.
 
     submit() pickles the record and writes it from the event loop; what the pipe
     cannot take yet waits in a backlog of at most `size` records, drained when
@@ -106,7 +107,7 @@ class ProcessWorker:
         status_read, status_write = os.pipe()
         os.set_blocking(self._fd, False)
         argv = [
-            sys.executable, "-m", "tooltap.addon.inspector",
+            sys.executable, "-m", "tooltap.addon.inspection",
             "--records", str(records_read), "--status", str(status_write), "--counts", str(self._counts.fd),
             *self._options,
         ]  # fmt: skip

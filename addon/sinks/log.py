@@ -8,104 +8,22 @@ secret-looking in the arguments or in messages that could echo them.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import io
 import os
-import re
-import secrets
 import sys
-from collections.abc import Mapping
 from typing import IO, Any
 
 import orjson
 import structlog
 
 from tooltap.core import Verdict
-from tooltap.core.jsontext import loads
+
+from .redaction import ARGUMENT_MODES, ArgumentPolicy
 
 LOG_FORMATS = ("json", "console", "auto")
-ARGUMENT_MODES = ("raw", "redact", "hash", "omit")
+__all__ = ["ARGUMENT_MODES", "LOG_FORMATS", "LogSink"]
 
-SECRET_KEY = re.compile(
-    r"pass(word|wd|phrase)?|secret|token|api[_-]?key|apikey|auth|credential|private[_-]?key"
-    r"|session|cookie|bearer|access[_-]?key|signature|ssn|card[_-]?number|cvv",
-    re.IGNORECASE,
-)
-# Credentials that look like credentials wherever they appear in free text.
-SECRET_TEXT = re.compile(
-    r"(sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}|Bearer\s+[A-Za-z0-9._\-]{8,}|eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-.]+)"
-)
-REDACTED = "[redacted]"
 FINDINGS = {"strict-void", "fanout-no-strict", "advisory-schema", "no-schema", "advisory-tools"}
-
-
-def _redact_value(value: Any) -> Any:
-    """Replace the values under secret-looking keys, at any depth (iteratively)."""
-    root: list[Any] = [value]
-    stack: list[tuple[Any, Any]] = [(root, 0)]
-    while stack:
-        parent, key = stack.pop()
-        node = parent[key]
-        if isinstance(node, dict):
-            for name in node:
-                if SECRET_KEY.search(str(name)):
-                    node[name] = REDACTED
-                else:
-                    stack.append((node, name))
-        elif isinstance(node, list):
-            stack.extend((node, i) for i in range(len(node)))
-        elif isinstance(node, str):
-            parent[key] = SECRET_TEXT.sub(REDACTED, node)
-    return root[0]
-
-
-def redact_text(text: str) -> str:
-    """Arguments with secret-looking fields masked; unparseable text is scrubbed by pattern."""
-    value, error = loads(text)
-    if error is not None:
-        masked = re.sub(
-            r'("(?:[^"\\]|\\.)*"\s*:\s*)"(?:[^"\\]|\\.)*"?',
-            lambda m: m.group(1) + f'"{REDACTED}"' if SECRET_KEY.search(m.group(1)) else m.group(0),
-            text,
-        )
-        return SECRET_TEXT.sub(REDACTED, masked)
-    return orjson.dumps(_redact_value(value)).decode()
-
-
-class ArgumentPolicy:
-    """How much of the arguments (and of text that could echo them) reaches the log."""
-
-    def __init__(self, mode: str, key: bytes | None = None) -> None:
-        self.mode = mode
-        # Keyed, so a short secret cannot be recovered by hashing guesses; set
-        # TOOLTAP_HASH_KEY to make hashes comparable across replicas.
-        env = os.environ.get("TOOLTAP_HASH_KEY")
-        self._key = key or (env.encode() if env else secrets.token_bytes(32))
-
-    def arguments(self, raw: str) -> str | None:
-        if self.mode == "raw":
-            return raw
-        if self.mode == "omit":
-            return None
-        if self.mode == "hash":
-            digest = hmac.new(
-                self._key, raw.encode("utf-8", "surrogatepass"), hashlib.sha256
-            ).hexdigest()
-            return "hmac-sha256:" + digest[:32]
-        return redact_text(raw)
-
-    def message(self, text: str) -> str:
-        return text if self.mode == "raw" else SECRET_TEXT.sub(REDACTED, text)
-
-    def schema_error(self, error: Mapping[str, Any]) -> dict[str, Any]:
-        # Validator messages quote the offending value: keep only the path
-        # unless the arguments themselves may be logged.
-        if self.mode == "raw":
-            return dict(error)
-        if self.mode == "redact" and not SECRET_KEY.search(str(error["path"])):
-            return {"path": error["path"], "message": self.message(str(error["message"]))}
-        return {"path": error["path"], "message": REDACTED}
 
 
 def _renderer(log_format: str, stream: IO[str]) -> Any:

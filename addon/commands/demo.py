@@ -21,9 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
 
-from .demo_script import STEPS, route
-from .launch import Proxy
-from .replay import ReplayServer
+from ..harness.launch import Proxy
+from ..harness.replay import ReplayServer
+from .demo_steps import STEPS, route
 
 QUIET_FIELDS = ("timestamp", "repairs", "host", "inspect_ms")
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .replay import Reply, Seen
+from ..harness.replay import Reply, Seen
 
 JSON = [("content-type", "application/json"), ("x-request-id", "req_demo")]
 SSE = [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache")]

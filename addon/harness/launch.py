@@ -55,7 +55,7 @@ class Proxy:
         argv = [
             sys.executable,
             "-m",
-            "tooltap.addon.cli",
+            "tooltap.addon.commands.cli",
             "run",
             "--listen",
             "127.0.0.1:0",

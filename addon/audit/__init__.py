@@ -1,0 +1,1 @@
+"""`tooltap audit`: the same rules offline, over stored responses and recorded traffic."""

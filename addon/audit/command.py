@@ -1,0 +1,133 @@
+"""`tooltap audit`: the seed scripts' offline mode, over stored responses and recorded traffic.
+
+Stored responses are read with one read-only GET /v1/responses/{id} each; a
+mitmproxy flow file, a HAR file or a JSONL file of exchanges is read from
+disk. Every exchange goes through tooltap.core.inspect, like the live proxy.
+Exit codes, as the seeds': 0 clean, 1 findings, 2 usage or access error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from tooltap.core import parallel
+
+from ..inspection.session import Session
+from .inputs import DEFAULT_BASE, AccessError, Item, flow_file, jsonl_file, stored_responses
+from .report import Report
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--responses", metavar="FILE", help="a text file of stored response ids, one per line"
+    )
+    parser.add_argument(
+        "--response-id",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a stored response id; repeatable",
+    )
+    parser.add_argument(
+        "-r",
+        "--read",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a mitmproxy flow file (mitmdump -w) or a HAR file; repeatable",
+    )
+    parser.add_argument(
+        "--har", action="append", default=[], metavar="FILE", help="a HAR file; repeatable"
+    )
+    parser.add_argument(
+        "--jsonl",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a JSONL file of exchanges {method, url, request_body, status, response_headers, response_body}",
+    )
+    parser.add_argument(
+        "--show-all", action="store_true", help="also print turns that are correctly configured"
+    )
+    parser.add_argument(
+        "--format", choices=("text", "json"), default="text", help="text (default) or JSON lines"
+    )
+
+
+def _progress(items: list[Item] | Iterator[Item], total: int | None) -> Iterable[Item]:
+    """A progress bar on stderr when the input is long and stderr is a terminal."""
+    if total is None or total < 20 or not sys.stderr.isatty():
+        return items
+    from rich.progress import track  # noqa: PLC0415
+
+    return track(items, total=total, description="auditing", transient=True)
+
+
+def main(args: argparse.Namespace, out: Any = None) -> int:
+    report = Report(show_all=args.show_all, as_json=args.format == "json", out=out or sys.stdout)
+    sources: list[tuple[Iterator[Item], int | None]] = []
+    ids = list(args.response_id)
+    if args.responses:
+        try:
+            with open(args.responses, encoding="utf-8") as handle:
+                ids.append(handle.read())
+        except OSError as exc:
+            print(f"tooltap audit: could not read {args.responses}: {exc}", file=sys.stderr)
+            return 2
+    if args.response_id or args.responses:
+        ids = parallel.parse_ids("\n".join(ids))
+        rejected = [i for i in args.response_id if i not in ids]
+        for bad in rejected:
+            print(f"tooltap audit: {bad!r} is not a response id; skipped", file=sys.stderr)
+        if not ids:
+            print(
+                "tooltap audit: no usable response ids. /v1/responses cannot be listed, so the sample has to come "
+                "from your own request log",
+                file=sys.stderr,
+            )
+            return 2
+        key = os.environ.get("OPENAI_API_KEY")
+        if not key:
+            print(
+                "tooltap audit: set OPENAI_API_KEY to a project key that can read stored responses",
+                file=sys.stderr,
+            )
+            return 2
+        base = os.environ.get("OPENAI_BASE_URL", DEFAULT_BASE).rstrip("/")
+        sources.append((stored_responses(ids, base, key), len(ids)))
+    for path in [*args.read, *args.har]:
+        sources.append((flow_file(path), None))
+    for path in args.jsonl:
+        sources.append((jsonl_file(path), None))
+    if not sources:
+        print(
+            "tooltap audit: give --responses, --response-id, -r, --har or --jsonl", file=sys.stderr
+        )
+        return 2
+
+    session = Session()
+    try:
+        for items, total in sources:
+            for item in _progress(items, total):
+                if item.exchange is None:
+                    report.unreadable(item)
+                    continue
+                verdict = session.inspect(item.exchange)
+                if verdict.outcome == "skipped":
+                    continue
+                report.verdict(item, verdict)
+    except AccessError as exc:
+        print(f"tooltap audit: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"tooltap audit: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - a corrupt flow file is a usage error, said plainly
+        print(f"tooltap audit: could not read the input: {exc}", file=sys.stderr)
+        return 2
+    report.summary()
+    return 1 if report.findings else 0

@@ -1,0 +1,152 @@
+"""What `tooltap audit` reads: stored responses (read-only GETs), flow files, HAR, JSONL."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from tooltap.core import Exchange
+
+DEFAULT_BASE = "https://api.openai.com/v1"
+RETRIES = 4
+UNREADABLE_404 = "not found. Stored responses expire, and a response created with store: false was never readable."
+
+
+class AccessError(Exception):
+    """401/403: the key cannot read stored responses. Stops the audit (exit 2)."""
+
+
+class RecordedExchange(BaseModel):
+    """One line of a JSONL exchange file. Bodies are JSON values, or strings sent as they are."""
+
+    method: str = "POST"
+    url: str
+    request_body: Any = None
+    request_headers: dict[str, str] = {}
+    status: int | None = None
+    response_headers: dict[str, str] = {}
+    response_body: Any = None
+
+    def exchange(self) -> Exchange:
+        return Exchange(
+            method=self.method,
+            url=self.url,
+            request_body=_bytes(self.request_body),
+            request_headers=self.request_headers,
+            status=self.status,
+            response_headers=self.response_headers,
+            response_body=_bytes(self.response_body),
+        )
+
+
+def _bytes(body: Any) -> bytes:
+    if body is None:
+        return b""
+    if isinstance(body, str):
+        return body.encode()
+    return json.dumps(body).encode()
+
+
+@dataclass
+class Item:
+    """One thing to audit: a label for the report, and an exchange or why there is none."""
+
+    label: str
+    exchange: Exchange | None = None
+    unreadable: str | None = None
+
+
+# --- inputs -----------------------------------------------------------------
+
+
+def stored_responses(
+    ids: list[str], base: str, key: str, sleep: Callable[[float], None] = time.sleep
+) -> Iterator[Item]:
+    """One read-only GET per id, retrying 429 and 5xx a bounded number of times."""
+    with httpx.Client(headers={"authorization": f"Bearer {key}"}, timeout=60) as client:
+        for response_id in ids:
+            yield _fetch(client, base, response_id, sleep)
+
+
+def _fetch(
+    client: httpx.Client, base: str, response_id: str, sleep: Callable[[float], None]
+) -> Item:
+    problem = ""
+    for attempt in range(RETRIES):
+        try:
+            reply = client.get(f"{base}/responses/{response_id}")
+        except httpx.HTTPError as exc:
+            problem = f"request failed: {exc}"
+        else:
+            if reply.status_code in (401, 403):
+                raise AccessError(
+                    f"{reply.status_code} from {base}: OPENAI_API_KEY needs read access to stored responses in this project"
+                )
+            if reply.status_code == 404:
+                return Item(response_id, unreadable=UNREADABLE_404)
+            if reply.status_code < 400:
+                exchange = Exchange(
+                    "GET",
+                    f"{base}/responses/{response_id}",
+                    b"",
+                    reply.status_code,
+                    {"content-type": reply.headers.get("content-type", "application/json")},
+                    reply.content,
+                )
+                return Item(response_id, exchange)
+            problem = f"HTTP {reply.status_code} after {attempt + 1} attempt(s)"
+            if reply.status_code != 429 and reply.status_code < 500:
+                return Item(response_id, unreadable=problem)
+            wait = reply.headers.get("retry-after", "")
+            if attempt + 1 < RETRIES:
+                sleep(
+                    min(float(wait), 30.0)
+                    if wait.replace(".", "", 1).isdigit()
+                    else 0.5 * 2**attempt
+                )
+                continue
+        if attempt + 1 < RETRIES and problem.startswith("request failed"):
+            sleep(0.5 * 2**attempt)
+    return Item(response_id, unreadable=problem)
+
+
+def flow_file(path: str) -> Iterator[Item]:
+    """Every HTTP exchange in a mitmproxy flow file or a HAR file."""
+    from mitmproxy import http, io  # noqa: PLC0415 - only this input needs mitmproxy
+
+    with open(path, "rb") as handle:
+        for flow in io.FlowReader(handle).stream():
+            if not isinstance(flow, http.HTTPFlow):
+                continue
+            request, response = flow.request, flow.response
+            exchange = Exchange(
+                method=request.method,
+                url=request.url,
+                request_body=request.raw_content or b"",
+                request_headers={"content-encoding": request.headers.get("content-encoding", "")},
+                status=response.status_code if response is not None else None,
+                response_headers=dict(response.headers.items()) if response is not None else {},
+                response_body=(response.raw_content or b"") if response is not None else b"",
+            )
+            yield Item(f"{request.method} {request.path.partition('?')[0]}", exchange)
+
+
+def jsonl_file(path: str) -> Iterator[Item]:
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = RecordedExchange.model_validate_json(line)
+            except ValidationError as exc:
+                yield Item(
+                    f"{path}:{number}", unreadable=f"not an exchange: {exc.errors()[0]['msg']}"
+                )
+                continue
+            yield Item(f"{record.method} {record.url}", record.exchange())

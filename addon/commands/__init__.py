@@ -1,0 +1,1 @@
+"""The `tooltap` command: cli, run, the `-s` script, demo."""

@@ -1,0 +1,1 @@
+"""The inspection side: the inspector process, Inspector.handle, scrubbing, one session."""

@@ -1,0 +1,59 @@
+"""The inspection side: one finished exchange in, a log and metrics out.
+
+`Inspector.handle(record)` runs tooltap.core.inspect and feeds the sinks. The
+addon runs it in a child process (`tooltap_inspector=process`, the default) or
+in a thread of its own (`thread`). CPython runs one thread at a time, so
+inspection inside the proxy's interpreter takes turns with forwarding; in a
+process of its own it runs on another core and forwarding never waits for it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+
+from tooltap.core import Verdict
+
+from ..handover.record import Record
+from ..sinks.log import LogSink
+from ..sinks.metrics import Metrics
+from .scrub import SCRUBBED, scrub
+from .session import Session
+
+
+class Inspector:
+    """inspect() and the sinks, for one record at a time, in one session."""
+
+    def __init__(self, sink: LogSink, metrics: Metrics, faults: Collection[str] = ()) -> None:
+        self.sink = sink
+        self.metrics = metrics
+        self.session = Session()
+        self._faults = faults  # test-only: TOOLTAP_INJECT_FAULT=worker
+
+    def handle(self, record: Record) -> None:
+        if "worker" in self._faults:
+            raise RuntimeError("injected fault in the worker")
+        started = time.perf_counter()
+        if record.api is None:
+            verdict = Verdict(api=None, outcome="upstream_error", reason=record.failure)
+        elif record.skipped is not None and record.failure is None:
+            verdict = Verdict(
+                api=record.api, outcome="skipped", reason=record.skipped, status=record.status
+            )
+        else:
+            verdict = self.session.inspect(record.exchange())
+            if record.failure is not None:
+                # What did arrive (a cut stream's calls, the request's loop) is
+                # still reported; the flow counts as the upstream's failure.
+                verdict.outcome = "upstream_error"
+                verdict.reason = f"the upstream failed: {record.failure}"
+            elif record.note is not None and verdict.reason is not None:
+                verdict.reason = f"{verdict.reason} ({record.note})"
+        path = record.logged_path()
+        credentials = record.credentials()
+        if credentials:
+            verdict = scrub(verdict, credentials)
+            for credential in credentials:
+                path = path.replace(credential, SCRUBBED)
+        self.sink.emit(verdict, record.logged_host(), path, (time.perf_counter() - started) * 1000)
+        self.metrics.record(verdict, time.perf_counter() - started)

@@ -1,0 +1,1 @@
+"""What runs on mitmproxy's event loop: the addon, flow selection and the stream tap."""
