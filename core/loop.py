@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from .jsontext import loads
+from .shapes import as_dict, as_list, as_str
 from .wire import CLIENT_CALL_TYPES, RESULT_TYPES, Api, client_call_id, result_call_ids
 
 RULES = (
@@ -80,23 +81,11 @@ class LoopReport(BaseModel):
     results: list[ToolResult] = Field(default_factory=list)
 
 
-def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
 def _text(content: Any) -> str:
     """The text of a result's content: a string, or text parts joined."""
     if isinstance(content, str):
         return content
-    return "".join(_str(_dict(part).get("text")) for part in _list(content))
+    return "".join(as_str(as_dict(part).get("text")) for part in as_list(content))
 
 
 def _empty(content: Any) -> bool:
@@ -114,7 +103,7 @@ def error_payload(content: Any) -> bool:
     if not text.startswith("{"):
         return False
     value, error = loads(text)
-    body = _dict(value)
+    body = as_dict(value)
     if error is not None or not body:
         return False
     return (
@@ -165,19 +154,19 @@ class _Checker:
 
 def _last_index(items: list[Any], is_model: Any) -> int:
     for index in range(len(items) - 1, -1, -1):
-        if is_model(_dict(items[index])):
+        if is_model(as_dict(items[index])):
             return index
     return 0
 
 
 def _chat(request: Mapping[str, Any]) -> LoopReport:
-    messages = _list(request.get("messages"))
+    messages = as_list(request.get("messages"))
     check = _Checker(
         "chat", "messages", _last_index(messages, lambda m: m.get("role") == "assistant")
     )
     pending: dict[str, int] = {}
     answered: set[str] = set()
-    for index, message in enumerate(map(_dict, messages)):
+    for index, message in enumerate(map(as_dict, messages)):
         role = message.get("role")
         if role != "tool":
             # Results must directly follow their assistant message: anything
@@ -185,12 +174,12 @@ def _chat(request: Mapping[str, Any]) -> LoopReport:
             check.unanswered(pending)
             pending, answered = {}, set()
             if role == "assistant":
-                for call in _list(message.get("tool_calls")):
-                    call_id = _str(_dict(call).get("id"))
+                for call in as_list(message.get("tool_calls")):
+                    call_id = as_str(as_dict(call).get("id"))
                     if call_id:
                         pending[call_id] = index
             continue
-        call_id = _str(message.get("tool_call_id"))
+        call_id = as_str(message.get("tool_call_id"))
         content = message.get("content")
         if _empty(content):
             check.error("empty-result", [call_id], index)
@@ -237,8 +226,8 @@ def _is_reference(item: Mapping[str, Any]) -> bool:
 
 
 def _responses(request: Mapping[str, Any], prior: Mapping[str, Sequence[str]] | None) -> LoopReport:
-    items = [_dict(item) for item in _list(request.get("input"))]
-    previous = _str(request.get("previous_response_id"))
+    items = [as_dict(item) for item in as_list(request.get("input"))]
+    previous = as_str(request.get("previous_response_id"))
     known_prior = prior.get(previous) if previous and prior is not None else None
     # Calls that live out of view (a conversation on the server, item
     # references, a previous response the proxy did not see, history folded
@@ -260,13 +249,13 @@ def _responses(request: Mapping[str, Any], prior: Mapping[str, Sequence[str]] | 
     answerable: set[str] = set()
     answered: set[str] = set()
     for index, item in enumerate(items):
-        kind = _str(item.get("type"))
+        kind = as_str(item.get("type"))
         if kind in CLIENT_CALL_TYPES or kind.endswith("_call"):
             call_id = client_call_id(item)
             if call_id:
                 pending.setdefault(call_id, []).append(index)
-            elif _str(item.get("call_id")):
-                answerable.add(_str(item.get("call_id")))
+            elif as_str(item.get("call_id")):
+                answerable.add(as_str(item.get("call_id")))
             continue
         if kind not in RESULT_TYPES:
             continue
@@ -296,7 +285,7 @@ def _responses(request: Mapping[str, Any], prior: Mapping[str, Sequence[str]] | 
 
 
 def _blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [_dict(block) for block in _list(message.get("content"))]
+    return [as_dict(block) for block in as_list(message.get("content"))]
 
 
 def _runs(messages: list[Mapping[str, Any]]) -> list[tuple[Any, list[int]]]:
@@ -316,7 +305,7 @@ def _runs(messages: list[Mapping[str, Any]]) -> list[tuple[Any, list[int]]]:
 
 
 def _messages(request: Mapping[str, Any]) -> LoopReport:
-    messages = [_dict(m) for m in _list(request.get("messages"))]
+    messages = [as_dict(m) for m in as_list(request.get("messages"))]
     runs = _runs(messages)
     last_assistant = next((ix[0] for role, ix in reversed(runs) if role == "assistant"), 0)
     check = _Checker("messages", "messages", last_assistant)
@@ -337,8 +326,8 @@ def _messages(request: Mapping[str, Any]) -> LoopReport:
             for index in indices:
                 for block in _blocks(messages[index]):
                     # server_tool_use runs on Anthropic's side and needs no result.
-                    if block.get("type") == "tool_use" and _str(block.get("id")):
-                        pending[_str(block.get("id"))] = index
+                    if block.get("type") == "tool_use" and as_str(block.get("id")):
+                        pending[as_str(block.get("id"))] = index
             continue
         if role != "user":
             continue
@@ -353,7 +342,7 @@ def _messages(request: Mapping[str, Any]) -> LoopReport:
                     other_first = True
                     continue
                 where = check.where(index, position)
-                call_id = _str(block.get("tool_use_id"))
+                call_id = as_str(block.get("tool_use_id"))
                 if other_first:
                     check.error("results-not-first", [call_id], index, where)
                     other_first = False
@@ -378,7 +367,7 @@ def check_loop(
     api: Api, request: Any, prior: Mapping[str, Sequence[str]] | None = None
 ) -> LoopReport:
     """Tool-loop findings and tool results for one request body. Pure."""
-    body = _dict(request)
+    body = as_dict(request)
     if api == "chat":
         return _chat(body)
     if api == "messages":

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .shapes import as_dict, as_list
+
 CALL_TYPES = ("function_call", "custom_tool_call")
 
 STATES = (
@@ -36,14 +38,6 @@ def _int(value: Any) -> int:
         return int(value or 0)
     except (TypeError, ValueError, OverflowError):
         return 0
-
-
-def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def parse_ids(text: Any) -> list[str]:
@@ -80,7 +74,7 @@ def tool_name(tool: Any) -> str | None:
 
 def declared_names(response: Any) -> list[str]:
     """Every named tool the request declared. Pure. Sorted."""
-    names = {tool_name(tool) for tool in _list(_dict(response).get("tools"))}
+    names = {tool_name(tool) for tool in as_list(as_dict(response).get("tools"))}
     return sorted(name for name in names if name)
 
 
@@ -91,12 +85,12 @@ def strict_tools(response: Any) -> list[str]:
     A note about a voided guarantee has to be certain the guarantee was claimed.
     """
     out: set[str] = set()
-    for tool in _list(_dict(response).get("tools")):
+    for tool in as_list(as_dict(response).get("tools")):
         if not isinstance(tool, dict):
             continue
         strict = tool.get("strict")
         if strict is not True:
-            strict = _dict(tool.get("function")).get("strict")
+            strict = as_dict(tool.get("function")).get("strict")
         name = tool_name(tool)
         if strict is True and name:
             out.add(name)
@@ -109,7 +103,7 @@ def parallel_allowed(response: Any) -> bool:
     An absent parallel_tool_calls is true, and reading it as false is the exact
     mistake that makes this whole class of failure invisible.
     """
-    return _dict(response).get("parallel_tool_calls") is not False
+    return as_dict(response).get("parallel_tool_calls") is not False
 
 
 def function_calls(response: Any) -> list[dict[str, str]]:
@@ -119,7 +113,7 @@ def function_calls(response: Any) -> list[dict[str, str]]:
     call_id cannot double-apply when the same tool is called twice.
     """
     out: list[dict[str, str]] = []
-    for item in _list(_dict(response).get("output")):
+    for item in as_list(as_dict(response).get("output")):
         if not isinstance(item, dict) or item.get("type") not in CALL_TYPES:
             continue
         name = str(item.get("name") or "").strip()
@@ -136,7 +130,7 @@ def duplicate_names(calls: Iterable[Any] | None) -> dict[str, int]:
     """
     counts: dict[str, int] = {}
     for call in calls or []:
-        name = str(_dict(call).get("name") or "")
+        name = str(as_dict(call).get("name") or "")
         if name:
             counts[name] = counts.get(name, 0) + 1
     return {name: n for name, n in counts.items() if n > 1}
@@ -228,9 +222,9 @@ def unvalidated_calls(rows: Iterable[Any] | None) -> int:
     the parser cares about is objects, not turns.
     """
     return sum(
-        _int(_dict(row).get("calls"))
+        _int(as_dict(row).get("calls"))
         for row in rows or []
-        if _dict(row).get("state") == "strict-void"
+        if as_dict(row).get("state") == "strict-void"
     )
 
 

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .shapes import as_dict
+
 STATES = (
     "advisory-schema",
     "no-schema",
@@ -96,10 +98,6 @@ OPENAI_LIMITS = Limits(
 """The current OpenAI ceilings: 10 levels, and budgets on names and enum values."""
 
 
-def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def declared_format(response: Any) -> tuple[str, Any, Any, Any]:
     """The output format the response was generated under. Pure.
 
@@ -108,8 +106,8 @@ def declared_format(response: Any) -> tuple[str, Any, Any, Any]:
     rather than from your source tree, because the constant in the repository
     is not necessarily what the running deploy sent.
     """
-    body = _dict(response)
-    fmt = _dict(body.get("text")).get("format") or body.get("response_format") or {}
+    body = as_dict(response)
+    fmt = as_dict(body.get("text")).get("format") or body.get("response_format") or {}
     if not isinstance(fmt, dict) or not fmt:
         return ("none", None, None, None)
     kind = str(fmt.get("type") or "none")
@@ -216,7 +214,7 @@ def _node_blockers(schema: Mapping[str, Any], path: str, depth: int, limits: Lim
     if "object" in kinds:
         if schema.get("additionalProperties") is not False:
             problems.append(f"{path}: needs additionalProperties: false")
-        properties = _dict(schema.get("properties"))
+        properties = as_dict(schema.get("properties"))
         listed = schema.get("required")
         required = {r for r in listed if isinstance(r, str)} if isinstance(listed, list) else set()
         missing = sorted(set(properties) - required)
@@ -341,7 +339,7 @@ def loose_tools(response: Any) -> list[str]:
     and the guarantee covers only the half that asked for it.
     """
     loose: list[str] = []
-    tools = _dict(response).get("tools")
+    tools = as_dict(response).get("tools")
     for tool in tools if isinstance(tools, list) else []:
         if not isinstance(tool, dict) or str(tool.get("type") or "function") != "function":
             continue

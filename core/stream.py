@@ -15,15 +15,8 @@ from typing import Any
 
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, Decoder
 from .jsontext import loads, loads_lenient
+from .shapes import as_dict, as_int
 from .sse import SSEDecoder
-
-
-def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _int(value: Any, default: int = 0) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 def api_error(value: Any) -> dict[str, str]:
@@ -35,7 +28,7 @@ def api_error(value: Any) -> dict[str, str]:
     """
     if isinstance(value, str):
         return {"type": "", "message": value}
-    body = _dict(value)
+    body = as_dict(value)
     inner = body.get("error")
     if isinstance(inner, dict):
         body = inner
@@ -82,7 +75,7 @@ class ResponsesAssembler:
         elif kind in ("response.output_item.added", "response.output_item.done"):
             item = event.get("item")
             if isinstance(item, dict):
-                index = _int(event.get("output_index"), len(self.items))
+                index = as_int(event.get("output_index"), len(self.items))
                 self.items[index] = dict(item)
                 if isinstance(item.get("id"), str):
                     self.index_of[item["id"]] = index
@@ -153,13 +146,13 @@ class ChatAssembler:
                 self._choice(choice)
 
     def _choice(self, choice: Mapping[str, Any]) -> None:
-        index = _int(choice.get("index"))
+        index = as_int(choice.get("index"))
         slot = self.choices.setdefault(
             index, {"role": None, "content": [], "refusal": [], "calls": {}, "finish": None}
         )
         if choice.get("finish_reason"):
             slot["finish"] = choice["finish_reason"]
-        delta = _dict(choice.get("delta"))
+        delta = as_dict(choice.get("delta"))
         if isinstance(delta.get("role"), str):
             slot["role"] = delta["role"]
         for key in ("content", "refusal"):
@@ -171,13 +164,13 @@ class ChatAssembler:
                 continue
             calls: dict[int, dict[str, Any]] = slot["calls"]
             call = calls.setdefault(
-                _int(fragment.get("index"), len(calls)),
+                as_int(fragment.get("index"), len(calls)),
                 {"id": None, "type": None, "name": None, "arguments": None},
             )
             for key in ("id", "type"):
                 if fragment.get(key) and call[key] is None:
                     call[key] = fragment[key]
-            function = _dict(fragment.get("function"))
+            function = as_dict(fragment.get("function"))
             if function.get("name") and call["name"] is None:
                 call["name"] = function["name"]
             if isinstance(function.get("arguments"), str):
@@ -238,20 +231,20 @@ class MessagesAssembler:
     def event(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
         if kind == "message_start":
-            self.message = dict(_dict(event.get("message")))
+            self.message = dict(as_dict(event.get("message")))
         elif kind == "content_block_start" and isinstance(event.get("content_block"), dict):
-            index = _int(event.get("index"), len(self.blocks))
+            index = as_int(event.get("index"), len(self.blocks))
             self.blocks[index] = dict(event["content_block"])
             self.parts[index] = []
         elif kind == "content_block_delta":
-            self._delta(_int(event.get("index")), _dict(event.get("delta")))
+            self._delta(as_int(event.get("index")), as_dict(event.get("delta")))
         elif kind == "message_delta":
-            delta = _dict(event.get("delta"))
+            delta = as_dict(event.get("delta"))
             for key in ("stop_reason", "stop_sequence"):
                 if key in delta:
                     self.message[key] = delta[key]
             if isinstance(event.get("usage"), dict):
-                self.message["usage"] = {**_dict(self.message.get("usage")), **event["usage"]}
+                self.message["usage"] = {**as_dict(self.message.get("usage")), **event["usage"]}
         elif kind == "message_stop":
             self.done = True
         elif kind == "error":

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from .jsontext import dumps
+from .shapes import as_bool, as_dict, as_list, as_str
 
 Api = Literal["responses", "chat", "messages"]
 APIS: tuple[Api, ...] = ("responses", "chat", "messages")
@@ -48,46 +49,30 @@ RESULT_TYPES = {
 UNFINISHED = ("queued", "in_progress")
 
 
-def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _bool(value: Any) -> bool | None:
-    return value if isinstance(value, bool) else None
-
-
 def client_call_id(item: Mapping[str, Any]) -> str:
     """The id a Responses item must be answered with, or "" when nothing answers it. Pure.
 
     A tool search the server ran, and a shell call run in a hosted container,
     are answered by the provider, not the client.
     """
-    kind = _str(item.get("type"))
+    kind = as_str(item.get("type"))
     if kind not in CLIENT_CALL_TYPES:
         return ""
     if kind == "tool_search_call" and item.get("execution") != "client":
         return ""
-    if kind == "shell_call" and _dict(item.get("environment")).get("type") not in (None, "local"):
+    if kind == "shell_call" and as_dict(item.get("environment")).get("type") not in (None, "local"):
         return ""
-    return _str(item.get(CLIENT_CALL_TYPES[kind]))
+    return as_str(item.get(CLIENT_CALL_TYPES[kind]))
 
 
 def result_call_ids(item: Mapping[str, Any]) -> list[str]:
     """The call ids a Responses result item may be answering, most likely first. Pure."""
-    kind = _str(item.get("type"))
+    kind = as_str(item.get("type"))
     if kind not in RESULT_TYPES or item.get("execution") == "server":
         return []
-    ids = [_str(item.get(RESULT_TYPES[kind]))]
+    ids = [as_str(item.get(RESULT_TYPES[kind]))]
     if kind == "local_shell_call_output":
-        ids.append(_str(item.get("id")))
+        ids.append(as_str(item.get("id")))
     return [i for i in dict.fromkeys(ids) if i]
 
 
@@ -226,8 +211,8 @@ def _call(
 
 def _choice_name(choice: Mapping[str, Any]) -> str:
     """The tool name in a tool_choice entry: flat, or nested under its type."""
-    kind = _str(choice.get("type"))
-    return _str(choice.get("name")) or _str(_dict(choice.get(kind)).get("name"))
+    kind = as_str(choice.get("type"))
+    return as_str(choice.get("name")) or as_str(as_dict(choice.get(kind)).get("name"))
 
 
 def callable_names(tool_choice: Any) -> list[str] | None:
@@ -239,13 +224,13 @@ def callable_names(tool_choice: Any) -> list[str] | None:
     """
     if tool_choice == "none":
         return []
-    choice = _dict(tool_choice)
+    choice = as_dict(tool_choice)
     kind = choice.get("type")
     if kind == "none":
         return []
     if kind == "allowed_tools":
-        listed = choice.get("tools", _dict(choice.get("allowed_tools")).get("tools"))
-        return [name for name in map(_choice_name, map(_dict, _list(listed))) if name]
+        listed = choice.get("tools", as_dict(choice.get("allowed_tools")).get("tools"))
+        return [name for name in map(_choice_name, map(as_dict, as_list(listed))) if name]
     if kind in ("function", "custom", "tool"):
         return [_choice_name(choice)] if _choice_name(choice) else None
     return None
@@ -256,9 +241,9 @@ def callable_names(tool_choice: Any) -> list[str] | None:
 
 def _responses_tools(tools: Any, namespace: str | None = None) -> list[Tool]:
     out: list[Tool] = []
-    for tool in map(_dict, _list(tools)):
-        kind = _str(tool.get("type")) or "function"
-        name = _str(tool.get("name")).strip()
+    for tool in map(as_dict, as_list(tools)):
+        kind = as_str(tool.get("type")) or "function"
+        name = as_str(tool.get("name")).strip()
         if kind == "namespace" and namespace is None:
             out.extend(_responses_tools(tool.get("tools"), name or None))
         elif kind in ("function", "custom") and name:
@@ -266,7 +251,7 @@ def _responses_tools(tools: Any, namespace: str | None = None) -> list[Tool]:
                 Tool(
                     name=name,
                     type=kind,
-                    strict=_bool(tool.get("strict")) if kind == "function" else None,
+                    strict=as_bool(tool.get("strict")) if kind == "function" else None,
                     parameters=tool.get("parameters") if kind == "function" else None,
                     namespace=namespace,
                 )
@@ -277,9 +262,9 @@ def _responses_tools(tools: Any, namespace: str | None = None) -> list[Tool]:
 def _delivered_tools(items: list[Any]) -> list[Any]:
     """Tool definitions that arrive as items: additional_tools, and tool search results."""
     found: list[Any] = []
-    for item in map(_dict, items):
+    for item in map(as_dict, items):
         if item.get("type") in ("additional_tools", "tool_search_output"):
-            found.extend(_list(item.get("tools")))
+            found.extend(as_list(item.get("tools")))
     return found
 
 
@@ -297,39 +282,39 @@ def _responses_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> 
     def setting(key: str) -> Any:
         return response[key] if key in response else request.get(key)
 
-    output = [_dict(item) for item in _list(response.get("output"))]
+    output = [as_dict(item) for item in as_list(response.get("output"))]
     # A hosted call (a shell in a container) comes back with its output beside it.
     answered_here = {i for item in output for i in result_call_ids(item)}
     calls: list[ToolCall] = []
     awaiting: list[str] = []
     for item in output:
-        kind = _str(item.get("type"))
+        kind = as_str(item.get("type"))
         call_id = client_call_id(item)
         if call_id and call_id not in answered_here:
             awaiting.append(call_id)
-        name = _str(item.get("name")).strip()
+        name = as_str(item.get("name")).strip()
         if kind in ("function_call", "custom_tool_call") and name:
             key = "input" if kind == "custom_tool_call" else "arguments"
-            namespace = _str(item.get("namespace")) or None
+            namespace = as_str(item.get("namespace")) or None
             calls.append(
-                _call(_str(item.get("call_id")), name, kind, item, key, namespace=namespace)
+                _call(as_str(item.get("call_id")), name, kind, item, key, namespace=namespace)
             )
     # Tools can also arrive in the conversation: items the client appends
     # (additional_tools, a client tool search's output) and a server tool
     # search's output in this response.
-    delivered = _delivered_tools(_list(request.get("input"))) + _delivered_tools(output)
+    delivered = _delivered_tools(as_list(request.get("input"))) + _delivered_tools(output)
     return Turn(
         api="responses",
-        model=_str(response.get("model")) or _str(request.get("model")) or None,
-        response_id=_str(response.get("id")) or None,
+        model=as_str(response.get("model")) or as_str(request.get("model")) or None,
+        response_id=as_str(response.get("id")) or None,
         tools=_unique(_responses_tools(setting("tools")) + _responses_tools(delivered)),
-        parallel_tool_calls=_bool(setting("parallel_tool_calls")),
-        output_format=dict(_dict(_dict(setting("text")).get("format"))),
+        parallel_tool_calls=as_bool(setting("parallel_tool_calls")),
+        output_format=dict(as_dict(as_dict(setting("text")).get("format"))),
         calls=calls,
         awaiting=awaiting,
-        output_types=[_str(item.get("type")) for item in output],
+        output_types=[as_str(item.get("type")) for item in output],
         callable_names=callable_names(setting("tool_choice")),
-        status=_str(response.get("status")) or None,
+        status=as_str(response.get("status")) or None,
     )
 
 
@@ -338,26 +323,26 @@ def _responses_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> 
 
 def _chat_tools(request: Mapping[str, Any]) -> list[Tool]:
     out: list[Tool] = []
-    for tool in map(_dict, _list(request.get("tools"))):
-        kind = _str(tool.get("type")) or "function"
-        inner = _dict(tool.get(kind))
-        name = _str(inner.get("name")).strip()
+    for tool in map(as_dict, as_list(request.get("tools"))):
+        kind = as_str(tool.get("type")) or "function"
+        inner = as_dict(tool.get(kind))
+        name = as_str(inner.get("name")).strip()
         if kind in ("function", "custom") and name:
             out.append(
                 Tool(
                     name=name,
                     type=kind,
-                    strict=_bool(inner.get("strict")) if kind == "function" else None,
+                    strict=as_bool(inner.get("strict")) if kind == "function" else None,
                     parameters=inner.get("parameters") if kind == "function" else None,
                 )
             )
-    for legacy in map(_dict, _list(request.get("functions"))):
-        name = _str(legacy.get("name")).strip()
+    for legacy in map(as_dict, as_list(request.get("functions"))):
+        name = as_str(legacy.get("name")).strip()
         if name:
             out.append(
                 Tool(
                     name=name,
-                    strict=_bool(legacy.get("strict")),
+                    strict=as_bool(legacy.get("strict")),
                     parameters=legacy.get("parameters"),
                 )
             )
@@ -366,22 +351,22 @@ def _chat_tools(request: Mapping[str, Any]) -> list[Tool]:
 
 def _chat_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     # n > 1 gives alternative completions, not parallel calls: read choice 0.
-    choices = [c for c in _list(response.get("choices")) if isinstance(c, dict)]
+    choices = [c for c in as_list(response.get("choices")) if isinstance(c, dict)]
     first = next((c for c in choices if c.get("index", 0) == 0), choices[0] if choices else {})
-    message = _dict(first.get("message"))
+    message = as_dict(first.get("message"))
     calls: list[ToolCall] = []
-    for call in map(_dict, _list(message.get("tool_calls"))):
-        kind = _str(call.get("type")) or "function"
-        inner = _dict(call.get(kind))
-        name = _str(inner.get("name")).strip()
+    for call in map(as_dict, as_list(message.get("tool_calls"))):
+        kind = as_str(call.get("type")) or "function"
+        inner = as_dict(call.get(kind))
+        name = as_str(inner.get("name")).strip()
         if kind == "function" and name:
-            calls.append(_call(_str(call.get("id")), name, "function_call", inner, "arguments"))
+            calls.append(_call(as_str(call.get("id")), name, "function_call", inner, "arguments"))
         elif kind == "custom" and name:
-            calls.append(_call(_str(call.get("id")), name, "custom_tool_call", inner, "input"))
-    legacy = _dict(message.get("function_call"))
-    if _str(legacy.get("name")).strip():
+            calls.append(_call(as_str(call.get("id")), name, "custom_tool_call", inner, "input"))
+    legacy = as_dict(message.get("function_call"))
+    if as_str(legacy.get("name")).strip():
         calls.append(
-            _call("", _str(legacy.get("name")).strip(), "function_call", legacy, "arguments")
+            _call("", as_str(legacy.get("name")).strip(), "function_call", legacy, "arguments")
         )
     types = [
         kind
@@ -395,11 +380,11 @@ def _chat_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     ]
     return Turn(
         api="chat",
-        model=_str(response.get("model")) or _str(request.get("model")) or None,
-        response_id=_str(response.get("id")) or None,
+        model=as_str(response.get("model")) or as_str(request.get("model")) or None,
+        response_id=as_str(response.get("id")) or None,
         tools=_chat_tools(request),
-        parallel_tool_calls=_bool(request.get("parallel_tool_calls")),
-        output_format=dict(_dict(request.get("response_format"))),
+        parallel_tool_calls=as_bool(request.get("parallel_tool_calls")),
+        output_format=dict(as_dict(request.get("response_format"))),
         calls=calls,
         awaiting=[c.call_id for c in calls if c.call_id],
         output_types=types,
@@ -420,25 +405,27 @@ def _chat_choice(request: Mapping[str, Any]) -> Any:
 
 def _messages_tools(request: Mapping[str, Any]) -> list[Tool]:
     out: list[Tool] = []
-    for tool in map(_dict, _list(request.get("tools"))):
-        name = _str(tool.get("name")).strip()
-        kind = _str(tool.get("type")) or "custom"
+    for tool in map(as_dict, as_list(request.get("tools"))):
+        name = as_str(tool.get("name")).strip()
+        kind = as_str(tool.get("type")) or "custom"
         if not name:
             continue
         if kind == "custom" or "input_schema" in tool:
             out.append(
                 Tool(
-                    name=name, strict=_bool(tool.get("strict")), parameters=tool.get("input_schema")
+                    name=name,
+                    strict=as_bool(tool.get("strict")),
+                    parameters=tool.get("input_schema"),
                 )
             )
         else:
             # Versioned tools (bash_20250124, web_search_20250305, ...) accept strict too.
-            out.append(Tool(name=name, type=kind, strict=_bool(tool.get("strict"))))
+            out.append(Tool(name=name, type=kind, strict=as_bool(tool.get("strict"))))
     return out
 
 
 def _messages_format(request: Mapping[str, Any]) -> dict[str, Any]:
-    fmt = _dict(_dict(request.get("output_config")).get("format")) or _dict(
+    fmt = as_dict(as_dict(request.get("output_config")).get("format")) or as_dict(
         request.get("output_format")
     )
     if fmt.get("type") == "json_schema":
@@ -450,18 +437,18 @@ def _messages_format(request: Mapping[str, Any]) -> dict[str, Any]:
 def _messages_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     calls: list[ToolCall] = []
     types: list[str] = []
-    for block in map(_dict, _list(response.get("content"))):
-        kind = _str(block.get("type"))
+    for block in map(as_dict, as_list(response.get("content"))):
+        kind = as_str(block.get("type"))
         types.append(kind)
-        name = _str(block.get("name")).strip()
+        name = as_str(block.get("name")).strip()
         if kind == "tool_use" and name:
-            calls.append(_call(_str(block.get("id")), name, "tool_use", block, "input"))
-    choice = _dict(request.get("tool_choice"))
+            calls.append(_call(as_str(block.get("id")), name, "tool_use", block, "input"))
+    choice = as_dict(request.get("tool_choice"))
     serial = choice.get("disable_parallel_tool_use") is True
     return Turn(
         api="messages",
-        model=_str(response.get("model")) or _str(request.get("model")) or None,
-        response_id=_str(response.get("id")) or None,
+        model=as_str(response.get("model")) or as_str(request.get("model")) or None,
+        response_id=as_str(response.get("id")) or None,
         tools=_messages_tools(request),
         # disable_parallel_tool_use is Anthropic's parallel_tool_calls: false.
         parallel_tool_calls=False if serial else None,
@@ -478,4 +465,4 @@ _READERS = {"responses": _responses_turn, "chat": _chat_turn, "messages": _messa
 
 def read_turn(api: Api, request: Any, response: Any) -> Turn:
     """The Turn of one exchange from its parsed bodies. Pure; junk reads as absent."""
-    return _READERS[api](_dict(request), _dict(response))
+    return _READERS[api](as_dict(request), as_dict(response))
