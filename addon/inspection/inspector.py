@@ -17,7 +17,8 @@ from tooltap.core import Verdict
 from ..handover.record import Record
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
-from .scrub import SCRUBBED, scrub
+from ..sinks.redaction import REDACTED
+from .scrub import scrub
 from .session import Session
 
 
@@ -54,6 +55,6 @@ class Inspector:
         if credentials:
             verdict = scrub(verdict, credentials)
             for credential in credentials:
-                path = path.replace(credential, SCRUBBED)
+                path = path.replace(credential, REDACTED)
         self.sink.emit(verdict, record.logged_host(), path, (time.perf_counter() - started) * 1000)
         self.metrics.record(verdict, time.perf_counter() - started)

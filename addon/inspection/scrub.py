@@ -8,7 +8,7 @@ import orjson
 
 from tooltap.core import Verdict
 
-SCRUBBED = "[redacted]"
+from ..sinks.redaction import REDACTED
 
 
 def scrub(verdict: Verdict, credentials: tuple[str, ...]) -> Verdict:
@@ -19,7 +19,7 @@ def scrub(verdict: Verdict, credentials: tuple[str, ...]) -> Verdict:
 
     def clean(value: str) -> str:
         for credential in credentials:
-            value = value.replace(credential, SCRUBBED)
+            value = value.replace(credential, REDACTED)
         return value
 
     root: list[Any] = [verdict.model_dump()]

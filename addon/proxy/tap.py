@@ -41,6 +41,3 @@ class StreamTap:
             with contextlib.suppress(BaseException):
                 self._on_error(exc)
         return data
-
-    def body(self) -> bytes:
-        return b"".join(self.chunks)
