@@ -72,7 +72,14 @@ def _fastest(fn: Callable[[], Any], min_time: float, repeats: int) -> float:
 
 
 def json_case(request: bytes, response: bytes) -> tuple[Exchange, Callable[[], Any], int]:
-    exchange = Exchange("POST", URLS["chat"], request, 200, JSON_HEADERS, response)
+    exchange = Exchange(
+        method="POST",
+        url=URLS["chat"],
+        request_body=request,
+        status=200,
+        response_headers=JSON_HEADERS,
+        response_body=response,
+    )
     return (
         exchange,
         lambda: (json.loads(request), json.loads(response)),
@@ -90,7 +97,14 @@ def sse_case(request: bytes, events: list[bytes]) -> tuple[Exchange, Callable[[]
         for data in datas:
             json.loads(data)
 
-    exchange = Exchange("POST", URLS["chat"], request, 200, SSE_HEADERS, body)
+    exchange = Exchange(
+        method="POST",
+        url=URLS["chat"],
+        request_body=request,
+        status=200,
+        response_headers=SSE_HEADERS,
+        response_body=body,
+    )
     return exchange, baseline, len(request) + len(body)
 
 

@@ -123,7 +123,12 @@ def shipped_worker(
 def parts() -> dict[str, Callable[[], Any]]:
     """inspect and the two sinks, apart, on the medium exchange."""
     exchange = Exchange(
-        "POST", URLS["chat"], bodies.chat_request(), 200, JSON_HEADERS, bodies.chat_response()
+        method="POST",
+        url=URLS["chat"],
+        request_body=bodies.chat_request(),
+        status=200,
+        response_headers=JSON_HEADERS,
+        response_body=bodies.chat_response(),
     )
     validators, prior = ValidatorCache(), {}  # type: ignore[var-annotated]
     sink, metrics = LogSink("json", "raw", _Discard()), Metrics()  # type: ignore[arg-type]
@@ -156,12 +161,12 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
     stages = {name: per_call(fn, min_time) * 1e6 for name, fn in parts().items()}
     # SSE for comparison: the same content as a 50-event stream.
     sse = Exchange(
-        "POST",
-        URLS["chat"],
-        bodies.chat_request(stream=True),
-        200,
-        SSE_HEADERS,
-        b"".join(bodies.chat_stream_events()),
+        method="POST",
+        url=URLS["chat"],
+        request_body=bodies.chat_request(stream=True),
+        status=200,
+        response_headers=SSE_HEADERS,
+        response_body=b"".join(bodies.chat_stream_events()),
     )
     sse_validators = ValidatorCache()
     stages["inspect_sse_50_events"] = (

@@ -35,7 +35,6 @@ import queue
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +79,7 @@ class _Inspector:
         else:
             exchange = record.exchange
             if record.chunks:
-                exchange = replace(exchange, response_body=b"".join(record.chunks))
+                exchange = exchange.model_copy(update={"response_body": b"".join(record.chunks)})
             verdict = self.session.inspect(exchange)
         elapsed = time.perf_counter() - started
         self.sink.emit(verdict, record.host, record.path, elapsed * 1000)

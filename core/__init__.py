@@ -9,7 +9,7 @@ from .inspection import Exchange, Rejected, Verdict, header, inspect
 from .jsontext import ParseError
 from .loop import LoopError, ToolResult
 from .schema import OPENAI_LIMITS, SEED_LIMITS, Limits
-from .stream import StreamReader, StreamResult
+from .stream import ApiError, StreamReader, StreamResult
 from .wire import APIS, Api, Turn, detect_api, read_turn
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "OPENAI_LIMITS",
     "SEED_LIMITS",
     "Api",
+    "ApiError",
     "Call",
     "Exchange",
     "Limits",

@@ -14,7 +14,7 @@ from typing import Any
 
 import jsonschema_rs
 import orjson
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .jsontext import ParseError, loads
 from .wire import Tool, ToolCall
@@ -31,20 +31,35 @@ _FATAL = (KeyboardInterrupt, SystemExit, GeneratorExit)
 
 
 class SchemaError(BaseModel):
+    """One way the arguments break the tool's declared JSON Schema."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     path: str
+    """Where in the arguments, as $.a.b[0]."""
     message: str
+    """The validator's message (it may quote the value)."""
 
 
 class Call(BaseModel):
     """One tool call and what went wrong with its arguments."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     call_id: str
+    """The id its result must carry (call_id, tool_call id or tool_use id); "" if none."""
     name: str
+    """The tool's name."""
     type: str
+    """function_call, custom_tool_call (free-form input) or tool_use."""
     arguments_raw: str
+    """The arguments exactly as received (Anthropic's input object as compact JSON)."""
     parse_error: ParseError | None = None
+    """Why the arguments are not JSON; None when they parse."""
     schema_errors: list[SchemaError] = Field(default_factory=list)
+    """Every violation of the tool's declared schema, by path (at most 20, then a note)."""
     schema_problem: str | None = None
+    """Why the declared schema itself could not be applied."""
 
 
 def _refuse_remote(uri: str) -> Any:

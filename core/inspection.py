@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
@@ -19,55 +19,93 @@ from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .jsontext import ParseError, loads
 from .loop import LoopError, LoopReport, ToolResult, check_loop
 from .schema import SEED_LIMITS, Limits
-from .stream import StreamReader, api_error
+from .stream import ApiError, StreamReader, api_error
 from .wire import UNFINISHED, Api, Turn, detect_api, read_turn
 
 Outcome = Literal["inspected", "skipped", "unparseable", "upstream_error"]
 
 
-@dataclass(frozen=True)
-class Exchange:
-    """One request/response pair as it crossed the wire. status None: no response."""
+class Exchange(BaseModel):
+    """One request/response pair as it crossed the wire."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
 
     method: str
+    """The request method: POST, or GET for a Responses retrieval."""
     url: str
+    """The full request URL; only its path decides the API."""
     request_body: bytes = b""
+    """The request body as sent, possibly content-encoded."""
     status: int | None = None
-    response_headers: Mapping[str, str] = field(default_factory=dict)
+    """The response status; None when no response came (the upstream failed)."""
+    response_headers: Mapping[str, str] = Field(default_factory=dict)
+    """Response headers; content-type and content-encoding are read."""
     response_body: bytes = b""
-    request_headers: Mapping[str, str] = field(default_factory=dict)
+    """The response body as sent: JSON or an SSE stream, possibly content-encoded."""
+    request_headers: Mapping[str, str] = Field(default_factory=dict)
+    """Request headers; content-encoding is read."""
 
 
 class Rejected(BaseModel):
     """The API refused the request (4xx): its own words, and the local blockers."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     status: int
+    """The HTTP status the API answered with."""
     type: str
+    """The API's error type (invalid_request_error, ...), or "" when it gave none."""
     message: str
+    """The API's own error message, as sent."""
     blockers: list[str] = Field(default_factory=list)
+    """What in the declared strict tools or format the provider's strict subset refuses."""
 
 
 class Verdict(BaseModel):
+    """Everything the rules found in one exchange. Its fields are the log's contract."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     api: Api | None
+    """responses, chat or messages (the `api` label); None for an upstream refused at connect."""
     outcome: Outcome
+    """inspected, skipped, unparseable or upstream_error: what became of the flow."""
     reason: str | None = None
+    """Why the outcome is not a plain inspected turn, or what was unusual about it."""
     status: int | None = None
+    """The response's HTTP status; None when there was no response."""
     stream: bool = False
+    """The response was an SSE stream."""
     model: str | None = None
+    """The model the response names, else the one the request asked for."""
     response_id: str | None = None
+    """The response's id (resp_..., chatcmpl-..., msg_...)."""
     state: str | None = None
+    """The parallel/strict state; None when the exchange is not a finished turn."""
     detail: str | None = None
+    """The state's explanation, with the call names."""
     format_state: str | None = None
+    """The output-format state (advisory-schema, enforced, free-text, ...)."""
     format_detail: str | None = None
+    """The format state's explanation."""
     calls: list[Call] = Field(default_factory=list)
+    """Every client tool call in the response, with its raw arguments and their diagnostics."""
     duplicates: dict[str, int] = Field(default_factory=dict)
+    """Tool names called more than once in this turn, with how often."""
     loop_errors: list[LoopError] = Field(default_factory=list)
+    """Tool-loop findings in the new part of the request's history."""
     tool_results: list[ToolResult] = Field(default_factory=list)
+    """The tool results the request sent back, each ok or error (a tool failure)."""
     repairs: list[str] = Field(default_factory=list)
+    """What to change, one line each, for the findings of this turn."""
     rejected: Rejected | None = None
+    """Set when the API refused the request (4xx)."""
     output_types: list[str] = Field(default_factory=list)
-    stream_errors: list[dict[str, str]] = Field(default_factory=list)
+    """The types of the response's output items or content blocks, in order."""
+    stream_errors: list[ApiError] = Field(default_factory=list)
+    """Errors inside a 200 stream: the API's own, or malformed_event for unreadable events."""
     awaiting: list[str] = Field(default_factory=list)
+    """The call ids the client must answer in its next request."""
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -91,7 +129,7 @@ class _Body:
     problem: str | None = None
     stream: bool = False
     complete: bool = True
-    errors: list[dict[str, str]] = field(default_factory=list)
+    errors: list[ApiError] = field(default_factory=list)
     dropped: int = 0  # stream events that could not be read at all
     note: str | None = None  # what was read leniently, for the turn's reason
 
@@ -131,7 +169,7 @@ def _read_stream(api: Api, body: bytes, encoding: str | None, max_decoded: int) 
     ]
     note = "; ".join(said) or None
     if note:
-        errors.append({"type": "malformed_event", "message": note})
+        errors.append(ApiError(type="malformed_event", message=note))
     return _Body(
         value=result.response,
         stream=True,
@@ -241,13 +279,13 @@ def inspect(
     if exchange.status >= 400:
         error = api_error(response.value)
         if exchange.status >= 500:
-            reason = f"{exchange.status} {error['type']}: {error['message']}".strip()
+            reason = f"{exchange.status} {error.type}: {error.message}".strip()
             return Verdict(**found | {"outcome": "upstream_error", "reason": reason})
         turn = read_turn(api, request.value, {})
         rejected = Rejected(
             status=exchange.status,
-            type=error["type"],
-            message=error["message"],
+            type=error.type,
+            message=error.message,
             blockers=_blockers(turn, limits),
         )
         return Verdict(**found | {"model": turn.model, "rejected": rejected})

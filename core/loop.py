@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .jsontext import loads
 from .shapes import as_dict, as_list, as_str
@@ -64,16 +64,31 @@ REPAIRS = {
 
 
 class LoopError(BaseModel):
+    """A tool-loop rule the request broke."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     rule: str
+    """One of RULES: unanswered-call, orphan-result, duplicate-result, ..."""
     ids: list[str]
+    """The call ids involved."""
     where: str
+    """Where in the request: input.3, messages.2.content.1, or previous_response_id ..."""
     repair: str
+    """What to change in the application's loop."""
 
 
 class ToolResult(BaseModel):
+    """A tool result the request sent back."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     call_id: str
+    """The call it answers."""
     where: str
+    """Where in the request."""
     outcome: Literal["ok", "error"]
+    """error: flagged as a failure (is_error, or an error payload such as {"ok": false})."""
 
 
 class LoopReport(BaseModel):

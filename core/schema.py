@@ -14,8 +14,9 @@ Functions take the response shape (Responses `text.format` or Chat
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from .shapes import as_dict
 
@@ -72,16 +73,23 @@ UNSUPPORTED_KEYWORDS = (
 _GROUPS = ("anyOf", "oneOf", "allOf")
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(BaseModel):
     """The documented ceilings for a strict schema. None switches a check off."""
 
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
     max_depth: int = 5
+    """Levels of nesting."""
     max_properties: int = 5000
+    """Properties in the whole schema."""
     max_enum_values: int = 1000
+    """Values in one enum."""
     max_total_string_chars: int | None = None
+    """Characters in all property names and enum values together."""
     large_enum_values: int = 250
+    """A string enum with more values than this is a large one..."""
     max_large_enum_chars: int | None = None
+    """...and its values may total at most this many characters."""
 
 
 SEED_LIMITS = Limits()

@@ -10,8 +10,9 @@ the same turn unstreamed. Dispatch is on the JSON `type`, never on `event:`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, Decoder
 from .jsontext import loads, loads_lenient
@@ -19,27 +20,37 @@ from .shapes import as_dict, as_int
 from .sse import SSEDecoder
 
 
-def api_error(value: Any) -> dict[str, str]:
-    """An error object in any of the shapes the APIs send, as {type, message}.
+class ApiError(BaseModel):
+    """An error the API sent (or, as malformed_event, what could not be read of a stream)."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    type: str
+    """The error's type or code (overloaded_error, insufficient_quota, ...), or ""."""
+    message: str
+    """The API's own words."""
+
+
+def api_error(value: Any) -> ApiError:
+    """An error object in any of the shapes the APIs send. Pure.
 
     Accepts {"error": {...}} (OpenAI, Anthropic, the live Responses `error`
     event), the flat {"type": "error", "code", "message"} of the spec, and a
     bare message.
     """
     if isinstance(value, str):
-        return {"type": "", "message": value}
+        return ApiError(type="", message=value)
     body = as_dict(value)
     inner = body.get("error")
     if isinstance(inner, dict):
         body = inner
     elif isinstance(inner, str):
-        return {"type": str(body.get("type") or body.get("code") or ""), "message": inner}
+        return ApiError(type=str(body.get("type") or body.get("code") or ""), message=inner)
     kind = body.get("type") if body.get("type") not in (None, "error") else body.get("code")
     message = body.get("message") or body.get("detail") or ""
-    return {
-        "type": str(kind or ""),
-        "message": message if isinstance(message, str) else str(message),
-    }
+    return ApiError(
+        type=str(kind or ""), message=message if isinstance(message, str) else str(message)
+    )
 
 
 class ResponsesAssembler:
@@ -60,7 +71,7 @@ class ResponsesAssembler:
         self.index_of: dict[str, int] = {}
         self.deltas: dict[str, list[str]] = {}
         self.done_text: dict[str, str] = {}
-        self.errors: list[dict[str, str]] = []
+        self.errors: list[ApiError] = []
 
     @property
     def complete(self) -> bool:
@@ -124,7 +135,7 @@ class ChatAssembler:
         self.head: dict[str, Any] = {}
         self.usage: Any = None
         self.choices: dict[int, dict[str, Any]] = {}
-        self.errors: list[dict[str, str]] = []
+        self.errors: list[ApiError] = []
         self.done = False
 
     @property
@@ -221,7 +232,7 @@ class MessagesAssembler:
         self.message: dict[str, Any] = {}
         self.blocks: dict[int, dict[str, Any]] = {}
         self.parts: dict[int, list[str]] = {}
-        self.errors: list[dict[str, str]] = []
+        self.errors: list[ApiError] = []
         self.done = False
 
     @property
@@ -284,17 +295,25 @@ ASSEMBLERS: dict[str, type[Assembler]] = {
 }
 
 
-@dataclass
-class StreamResult:
+class StreamResult(BaseModel):
     """What a finished stream said: the response object, and how it ended."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     response: dict[str, Any]
+    """The response in the dialect's non-streaming shape."""
     events: int
+    """JSON events read."""
     complete: bool
-    errors: list[dict[str, str]] = field(default_factory=list)
-    bad_events: int = 0  # events that were not JSON objects even when read leniently: dropped
-    repaired_events: int = 0  # events read only leniently (invalid UTF-8, raw control characters)
+    """The stream reached its final event."""
+    errors: list[ApiError] = Field(default_factory=list)
+    """Errors the API sent inside the stream."""
+    bad_events: int = 0
+    """Events that were not JSON objects even when read leniently: dropped."""
+    repaired_events: int = 0
+    """Events read only leniently (invalid UTF-8, raw control characters)."""
     decode_error: str | None = None
+    """Why the content-encoding could not be undone, if it could not."""
 
 
 class StreamReader:

@@ -102,12 +102,12 @@ def test_an_anthropic_tool_with_no_input_gives_an_empty_object():
     response = {"content": [{"type": "tool_use", "id": "toolu_1", "name": "now", "input": {}}]}
     verdict = inspect(
         Exchange(
-            "POST",
-            URLS["messages"],
-            json.dumps(request).encode(),
-            200,
-            JSON,
-            json.dumps(response).encode(),
+            method="POST",
+            url=URLS["messages"],
+            request_body=json.dumps(request).encode(),
+            status=200,
+            response_headers=JSON,
+            response_body=json.dumps(response).encode(),
         )
     )
     assert [(c.arguments_raw, c.parse_error, c.schema_errors) for c in verdict.calls] == [
@@ -157,12 +157,12 @@ def test_a_400_under_strict_tools_carries_the_schema_blockers():
     }
     verdict = inspect(
         Exchange(
-            "POST",
-            URLS["chat"],
-            json.dumps(request).encode(),
-            400,
-            JSON,
-            json.dumps(error).encode(),
+            method="POST",
+            url=URLS["chat"],
+            request_body=json.dumps(request).encode(),
+            status=400,
+            response_headers=JSON,
+            response_body=json.dumps(error).encode(),
         )
     )
     assert verdict.rejected.message == "Invalid schema for function 'f'"
@@ -176,7 +176,16 @@ def test_a_400_under_strict_tools_carries_the_schema_blockers():
 
 def test_error_bodies_of_every_shape_are_read():
     def rejected(body, status=429):
-        return inspect(Exchange("POST", URLS["responses"], b"{}", status, JSON, body)).rejected
+        return inspect(
+            Exchange(
+                method="POST",
+                url=URLS["responses"],
+                request_body=b"{}",
+                status=status,
+                response_headers=JSON,
+                response_body=body,
+            )
+        ).rejected
 
     assert (
         rejected(
@@ -191,38 +200,73 @@ def test_error_bodies_of_every_shape_are_read():
 def test_5xx_and_no_response_are_upstream_errors():
     error = inspect(
         Exchange(
-            "POST",
-            URLS["messages"],
-            b"{}",
-            529,
-            JSON,
-            b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
+            method="POST",
+            url=URLS["messages"],
+            request_body=b"{}",
+            status=529,
+            response_headers=JSON,
+            response_body=b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
         )
     )
     assert (error.outcome, error.reason) == ("upstream_error", "529 overloaded_error: Overloaded")
-    assert inspect(Exchange("POST", URLS["chat"], b"{}", None)).outcome == "upstream_error"
+    assert (
+        inspect(Exchange(method="POST", url=URLS["chat"], request_body=b"{}", status=None)).outcome
+        == "upstream_error"
+    )
 
 
 def test_bodies_that_are_not_json_objects_are_unparseable_with_a_reason():
     for body in (b"", b"not json", b"[1, 2]", b"\xff\xfe", b"null", b"[" * 100_000):
-        verdict = inspect(Exchange("POST", URLS["chat"], b"{}", 200, JSON, body))
+        verdict = inspect(
+            Exchange(
+                method="POST",
+                url=URLS["chat"],
+                request_body=b"{}",
+                status=200,
+                response_headers=JSON,
+                response_body=body,
+            )
+        )
         assert verdict.outcome == "unparseable", body[:10]
         assert verdict.reason
-    deep = inspect(Exchange("POST", URLS["chat"], b"[" * 100_000, 200, JSON, b"{}"))
+    deep = inspect(
+        Exchange(
+            method="POST",
+            url=URLS["chat"],
+            request_body=b"[" * 100_000,
+            status=200,
+            response_headers=JSON,
+            response_body=b"{}",
+        )
+    )
     assert (deep.outcome, deep.reason) == ("unparseable", "request body is not a JSON object")
 
 
 def test_a_wrong_content_type_is_sniffed_rather_than_trusted():
     wire = b'data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
     verdict = inspect(
-        Exchange("POST", URLS["chat"], b"{}", 200, {"content-type": "text/plain"}, wire)
+        Exchange(
+            method="POST",
+            url=URLS["chat"],
+            request_body=b"{}",
+            status=200,
+            response_headers={"content-type": "text/plain"},
+            response_body=wire,
+        )
     )
     assert (verdict.outcome, verdict.stream, verdict.output_types) == ("inspected", True, ["text"])
 
 
 def test_other_endpoints_are_skipped():
     verdict = inspect(
-        Exchange("POST", "https://api.openai.com/v1/embeddings", b"{}", 200, JSON, b"{}")
+        Exchange(
+            method="POST",
+            url="https://api.openai.com/v1/embeddings",
+            request_body=b"{}",
+            status=200,
+            response_headers=JSON,
+            response_body=b"{}",
+        )
     )
     assert (verdict.api, verdict.outcome) == (None, "skipped")
 

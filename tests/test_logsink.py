@@ -47,12 +47,12 @@ RESPONSE = {
 def events(mode):
     verdict = inspect(
         Exchange(
-            "POST",
-            "https://api.openai.com/v1/chat/completions",
-            json.dumps(REQUEST).encode(),
-            200,
-            {"content-type": "application/json"},
-            json.dumps(RESPONSE).encode(),
+            method="POST",
+            url="https://api.openai.com/v1/chat/completions",
+            request_body=json.dumps(REQUEST).encode(),
+            status=200,
+            response_headers={"content-type": "application/json"},
+            response_body=json.dumps(RESPONSE).encode(),
         )
     )
     stream = io.StringIO()

@@ -152,12 +152,12 @@ def test_the_seed_rules_never_raise_and_are_deterministic(value):
 )
 def test_inspect_never_raises_on_any_json(api, request, response, status, headers, method):
     exchange = Exchange(
-        method,
-        URL[api] + ("/resp_1" if method == "GET" else ""),
-        json.dumps(request).encode(),
-        status,
-        headers,
-        json.dumps(response).encode(),
+        method=method,
+        url=URL[api] + ("/resp_1" if method == "GET" else ""),
+        request_body=json.dumps(request).encode(),
+        status=status,
+        response_headers=headers,
+        response_body=json.dumps(response).encode(),
     )
     first = inspect(exchange, {"resp_1": ["call_1"]})
     assert first == inspect(exchange, {"resp_1": ["call_1"]})
@@ -169,7 +169,16 @@ def test_inspect_never_raises_on_any_json(api, request, response, status, header
 @SETTINGS
 @given(APIS, st.binary(max_size=300), st.binary(max_size=300), st.integers(100, 599), HEADERS)
 def test_inspect_never_raises_on_any_bytes(api, request, response, status, headers):
-    inspect(Exchange("POST", URL[api], request, status, headers, response))
+    inspect(
+        Exchange(
+            method="POST",
+            url=URL[api],
+            request_body=request,
+            status=status,
+            response_headers=headers,
+            response_body=response,
+        )
+    )
 
 
 @SETTINGS

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tooltap.core import Exchange, StreamReader, inspect
 from tooltap.core.encoding import DecodeError, Decoder, decode
 from tooltap.core.sse import Event, SSEDecoder
+from tooltap.core.stream import ApiError
 
 # (capture, api, model, calls, complete)
 CAPTURES = [
@@ -157,7 +158,16 @@ def test_the_four_reasoning_streams_each_end_with_their_own_call():
     found = []
     for a, b in zip(starts, [*starts[1:], len(lines)], strict=True):
         wire = "".join(f"data: {line}\n\n" for line in lines[a:b]).encode()
-        verdict = inspect(Exchange("POST", URLS["responses"], b"{}", 200, SSE, wire))
+        verdict = inspect(
+            Exchange(
+                method="POST",
+                url=URLS["responses"],
+                request_body=b"{}",
+                status=200,
+                response_headers=SSE,
+                response_body=wire,
+            )
+        )
         found.append((verdict.output_types, calls(verdict)))
     assert found == [
         (
@@ -203,7 +213,16 @@ def test_a_responses_stream_cut_before_completed_is_rebuilt_from_items_and_delta
         ),  # done has no name
     ):
         wire = "".join(f"data: {line}\n\n" for line in lines[: last + 1]).encode()
-        verdict = inspect(Exchange("POST", URLS["responses"], b"{}", 200, SSE, wire))
+        verdict = inspect(
+            Exchange(
+                method="POST",
+                url=URLS["responses"],
+                request_body=b"{}",
+                status=200,
+                response_headers=SSE,
+                response_body=wire,
+            )
+        )
         assert calls(verdict) == [("call_2FQdm3Br7Qb35YUBSkDR7kue", "get_weather", expected)]
         assert verdict.reason == "the stream ended before its final event"
 
@@ -212,11 +231,20 @@ def test_both_shapes_of_the_responses_error_event_are_recorded():
     nested = inspect(
         stream_exchange("responses_stream_error_nested_then_failed.jsonl", "responses")
     )
-    assert nested.stream_errors[0]["type"] == "insufficient_quota"
-    assert nested.stream_errors[0]["message"].startswith("You exceeded your current quota")
+    assert nested.stream_errors[0].type == "insufficient_quota"
+    assert nested.stream_errors[0].message.startswith("You exceeded your current quota")
     flat = b'data: {"type":"error","code":"server_error","message":"boom","param":null,"sequence_number":1}\n\n'
-    verdict = inspect(Exchange("POST", URLS["responses"], b"{}", 200, SSE, flat))
-    assert reassemble("responses", flat).errors == [{"type": "server_error", "message": "boom"}]
+    verdict = inspect(
+        Exchange(
+            method="POST",
+            url=URLS["responses"],
+            request_body=b"{}",
+            status=200,
+            response_headers=SSE,
+            response_body=flat,
+        )
+    )
+    assert reassemble("responses", flat).errors == [ApiError(type="server_error", message="boom")]
     assert verdict.outcome == "inspected"
 
 
@@ -272,7 +300,7 @@ def test_a_mid_stream_chat_error_and_the_usage_chunk_are_handled():
         {"error": {"message": "overloaded", "type": "server_error"}},
     )
     result = reassemble("chat", wire)
-    assert result.errors == [{"type": "server_error", "message": "overloaded"}]
+    assert result.errors == [ApiError(type="server_error", message="overloaded")]
     assert result.response["usage"] == {"total_tokens": 3}
     assert result.complete is False
 
@@ -301,7 +329,7 @@ def test_anthropic_ping_unknown_and_error_events():
     )
     result = reassemble("messages", wire)
     assert result.response["content"][0]["input"] == {"q": "x"}
-    assert result.errors == [{"type": "overloaded_error", "message": "Overloaded"}]
+    assert result.errors == [ApiError(type="overloaded_error", message="Overloaded")]
     assert result.complete is False
 
 
@@ -324,12 +352,12 @@ def test_a_streamed_and_an_unstreamed_turn_with_the_same_content_get_the_same_ve
         streamed = stream_exchange(name, api, request)
         body = json.dumps(reassemble(api, streamed.response_body).response).encode()
         plain = Exchange(
-            "POST",
-            streamed.url,
-            streamed.request_body,
-            200,
-            {"content-type": "application/json"},
-            body,
+            method="POST",
+            url=streamed.url,
+            request_body=streamed.request_body,
+            status=200,
+            response_headers={"content-type": "application/json"},
+            response_body=body,
         )
         a, b = inspect(streamed).to_dict(), inspect(plain).to_dict()
         a.pop("stream"), b.pop("stream"), a.pop("reason"), b.pop("reason")
@@ -438,12 +466,28 @@ def test_corrupt_truncated_unknown_and_oversized_encodings_are_errors_not_crashe
 def test_a_corrupt_gzip_stream_makes_the_verdict_unparseable_with_its_reason():
     wire = gzip.compress(stream_bytes("chat_stream_single_tool_call.sse"))
     headers = {**SSE, "content-encoding": "gzip"}
-    good = inspect(Exchange("POST", URLS["chat"], b"{}", 200, headers, wire))
+    good = inspect(
+        Exchange(
+            method="POST",
+            url=URLS["chat"],
+            request_body=b"{}",
+            status=200,
+            response_headers=headers,
+            response_body=wire,
+        )
+    )
     assert calls(good) == [
         ("call_4XzlGBLtUe9dy3GVNV4jhq7h", "get_weather", '{"city":"New York City"}')
     ]
     bad = inspect(
-        Exchange("POST", URLS["chat"], b"{}", 200, headers, wire[:20] + b"\xff" * 40 + wire[60:])
+        Exchange(
+            method="POST",
+            url=URLS["chat"],
+            request_body=b"{}",
+            status=200,
+            response_headers=headers,
+            response_body=wire[:20] + b"\xff" * 40 + wire[60:],
+        )
     )
     assert bad.outcome == "unparseable"
     assert bad.reason.startswith("stream could not be decoded")

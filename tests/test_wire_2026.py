@@ -368,12 +368,12 @@ def test_an_output_after_a_compaction_item_is_not_an_orphan():
 
 def retrieval(body, status=200, stream=False, query=""):
     return Exchange(
-        "GET",
-        f"{URLS['responses']}/resp_1{query}",
-        b"",
-        status,
-        SSE if stream else JSON,
-        sse("responses", body) if stream else json.dumps(body).encode(),
+        method="GET",
+        url=f"{URLS['responses']}/resp_1{query}",
+        request_body=b"",
+        status=status,
+        response_headers=SSE if stream else JSON,
+        response_body=sse("responses", body) if stream else json.dumps(body).encode(),
     )
 
 
@@ -433,19 +433,38 @@ def test_a_background_stream_cut_before_its_final_status_is_resumable_not_a_turn
     cut = wire[: wire.index(b"event: response.completed")]
     request = {"background": True, "stream": True, "tools": tools, "input": "rates?"}
     posted = inspect(
-        Exchange("POST", URLS["responses"], json.dumps(request).encode(), 200, SSE, cut)
+        Exchange(
+            method="POST",
+            url=URLS["responses"],
+            request_body=json.dumps(request).encode(),
+            status=200,
+            response_headers=SSE,
+            response_body=cut,
+        )
     )
     assert (posted.state, posted.calls) == (None, [])
     resumed = inspect(
         Exchange(
-            "GET", f"{URLS['responses']}/resp_1?stream=true&starting_after=3", b"", 200, SSE, cut
+            method="GET",
+            url=f"{URLS['responses']}/resp_1?stream=true&starting_after=3",
+            request_body=b"",
+            status=200,
+            response_headers=SSE,
+            response_body=cut,
         )
     )
     assert resumed.state is None
     # Without background the cut stream is the turn, as before.
     request.pop("background")
     plain = inspect(
-        Exchange("POST", URLS["responses"], json.dumps(request).encode(), 200, SSE, cut)
+        Exchange(
+            method="POST",
+            url=URLS["responses"],
+            request_body=json.dumps(request).encode(),
+            status=200,
+            response_headers=SSE,
+            response_body=cut,
+        )
     )
     assert (plain.state, plain.reason) == ("strict-void", "the stream ended before its final event")
 
@@ -558,7 +577,14 @@ def rejected_with(api, request):
     error = {"type": "error", "error": {"type": "invalid_request_error", "message": "bad schema"}}
     body = json.dumps(error).encode()
     return inspect(
-        Exchange("POST", URLS[api], json.dumps(request).encode(), 400, JSON, body)
+        Exchange(
+            method="POST",
+            url=URLS[api],
+            request_body=json.dumps(request).encode(),
+            status=400,
+            response_headers=JSON,
+            response_body=body,
+        )
     ).rejected
 
 
@@ -618,9 +644,18 @@ def test_an_event_with_invalid_utf8_or_a_nul_keeps_its_arguments_and_says_so():
     broken = wire.replace(b"caf\\\\u00e9", b"caf\xe9")  # a Latin-1 byte where UTF-8 was due
     nul = wire.replace(b"caf\\\\u00e9", b"caf\x00")
     for body, kept in ((broken, '{"note": "caf\ufffd"}'), (nul, '{"note": "caf\x00"}')):
-        verdict = inspect(Exchange("POST", URLS["responses"], b"{}", 200, SSE, body))
+        verdict = inspect(
+            Exchange(
+                method="POST",
+                url=URLS["responses"],
+                request_body=b"{}",
+                status=200,
+                response_headers=SSE,
+                response_body=body,
+            )
+        )
         assert verdict.calls[0].arguments_raw == kept
-        assert [e["type"] for e in verdict.stream_errors] == ["malformed_event"]
+        assert [e.type for e in verdict.stream_errors] == ["malformed_event"]
         assert "read leniently" in verdict.reason
 
 
@@ -629,10 +664,19 @@ def test_arguments_in_an_event_that_cannot_be_read_are_unknown_not_empty():
     wire = sse("chat", reply).split(b"\n\n")
     damaged = [part if b'"arguments"' not in part else part[:-3] for part in wire]
     body = b"\n\n".join(damaged)
-    verdict = inspect(Exchange("POST", URLS["chat"], b"{}", 200, SSE, body))
+    verdict = inspect(
+        Exchange(
+            method="POST",
+            url=URLS["chat"],
+            request_body=b"{}",
+            status=200,
+            response_headers=SSE,
+            response_body=body,
+        )
+    )
     assert verdict.calls[0].arguments_raw == ""
     assert verdict.calls[0].parse_error.type == "StreamError"
-    assert verdict.stream_errors[0]["type"] == "malformed_event"
+    assert verdict.stream_errors[0].type == "malformed_event"
 
 
 # --- 12. No arguments key at all ------------------------------------------------

@@ -92,12 +92,14 @@ def _fetch(
                 return Item(response_id, unreadable=UNREADABLE_404)
             if reply.status_code < 400:
                 exchange = Exchange(
-                    "GET",
-                    f"{base}/responses/{response_id}",
-                    b"",
-                    reply.status_code,
-                    {"content-type": reply.headers.get("content-type", "application/json")},
-                    reply.content,
+                    method="GET",
+                    url=f"{base}/responses/{response_id}",
+                    request_body=b"",
+                    status=reply.status_code,
+                    response_headers={
+                        "content-type": reply.headers.get("content-type", "application/json")
+                    },
+                    response_body=reply.content,
                 )
                 return Item(response_id, exchange)
             problem = f"HTTP {reply.status_code} after {attempt + 1} attempt(s)"

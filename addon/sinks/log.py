@@ -109,8 +109,8 @@ class LogSink:
                 "stream_error",
                 api=verdict.api,
                 response_id=verdict.response_id,
-                type=failure.get("type", ""),
-                message=policy.message(failure.get("message", "")),
+                type=failure.type,
+                message=policy.message(failure.message),
             )
         for result in verdict.tool_results:
             if result.outcome == "error":
