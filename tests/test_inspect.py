@@ -296,3 +296,36 @@ def test_the_verdict_is_json_ready_and_its_keys_are_the_log_fields():
         "parse_error",
         "schema_errors",
     }
+
+
+def test_findings_are_named_once_per_occurrence_and_the_default_set_is_what_fails():
+    from tooltap.core.findings import DEFAULT, NAMES, findings
+    from tooltap.core.inspection import Rejected, Verdict
+
+    verdict = Verdict(
+        api="chat",
+        outcome="inspected",
+        state="strict-void",
+        format_state="advisory-schema",
+        calls=[
+            {"call_id": "a", "name": "f", "type": "function_call", "arguments_raw": "{",
+             "parse_error": {"type": "JSONDecodeError", "message": "eof"}},
+            {"call_id": "b", "name": "f", "type": "function_call", "arguments_raw": "{}",
+             "schema_errors": [{"path": "$", "message": "x"}, {"path": "$.y", "message": "y"}]},
+        ],
+        loop_errors=[{"rule": "orphan-result", "ids": ["z"], "where": "messages.2", "repair": "r"}],
+        rejected=Rejected(status=400, type="invalid_request_error", message="no"),
+    )  # fmt: skip
+    assert findings(verdict) == [
+        "strict-void",
+        "advisory-schema",
+        "argument-parse",
+        "argument-schema",
+        "orphan-result",
+        "rejected",
+    ]
+    assert set(NAMES) - DEFAULT == {"strict-at-risk", "fanout-no-strict"}
+    quiet = Verdict(
+        api="chat", outcome="inspected", state="fanout-no-strict", format_state="free-text"
+    )
+    assert findings(quiet) == ["fanout-no-strict"]

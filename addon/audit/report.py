@@ -7,7 +7,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from tooltap.core import Verdict, parallel, schema
+from tooltap.core import Verdict, parallel, subsets
+from tooltap.core.findings import DEFAULT, FORMATS, STATES, findings
 
 from .inputs import Item
 
@@ -40,71 +41,62 @@ class Report:
         label = verdict.response_id or item.label
         if verdict.state is not None:
             self.rows.append({"state": verdict.state, "calls": len(verdict.calls)})
-        found = self._text(label, verdict)
+        found = sum(1 for name in findings(verdict) if name in DEFAULT)
         self.findings += found
         if self.as_json:
             print(
                 json.dumps({"label": item.label, "finding": bool(found), **verdict.to_dict()}),
                 file=self.out,
             )
+        else:
+            self._text(label, verdict)
 
-    def _text(self, label: str, v: Verdict) -> int:
-        """Print one verdict the seeds' way; returns how many findings it holds."""
-        findings = 0
+    def _text(self, label: str, v: Verdict) -> None:
+        """One verdict as lines: each finding (state, id, detail) with its repairs under it."""
         if v.outcome in ("unparseable", "upstream_error"):
             self.line(f"{v.outcome:<19} {label}  {v.reason}")
-        if (
-            v.state in parallel.FINDINGS
-            or v.state in ("fanout-no-strict", "strict-at-risk")
-            or (self.show_all and v.state)
-        ):
-            findings += v.state in parallel.FINDINGS
+        state_repairs = subsets.state_repairs(v.api or "", v.state)
+        if v.state in STATES or (self.show_all and v.state):
             self.line(f"{v.state:<19} {label:<14} {v.detail}")
             if v.state == "strict-void":
                 self.line(f"  calls: {', '.join(c.name for c in v.calls)}")
             if line := parallel.duplicate_line(v.duplicates):
                 self.line(f"  {line}")
             if v.state in ("strict-void", "fanout-no-strict"):
-                for repair in parallel.repair_lines(v.state):
+                for repair in state_repairs:
                     self.line(f"  repair: {repair}")
-        if v.format_state in schema.FINDINGS or (
+        if v.format_state in FORMATS or (
             v.format_state and (self.show_all or v.format_state == "unknown-format")
         ):
-            findings += v.format_state in schema.FINDINGS
             self.line(f"{v.format_state:<19} {label}  {v.format_detail}")
-            if v.format_state in schema.FINDINGS:
+            if v.format_state in FORMATS:
                 for repair in v.repairs:
-                    if repair not in parallel.repair_lines(v.state) and not repair.startswith(
+                    if repair not in state_repairs and not repair.startswith(
                         ("duplicate:", "answer ")
                     ):
                         self.line(f"  repair: {repair}")
         for call in v.calls:
             if call.parse_error is not None:
-                findings += 1
                 self.line(
                     f"{'argument-parse':<19} {label}  call {call.call_id} ({call.name}): {call.parse_error.message} at {call.parse_error.position}"
                 )
             if call.schema_errors:
-                findings += 1
                 errors = "; ".join(f"{e.path}: {e.message}" for e in call.schema_errors)
                 self.line(
                     f"{'argument-schema':<19} {label}  call {call.call_id} ({call.name}): {errors}"
                 )
         for error in v.loop_errors:
-            findings += 1
             self.line(f"{error.rule:<19} {label}  {', '.join(error.ids)} at {error.where}")
             self.line(f"  repair: {error.repair}")
         for result in v.tool_results:
             if result.outcome == "error":
                 self.line(f"{'tool-failure':<19} {label}  {result.call_id} at {result.where}")
         if v.rejected is not None:
-            findings += 1
             self.line(
                 f"{'rejected':<19} {label}  {v.rejected.status} {v.rejected.type}: {v.rejected.message}"
             )
             for blocker in v.rejected.blockers:
                 self.line(f"  blocker: {blocker}")
-        return findings
 
     def summary(self) -> None:
         shape = parallel.exposure(row["state"] for row in self.rows)

@@ -17,14 +17,12 @@ import orjson
 import structlog
 
 from tooltap.core import Verdict
+from tooltap.core.findings import DEFAULT, findings
 
 from .redaction import ARGUMENT_MODES, ArgumentPolicy
 
 LOG_FORMATS = ("json", "console", "auto")
 __all__ = ["ARGUMENT_MODES", "LOG_FORMATS", "LogSink"]
-
-FINDINGS = {"strict-void", "fanout-no-strict", "advisory-schema", "no-schema", "advisory-tools"}
-
 
 def _renderer(log_format: str, stream: IO[str]) -> Any:
     if log_format == "auto":
@@ -68,11 +66,9 @@ class LogSink:
     def _events(self, verdict: Verdict, host: str, path: str, inspect_ms: float) -> None:
         log = self._log
         policy = self.policy
-        bad_calls = False
         for call in verdict.calls:
             errors = [policy.schema_error(e.model_dump()) for e in call.schema_errors]
             bad = call.parse_error is not None or bool(errors)
-            bad_calls = bad_calls or bad
             (log.warning if bad else log.info)(
                 "tool_call",
                 api=verdict.api,
@@ -124,16 +120,13 @@ class LogSink:
                 response_id=verdict.response_id,
                 output_types=verdict.output_types,
             )
-        finding = (
-            verdict.state in FINDINGS
-            or verdict.format_state in FINDINGS
-            or bad_calls
-            or bool(verdict.loop_errors)
-            or verdict.rejected is not None
+        # A finding, or an exchange that could not be read whole, is worth a warning.
+        warn = (
+            any(name in DEFAULT for name in findings(verdict))
             or bool(verdict.stream_errors)
             or verdict.outcome != "inspected"
         )
-        (log.warning if finding else log.info)(
+        (log.warning if warn else log.info)(
             "turn",
             api=verdict.api,
             host=host,
