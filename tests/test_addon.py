@@ -79,7 +79,14 @@ def lines(stream):
 @pytest.fixture
 def addon():
     stream = io.StringIO()
-    tap = Tooltap(log_stream=stream)
+    faults = set()
+
+    def fault(where):
+        if where in faults:
+            raise RuntimeError(f"injected fault: {where}")
+
+    tap = Tooltap(log_stream=stream, fault=fault)
+    tap.faults = faults
     with taddons.context(tap) as tctx:
         tctx.configure(
             tap, tooltap_metrics_port=0, tooltap_log_format="json", tooltap_inspector="thread"
@@ -91,7 +98,7 @@ def addon():
 
 
 def value(addon, name, **labels):
-    return addon.metrics.registry.get_sample_value(name, labels)
+    return addon.inspection.metrics.registry.get_sample_value(name, labels)
 
 
 async def test_a_strict_void_chat_turn_is_logged_and_counted_and_the_flow_is_untouched(addon):
@@ -171,8 +178,8 @@ async def test_a_client_that_hangs_up_after_the_last_event_still_gets_its_turn_l
 
 
 async def test_an_injected_tap_fault_still_forwards_every_chunk_and_is_counted(addon):
-    addon._faults.clear()
-    addon._faults.add("tap")
+    addon.faults.clear()
+    addon.faults.add("tap")
     flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"", headers=tuple(SSE.items()))
     addon.request(flow)
     addon.responseheaders(flow)
@@ -184,24 +191,24 @@ async def test_an_injected_tap_fault_still_forwards_every_chunk_and_is_counted(a
 
 async def test_an_injected_worker_fault_is_counted_and_the_worker_keeps_going(addon):
     body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
-    addon._faults.clear()
-    addon._faults.add("worker")
+    addon.faults.clear()
+    addon.faults.add("worker")
     await addon.tctx.cycle(addon, make_flow("/v1/chat/completions", CHAT_REQUEST, body))
     assert addon.flush(5)
     assert value(addon, "tooltap_internal_errors_total", where="worker") == 1
-    addon._faults.clear()
+    addon.faults.clear()
     await addon.tctx.cycle(addon, make_flow("/v1/chat/completions", CHAT_REQUEST, body))
     assert addon.flush(5)
     assert value(addon, "tooltap_flows_total", api="chat", outcome="inspected") == 1
 
 
 async def test_a_hook_fault_is_counted_and_the_flow_is_untouched(addon):
-    addon._faults.clear()
-    addon._faults.add("hook")
+    addon.faults.clear()
+    addon.faults.add("hook")
     flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"{}")
     before = (flow.request.get_state(), flow.response.get_state())
-    await addon.tctx.cycle(addon, flow)
-    assert value(addon, "tooltap_internal_errors_total", where="hook") == 1
+    await addon.tctx.cycle(addon, flow)  # request, responseheaders, response: each one raises
+    assert value(addon, "tooltap_internal_errors_total", where="hook") == 3
     assert (flow.request.get_state(), flow.response.get_state()) == before
 
 
@@ -290,7 +297,8 @@ async def test_a_background_response_polled_with_get_is_counted_once_when_it_fin
 
 async def test_a_full_queue_drops_and_counts_without_blocking(addon):
     addon.tctx.configure(addon, tooltap_queue_size=1)
-    addon.worker.stop()  # nothing drains the queue now
+    await addon.restarting
+    addon.inspection.worker.stop()  # nothing drains the queue now
     body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
     for _ in range(3):
         await addon.tctx.cycle(addon, make_flow("/v1/chat/completions", CHAT_REQUEST, body))
@@ -537,7 +545,7 @@ async def test_credentials_the_upstream_echoes_back_never_reach_the_log_or_metri
         assert tap.flush(5)
         from prometheus_client import generate_latest
 
-        exposed = stream.getvalue() + generate_latest(tap.metrics.registry).decode()
+        exposed = stream.getvalue() + generate_latest(tap.inspection.metrics.registry).decode()
         tap.done()
     events = lines(stream)
     assert [e["event"] for e in events].count("turn") == 3

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import anthropic
 import httpx
@@ -327,9 +328,19 @@ def test_redact_masks_secret_looking_argument_keys(upstream):
         del SCENARIOS[scenario]
 
 
-def test_injected_faults_in_the_worker_and_the_tap_leave_every_flow_intact(upstream):
-    with Proxy.tooltap(
-        [upstream.url], "--log-format", "json", env={"TOOLTAP_INJECT_FAULT": "worker,tap"}
+def test_faults_in_the_inspector_and_the_tap_leave_every_flow_intact(upstream):
+    # The tap raises through the addon's fault seam; the inspector process cannot
+    # write its log (a full disk), so handling the one unstreamed flow fails.
+    script = Path(__file__).parent / "faulty_tap.py"
+    with Proxy.mitmdump(
+        upstream.url,
+        "-s",
+        str(script),
+        "--set",
+        "tooltap_metrics_port=0",
+        "--set",
+        "tooltap_log_file=/dev/full",
+        has_metrics=True,
     ) as faulty:
         with httpx.Client(base_url=faulty.url, timeout=10) as client:
             for name in ("chat-json", "chat-sse", "messages-sse"):

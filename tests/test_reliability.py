@@ -1378,7 +1378,7 @@ def test_10000_distinct_model_names_make_at_most_the_configured_labels_plus_othe
             addon.responseheaders(flow)
             addon.response(flow)
         assert addon.flush(60)
-        text = generate_latest(addon.metrics.registry).decode()
+        text = generate_latest(addon.inspection.metrics.registry).decode()
         addon.done()
     models = {
         labels[1][1] for labels in samples(text, "tooltap_turns_total") if labels[1][0] == "model"
@@ -1599,7 +1599,7 @@ def test_any_exchange_through_the_addon_leaves_the_flow_unchanged_and_every_chun
             flow.response.get_state() if flow.response else None,
         ) == before
         assert addon.flush(10)
-        registry = addon.metrics.registry
+        registry = addon.inspection.metrics.registry
         counted = {
             (s.labels["api"], s.labels["outcome"]): s.value
             for metric in registry.collect()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..sinks.log import ARGUMENT_MODES, LOG_FORMATS
+from ..options import OPTIONS
 from .run import SCRIPT, _run, host_port
 
 
@@ -46,16 +46,15 @@ def parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="the /metrics endpoint (default 127.0.0.1:9464; keep it private)",
     )
-    run.add_argument("--log-format", choices=LOG_FORMATS, help="json, console or auto (default)")
-    run.add_argument(
-        "--log-arguments", choices=ARGUMENT_MODES, help="raw (default), redact, hash or omit"
-    )
-    run.add_argument(
-        "--model-labels",
-        type=int,
-        metavar="N",
-        help="distinct model label values kept (default 50)",
-    )
+    for option in OPTIONS:
+        if option.flag is not None:
+            run.add_argument(
+                option.flag,
+                choices=option.choices,
+                type=int if option.type is int else str,
+                metavar="N" if option.type is int else None,
+                help=f"{option.help} Default: {option.default} (--set {option.name}).",
+            )
     run.add_argument("--confdir", default="~/.mitmproxy", help=argparse.SUPPRESS)
 
     sub.add_parser("script-path", help="print the path to pass to `mitmdump -s`")

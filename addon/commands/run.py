@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..options import OPTIONS
+
 UPSTREAMS = {"openai": "https://api.openai.com", "anthropic": "https://api.anthropic.com"}
 SCRIPT = Path(__file__).with_name("script.py")
 
@@ -65,10 +67,10 @@ def mitmdump_args(args: argparse.Namespace, extra: list[str]) -> tuple[list[str]
         "flow_detail": 0,
         "tooltap_metrics_host": metrics_host,
         "tooltap_metrics_port": metrics_port,
-        "tooltap_log_format": args.log_format,
-        "tooltap_log_arguments": args.log_arguments,
-        "tooltap_model_labels": args.model_labels,
     }
+    for option in OPTIONS:
+        if option.flag is not None:
+            settings[option.name] = getattr(args, option.flag.lstrip("-").replace("-", "_"))
     # mitmdump refuses an option set twice: what the user passes after -- wins.
     theirs = {item.partition("=")[0] for item in extra if "=" in item}
     for name, value in settings.items():

@@ -25,8 +25,8 @@ class DirectCounts:
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
 
-    def dropped(self, api: str) -> None:
-        self.metrics.flow(api, "dropped")
+    def dropped(self, api: str, count: int = 1) -> None:
+        self.metrics.flow(api, "dropped", count)
 
     def error(self, where: str) -> None:
         self.metrics.internal_error(where)
@@ -51,12 +51,12 @@ class SharedCounts:
         self._map = mmap.mmap(fd, _SLOT.size * len(SLOTS))
         self._seen = [0] * len(SLOTS)
 
-    def _add(self, slot: tuple[str, str]) -> None:
+    def _add(self, slot: tuple[str, str], count: int = 1) -> None:
         offset = _SLOT.size * SLOTS.index(slot)
-        _SLOT.pack_into(self._map, offset, _SLOT.unpack_from(self._map, offset)[0] + 1)
+        _SLOT.pack_into(self._map, offset, _SLOT.unpack_from(self._map, offset)[0] + count)
 
-    def dropped(self, api: str) -> None:
-        self._add(("dropped", api if api in APIS else "none"))
+    def dropped(self, api: str, count: int = 1) -> None:
+        self._add(("dropped", api if api in APIS else "none"), count)
 
     def error(self, where: str) -> None:
         self._add(("error", where))

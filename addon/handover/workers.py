@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import pickle
@@ -78,6 +79,8 @@ class ThreadWorker:
                 if item is _STOP:
                     return
                 self._handle(item)
+            except (KeyboardInterrupt, SystemExit):
+                raise
             except BaseException as exc:  # noqa: BLE001 - the worker must outlive any record
                 self._on_error(exc)
             finally:
@@ -92,14 +95,15 @@ class ProcessWorker:
     the pipe is writable.
     """
 
-    def __init__(self, options: list[str], size: int, counts: SharedCounts) -> None:
-        self._options = options
+    def __init__(self, settings: dict[str, Any], size: int, counts: SharedCounts) -> None:
+        self._settings = settings
         self._size = size
         self._counts = counts
         self._backlog: deque[tuple[str, memoryview]] = deque()  # (api, the frame still to write)
         self._process: subprocess.Popen[bytes] | None = None
         self._fd = -1
         self._watching = False
+        self._detached = False  # no longer driven by the event loop: see detach()
 
     def start(self, timeout: float = 30.0) -> int:
         """Start the child and wait for its metrics endpoint; returns the port. Raises RuntimeError."""
@@ -109,7 +113,7 @@ class ProcessWorker:
         argv = [
             sys.executable, "-m", "tooltap.addon.inspection",
             "--records", str(records_read), "--status", str(status_write), "--counts", str(self._counts.fd),
-            *self._options,
+            "--settings", json.dumps(self._settings),
         ]  # fmt: skip
         fds = (records_read, status_write, self._counts.fd)
         self._process = subprocess.Popen(argv, pass_fds=fds)  # noqa: S603 - our own argv
@@ -150,8 +154,13 @@ class ProcessWorker:
             self._backlog.popleft()
         self._watch(bool(self._backlog))
 
+    def detach(self) -> None:
+        """Stop writing from the event loop, so that stop() can run in another thread."""
+        self._watch(False)
+        self._detached = True
+
     def _watch(self, on: bool) -> None:
-        if on == self._watching:
+        if on == self._watching or self._detached:
             return
         loop = asyncio.get_running_loop()
         if on:

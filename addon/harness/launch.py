@@ -67,8 +67,8 @@ class Proxy:
         return cls([*argv, *options, "--", *extra], modes=max(1, len(upstreams)), **kw)
 
     @classmethod
-    def mitmdump(cls, upstream: str, *extra: str, **kw: Any) -> Proxy:
-        """Plain mitmdump in reverse mode, for side-by-side measurements."""
+    def mitmdump(cls, upstream: str, *extra: str, has_metrics: bool = False, **kw: Any) -> Proxy:
+        """mitmdump in reverse mode: plain for side-by-side measurements, or with a script (-s)."""
         mitmdump = shutil.which("mitmdump", path=os.path.dirname(sys.executable)) or "mitmdump"
         argv = [
             mitmdump,
@@ -82,7 +82,7 @@ class Proxy:
             "flow_detail=0",
             *extra,
         ]
-        return cls(argv, modes=1, has_metrics=False, **kw)
+        return cls(argv, modes=1, has_metrics=has_metrics, **kw)
 
     def start(self, timeout: float = 30.0) -> Proxy:
         argv = [*self.argv, "--set", f"confdir={self.confdir}"]

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import select
 import signal
 import sys
 
+from .. import options
 from ..handover.counts import SharedCounts
 from ..handover.record import _frames
-from ..sinks.log import ARGUMENT_MODES, LOG_FORMATS, LogSink
+from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from .inspector import Inspector
 
@@ -32,13 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--status", type=int, required=True, help="fd to report 'ready PORT' on")
     parser.add_argument("--counts", type=int, required=True, help="fd of the shared count table")
-    parser.add_argument("--metrics-host", default="127.0.0.1")
-    parser.add_argument("--metrics-port", type=int, default=9464)
-    parser.add_argument("--log-format", choices=LOG_FORMATS, default="auto")
-    parser.add_argument("--log-file", default="", help="append the log here instead of stdout")
-    parser.add_argument("--log-arguments", choices=ARGUMENT_MODES, default="raw")
-    parser.add_argument("--model-labels", type=int, default=50)
+    parser.add_argument(
+        "--settings", type=json.loads, required=True, help="the inspection settings, as JSON"
+    )
     args = parser.parse_args(argv)
+    settings = options.defaults() | args.settings
     logging.basicConfig(stream=sys.stderr, format="tooltap inspector: %(message)s")
     # Ctrl-C reaches the whole process group: the proxy stops, then closes the
     # pipe, and this process finishes what it was handed before it exits.
@@ -46,20 +46,20 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(OSError):
         os.nice(10)  # forwarding comes first when the cores are busy
 
-    metrics = Metrics(args.model_labels)
+    metrics = Metrics(settings["tooltap_model_labels"])
+    host, port = settings["tooltap_metrics_host"], settings["tooltap_metrics_port"]
     with os.fdopen(args.status, "w") as status:
         try:
-            port = metrics.serve(args.metrics_host, args.metrics_port)
+            port = metrics.serve(host, port)
         except OSError as exc:
-            status.write(
-                f"error cannot serve metrics on {args.metrics_host}:{args.metrics_port}: {exc}\n"
-            )
+            status.write(f"error cannot serve metrics on {host}:{port}: {exc}\n")
             return 2
         status.write(f"ready {port}\n")
     counts = SharedCounts(args.counts)
-    faults = os.environ.get("TOOLTAP_INJECT_FAULT", "").split(",")
-    stream = open(args.log_file, "a", encoding="utf-8") if args.log_file else sys.stdout  # noqa: SIM115
-    inspector = Inspector(LogSink(args.log_format, args.log_arguments, stream), metrics, faults)
+    log_file = settings["tooltap_log_file"]
+    stream = open(log_file, "a", encoding="utf-8") if log_file else sys.stdout  # noqa: SIM115
+    sink = LogSink(settings["tooltap_log_format"], settings["tooltap_log_arguments"], stream)
+    inspector = Inspector(sink, metrics)
     buffer = bytearray()
     try:
         while True:

@@ -10,7 +10,7 @@ process of its own it runs on another core and forwarding never waits for it.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Callable
 
 from tooltap.core import Verdict
 
@@ -25,15 +25,17 @@ from .session import Session
 class Inspector:
     """inspect() and the sinks, for one record at a time, in one session."""
 
-    def __init__(self, sink: LogSink, metrics: Metrics, faults: Collection[str] = ()) -> None:
+    def __init__(
+        self, sink: LogSink, metrics: Metrics, fault: Callable[[str], None] | None = None
+    ) -> None:
         self.sink = sink
         self.metrics = metrics
         self.session = Session()
-        self._faults = faults  # test-only: TOOLTAP_INJECT_FAULT=worker
+        self._fault = fault  # a test seam: raises to inject a fault
 
     def handle(self, record: Record) -> None:
-        if "worker" in self._faults:
-            raise RuntimeError("injected fault in the worker")
+        if self._fault is not None:
+            self._fault("worker")
         started = time.perf_counter()
         if record.api is None:
             verdict = Verdict(api=None, outcome="upstream_error", reason=record.failure)

@@ -10,11 +10,12 @@ be the reason a call fails.
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
+import functools
 import logging
-import os
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -22,35 +23,30 @@ from mitmproxy import ctx, exceptions, http
 from mitmproxy.connection import ConnectionState
 from mitmproxy.proxy.mode_specs import ProxyMode, ReverseMode
 from mitmproxy.proxy.server_hooks import ServerConnectionHookData
+from mitmproxy.utils import asyncio_utils
 
 from tooltap.core import Api, detect_api
 
+from .. import options
 from ..handover.counts import DirectCounts, SharedCounts
 from ..handover.record import Record
 from ..handover.workers import ProcessWorker, ThreadWorker
 from ..inspection.inspector import Inspector
-from ..sinks.log import ARGUMENT_MODES, LOG_FORMATS, LogSink
+from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from .tap import StreamTap
 
 logger = logging.getLogger("tooltap")
 
-# The first-party places these APIs are served: OpenAI, Anthropic, Azure OpenAI,
-# Anthropic on Azure AI Foundry, and Anthropic on AWS.
-DEFAULT_HOSTS = [
-    "api.openai.com",
-    "api.anthropic.com",
-    "*.openai.azure.com",
-    "*.services.ai.azure.com",
-    "aws-external-anthropic.*.api.aws",
-    "bedrock-mantle.*.api.aws",
-]
-MAX_TRACKED = 100_000
-INSPECTORS = ("process", "thread")
+MAX_TRACKED = 100_000  # flows in flight; past it the oldest is forgotten and counted as dropped
+MAX_HOSTS = 10_000  # host decisions remembered (regular mode)
 # What mitmproxy's error hook says when the client, not the upstream, ended an
 # exchange. (Its HTTP/2 layer says "stream reset by client" for a reset from
 # either peer; the message is kept in the logged reason either way.)
 CLIENT_GONE = ("Client disconnected.", "stream reset by client")
+
+Fault = Callable[[str], None]
+"""A test seam: called where a fault may be injected ("hook", "tap", "worker"); raise to inject."""
 
 
 @dataclass(slots=True)
@@ -59,6 +55,31 @@ class _Pending:
     client: str = ""  # the client connection's id
     tap: StreamTap | None = None
     too_large: bool = False
+
+
+@dataclass
+class Inspection:
+    """Where finished exchanges go: a worker, the counts only the proxy makes, and what it owns."""
+
+    worker: ThreadWorker | ProcessWorker
+    counts: DirectCounts | SharedCounts
+    url: str  # of its /metrics endpoint
+    metrics: Metrics | None = None  # thread mode: the metrics this process serves
+    log_file: IO[str] | None = None  # thread mode with tooltap_log_file
+
+    def detach(self) -> None:
+        """Stop using the event loop (before close() runs in a thread)."""
+        if isinstance(self.worker, ProcessWorker):
+            self.worker.detach()
+
+    def close(self) -> None:
+        """Hand over what is queued, stop the worker, release the rest. Blocks."""
+        self.worker.stop()
+        if self.metrics is not None:
+            self.metrics.close()
+        self.counts.close()
+        if self.log_file is not None:
+            self.log_file.close()
 
 
 def _upstream_failed(flow: http.HTTPFlow) -> bool:
@@ -72,322 +93,277 @@ def _upstream_failed(flow: http.HTTPFlow) -> bool:
     return flow.client_conn.state == ConnectionState.OPEN
 
 
+def _guarded(hook: Callable[..., None]) -> Callable[..., None]:
+    """Count, log, never raise: an exception in a hook must not reach mitmproxy's flow."""
+
+    @functools.wraps(hook)
+    def guarded(self: Tooltap, *args: Any) -> None:
+        try:
+            if self._fault is not None:
+                self._fault("hook")
+            hook(self, *args)
+        except Exception:  # noqa: BLE001 - counted and logged, the flow goes on
+            self._hook_error()
+
+    return guarded
+
+
 class Tooltap:
     name = "tooltap"
 
-    def __init__(self, log_stream: IO[str] | None = None) -> None:
+    def __init__(self, log_stream: IO[str] | None = None, fault: Fault | None = None) -> None:
         self._log_stream = log_stream  # thread mode only; the child writes to its stdout
-        self.metrics: Metrics | None = None  # thread mode: the metrics this process serves
-        self.worker: ThreadWorker | ProcessWorker | None = None
-        self.counts: DirectCounts | SharedCounts | None = None
+        self._fault = fault
+        self.inspection: Inspection | None = None
+        self.restarting: asyncio.Task[None] | None = None  # a settings change being applied
+        self._settings: dict[str, Any] | None = None  # those inspection runs with
         self._flows: OrderedDict[str, _Pending] = OrderedDict()
-        self._host_decisions: dict[str, bool] = {}
-        self._faults: set[str] = set()
-        self._started: tuple[Any, ...] | None = None
-        self._log_file: IO[str] | None = None  # thread mode with tooltap_log_file
+        self._hosts: OrderedDict[str, bool] = OrderedDict()
+        self._missed: Counter[str] = Counter()  # flows that arrived while inspection restarted
 
     # --- lifecycle ---------------------------------------------------------
 
     def load(self, loader: Any) -> None:
-        loader.add_option(
-            "tooltap_hosts",
-            Sequence[str],
-            DEFAULT_HOSTS,
-            "Hosts whose traffic is inspected (fnmatch patterns; '*' for all). Reverse-mode traffic always is.",
-        )
-        loader.add_option(
-            "tooltap_max_body",
-            int,
-            8 * 1024 * 1024,
-            "Bodies larger than this many bytes pass through uninspected (counted as skipped).",
-        )
-        loader.add_option(
-            "tooltap_metrics_host",
-            str,
-            "127.0.0.1",
-            "Address of the Prometheus /metrics endpoint. Loopback by default: do not expose it publicly.",
-        )
-        loader.add_option(
-            "tooltap_metrics_port", int, 9464, "Port of the /metrics endpoint (0: any free port)."
-        )
-        loader.add_option(
-            "tooltap_log_format",
-            str,
-            "auto",
-            "json, console, or auto (console on a terminal, JSON lines otherwise).",
-            choices=LOG_FORMATS,
-        )
-        loader.add_option(
-            "tooltap_log_file",
-            str,
-            "",
-            "Append the log to this file instead of stdout (with plain mitmdump, stdout also carries mitmproxy's own lines).",
-        )
-        loader.add_option(
-            "tooltap_log_arguments",
-            str,
-            "raw",
-            "How tool arguments are logged: raw, redact (mask secret-looking keys), hash (keyed), omit.",
-            choices=ARGUMENT_MODES,
-        )
-        loader.add_option(
-            "tooltap_model_labels",
-            int,
-            50,
-            "Distinct model label values kept in metrics; later models count as 'other'.",
-        )
-        loader.add_option(
-            "tooltap_inspector",
-            str,
-            "process",
-            "Where inspection runs: process (a child process, beside the proxy) or thread (inside it).",
-            choices=INSPECTORS,
-        )
-        loader.add_option(
-            "tooltap_queue_size",
-            int,
-            1000,
-            "Exchanges waiting for inspection; when full, new ones are dropped and counted.",
-        )
-        # Test-only: comma-separated places (hook, tap, worker) that raise on purpose.
-        self._faults = {f for f in os.environ.get("TOOLTAP_INJECT_FAULT", "").split(",") if f}
+        options.add_options(loader)
 
     def configure(self, updated: set[str]) -> None:
-        o = ctx.options
-        for name in ("tooltap_max_body", "tooltap_queue_size"):
-            if name in updated and getattr(o, name) <= 0:
-                raise exceptions.OptionsError(f"{name} must be positive, not {getattr(o, name)}")
-        if "tooltap_model_labels" in updated and o.tooltap_model_labels < 0:
-            raise exceptions.OptionsError("tooltap_model_labels must be 0 or more")
-        if "tooltap_metrics_port" in updated and not 0 <= o.tooltap_metrics_port <= 65535:
-            raise exceptions.OptionsError(
-                f"tooltap_metrics_port {o.tooltap_metrics_port} is not a port"
-            )
-        for name, allowed in (
-            ("tooltap_log_format", LOG_FORMATS),
-            ("tooltap_log_arguments", ARGUMENT_MODES),
-            ("tooltap_inspector", INSPECTORS),
-        ):
-            if name in updated and getattr(o, name) not in allowed:
-                raise exceptions.OptionsError(f"{name} must be one of {', '.join(allowed)}")
+        for problem in options.problems(ctx.options, updated):
+            raise exceptions.OptionsError(problem)
         if "tooltap_hosts" in updated:
-            self._host_decisions = {}
-        # A thread starts at once (mitmproxy's test helpers never call running);
-        # a process starts in running. Either restarts when its settings change.
-        if self._settings() != self._started and (o.tooltap_inspector == "thread" or self._started):
-            self._start()
+            self._hosts.clear()
+        wanted = options.settings(ctx.options)
+        if self._settings is None:
+            # A thread starts at once (mitmproxy's test helpers never call
+            # running); a process starts in running, where a failure stops mitmdump.
+            if wanted["tooltap_inspector"] == "thread":
+                self._start(wanted)
+        elif wanted != self._settings:
+            # Restarting waits on a process and a port: off the event loop, as
+            # mitmproxy's proxyserver applies a changed mode.
+            self._settings = wanted
+            self.restarting = asyncio_utils.create_task(
+                self._restart(wanted), name="tooltap: restart the inspection", keep_ref=True
+            )
 
     def running(self) -> None:
-        if self._started is None:
-            self._start()
+        if self._settings is None:
+            self._start(options.settings(ctx.options))
 
-    def _settings(self) -> tuple[Any, ...]:
-        o = ctx.options
-        return (
-            o.tooltap_inspector, o.tooltap_metrics_host, o.tooltap_metrics_port, o.tooltap_log_format,
-            o.tooltap_log_file, o.tooltap_log_arguments, o.tooltap_model_labels, o.tooltap_queue_size,
-        )  # fmt: skip
-
-    def _start(self) -> None:
-        self.done()
-        settings = self._settings()
-        mode, host, port, log_format, log_file, log_arguments, model_labels, size = settings
+    def _open(self, settings: dict[str, Any]) -> Inspection:
+        """Start inspection with these settings. Blocks; raises OSError or RuntimeError."""
+        size = settings["tooltap_queue_size"]
+        if settings["tooltap_inspector"] == "process":
+            counts = SharedCounts()
+            worker = ProcessWorker(settings, size, counts)
+            try:
+                port = worker.start()
+            except RuntimeError:
+                counts.close()
+                raise
+            return Inspection(worker, counts, self._metrics_url(settings, port))
+        metrics = Metrics(settings["tooltap_model_labels"])
+        host, port = settings["tooltap_metrics_host"], settings["tooltap_metrics_port"]
         try:
-            if mode == "thread":
-                self.metrics = Metrics(model_labels)
-                try:
-                    port = self.metrics.serve(host, port)
-                except OSError as exc:  # the words the child process uses too
-                    raise RuntimeError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
-                self.counts = DirectCounts(self.metrics)
-                stream = self._log_stream
-                if log_file and stream is None:
-                    stream = self._log_file = open(log_file, "a", encoding="utf-8")  # noqa: SIM115 - closed in done
-                sink = LogSink(log_format, log_arguments, stream)
-                inspector = Inspector(sink, self.metrics, self._faults)
-                self.worker = ThreadWorker(inspector.handle, self._worker_error, size)
-                self.worker.start()
-            else:
-                self.counts = SharedCounts()
-                options = [
-                    "--metrics-host", host, "--metrics-port", str(port), "--log-format", log_format,
-                    "--log-file", log_file, "--log-arguments", log_arguments, "--model-labels", str(model_labels),
-                ]  # fmt: skip
-                self.worker = ProcessWorker(options, size, self.counts)
-                port = self.worker.start()
+            port = metrics.serve(host, port)
+        except OSError as exc:  # the words the child process uses too
+            raise RuntimeError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
+        stream, log_file = self._log_stream, None
+        if settings["tooltap_log_file"] and stream is None:
+            stream = log_file = open(settings["tooltap_log_file"], "a", encoding="utf-8")  # noqa: SIM115 - closed by Inspection.close
+        sink = LogSink(settings["tooltap_log_format"], settings["tooltap_log_arguments"], stream)
+        inspector = Inspector(sink, metrics, self._fault)
+        worker = ThreadWorker(inspector.handle, self._worker_error, size)
+        worker.start()
+        url = self._metrics_url(settings, port)
+        return Inspection(worker, DirectCounts(metrics), url, metrics, log_file)
+
+    @staticmethod
+    def _metrics_url(settings: dict[str, Any], port: int) -> str:
+        return f"http://{settings['tooltap_metrics_host']}:{port}/metrics"
+
+    def _start(self, settings: dict[str, Any]) -> None:
+        try:
+            self.inspection = self._open(settings)
         except (OSError, RuntimeError) as exc:
             # An error at startup makes mitmdump exit: a proxy nobody can
             # watch is a misconfiguration worth stopping for.
             logger.error(f"tooltap: cannot start: {exc}")
             return
-        self._started = settings
-        logger.info(f"tooltap metrics at http://{host}:{port}/metrics")
+        self._settings = settings
+        logger.info(f"tooltap metrics at {self.inspection.url}")
+
+    async def _restart(self, settings: dict[str, Any]) -> None:
+        old, self.inspection = self.inspection, None
+        if old is not None:
+            old.detach()
+            await asyncio.to_thread(old.close)  # the new one may want the same port
+        try:
+            new = await asyncio.to_thread(self._open, settings)
+        except (OSError, RuntimeError) as exc:
+            logger.error(f"tooltap: cannot restart inspection: {exc}; traffic flows uninspected")
+            return
+        for api, missed in self._missed.items():
+            new.counts.dropped(api, missed)
+        self._missed.clear()
+        self.inspection = new
+        logger.info(f"tooltap restarted with new settings; metrics at {new.url}")
 
     def done(self) -> None:
-        if self.worker is not None:
-            self.worker.stop()
-        if self.metrics is not None:
-            self.metrics.close()
-        if self.counts is not None:
-            self.counts.close()
-        if self._log_file is not None:
-            self._log_file.close()
-        self.worker = self.metrics = self.counts = self._log_file = None
-        self._started = None
+        if self.inspection is not None:
+            self.inspection.close()
+        self.inspection = self._settings = None
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until every exchange handed over so far is inspected (thread) or handed to the child."""
-        return self.worker is not None and self.worker.wait_idle(timeout)
+        return self.inspection is not None and self.inspection.worker.wait_idle(timeout)
 
     # --- hooks: cheap, and never raising -----------------------------------
 
+    @_guarded
     def request(self, flow: http.HTTPFlow) -> None:
-        try:
-            if "hook" in self._faults:
-                raise RuntimeError("injected fault in a hook")
-            api = detect_api(flow.request.method, flow.request.path)
-            if api is not None and self._watched(
-                flow.client_conn.proxy_mode, flow.request.pretty_host
-            ):
-                self._flows[flow.id] = _Pending(api, flow.client_conn.id)
-                if len(self._flows) > MAX_TRACKED:
-                    self._flows.popitem(last=False)
-        except Exception:  # noqa: BLE001 - count it, never break the flow
-            self._hook_error()
+        api = detect_api(flow.request.method, flow.request.path)
+        if api is None or not self._watched(flow.client_conn.proxy_mode, flow.request.pretty_host):
+            return
+        self._flows[flow.id] = _Pending(api, flow.client_conn.id)
+        if len(self._flows) > MAX_TRACKED:
+            _, forgotten = self._flows.popitem(last=False)
+            self._dropped(forgotten.api)
 
+    @_guarded
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        try:
-            pending = self._flows.get(flow.id)
-            if pending is None or flow.response is None:
-                return
-            response = flow.response
-            limit = ctx.options.tooltap_max_body
-            length = response.headers.get("content-length", "")
-            if length.isdigit() and int(length) > limit:
-                # Too big to inspect: let mitmproxy stream it rather than buffer it.
-                pending.too_large = True
-                if not callable(response.stream):
-                    response.stream = True
-            elif not callable(response.stream) and (
-                response.stream is True
-                or "text/event-stream" in response.headers.get("content-type", "")
-            ):
-                # SSE must flow event by event; a body mitmproxy already chose to
-                # stream (stream_large_bodies) is tapped rather than lost.
-                pending.tap = StreamTap(limit, self._tap_error, fault="tap" in self._faults)
-                response.stream = pending.tap
-        except Exception:  # noqa: BLE001 - counted and logged in _hook_error
-            self._hook_error()
+        pending = self._flows.get(flow.id)
+        if pending is None or flow.response is None:
+            return
+        response = flow.response
+        limit = ctx.options.tooltap_max_body
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > limit:
+            # Too big to inspect: let mitmproxy stream it rather than buffer it.
+            pending.too_large = True
+            if not callable(response.stream):
+                response.stream = True
+        elif not callable(response.stream) and (
+            response.stream is True
+            or "text/event-stream" in response.headers.get("content-type", "")
+        ):
+            # SSE must flow event by event; a body mitmproxy already chose to
+            # stream (stream_large_bodies) is tapped rather than lost.
+            pending.tap = StreamTap(limit, self._tap_error, self._fault)
+            response.stream = pending.tap
 
+    @_guarded
     def response(self, flow: http.HTTPFlow) -> None:
         self._finish(flow)
 
+    @_guarded
     def error(self, flow: http.HTTPFlow) -> None:
         # Clients often hang up right after the last event: finish here too.
         self._finish(flow)
 
     def _finish(self, flow: http.HTTPFlow) -> None:
         # References only: the inspection side builds everything else.
-        try:
-            pending = self._flows.pop(flow.id, None)
-            if pending is None or (pending.tap is not None and pending.tap.failed):
-                return
-            request, response = flow.request, flow.response
-            limit = ctx.options.tooltap_max_body
-            error = flow.error.msg if flow.error is not None else None
-            failed = _upstream_failed(flow)
-            record = Record(
-                pending.api,
-                method=request.method,
-                scheme=request.scheme,
-                host=request.host,
-                port=request.port,
-                path=request.path,
-                request_headers=request.headers.fields,
-                request_body=request.raw_content or b"",
-                failure=error if failed else None,
-                note=None if failed else error,
-            )
-            if request.raw_content is None:
-                record.skipped = "request body streamed by mitmproxy, not inspected"
-            elif len(request.raw_content) > limit:
-                record.skipped = "request body above tooltap_max_body"
-            if response is not None:
-                record.status = response.status_code
-                record.response_headers = response.headers.fields
-                if pending.too_large or (pending.tap is not None and pending.tap.overflow):
-                    record.skipped = "response body above tooltap_max_body"
-                elif pending.tap is not None:
-                    record.chunks = pending.tap.chunks
-                elif response.raw_content is None:
-                    # Never kept: the exchange broke off before the body was
-                    # complete, or mitmproxy switched to streaming after our
-                    # hook (stream_large_bodies on a body of unknown length).
-                    record.skipped = (
-                        f"response body incomplete: {error}"
-                        if error
-                        else "response body streamed by mitmproxy (stream_large_bodies), not inspected"
-                    )
-                elif len(response.raw_content) > limit:
-                    record.skipped = "response body above tooltap_max_body"
-                else:
-                    record.response_body = response.raw_content
-            if record.skipped is not None:
-                record.request_body = b""  # not needed: do not carry it
-            self._hand_over(record)
-        except Exception:  # noqa: BLE001 - counted and logged in _hook_error
-            self._hook_error()
+        pending = self._flows.pop(flow.id, None)
+        if pending is None or (pending.tap is not None and pending.tap.failed):
+            return
+        request, response = flow.request, flow.response
+        limit = ctx.options.tooltap_max_body
+        error = flow.error.msg if flow.error is not None else None
+        failed = _upstream_failed(flow)
+        record = Record(
+            pending.api,
+            method=request.method,
+            scheme=request.scheme,
+            host=request.host,
+            port=request.port,
+            path=request.path,
+            request_headers=request.headers.fields,
+            request_body=request.raw_content or b"",
+            failure=error if failed else None,
+            note=None if failed else error,
+        )
+        if request.raw_content is None:
+            record.skipped = "request body streamed by mitmproxy, not inspected"
+        elif len(request.raw_content) > limit:
+            record.skipped = "request body above tooltap_max_body"
+        if response is not None:
+            record.status = response.status_code
+            record.response_headers = response.headers.fields
+            if pending.too_large or (pending.tap is not None and pending.tap.overflow):
+                record.skipped = "response body above tooltap_max_body"
+            elif pending.tap is not None:
+                record.chunks = pending.tap.chunks
+            elif response.raw_content is None:
+                # Never kept: the exchange broke off before the body was
+                # complete, or mitmproxy switched to streaming after our
+                # hook (stream_large_bodies on a body of unknown length).
+                record.skipped = (
+                    f"response body incomplete: {error}"
+                    if error
+                    else "response body streamed by mitmproxy (stream_large_bodies), not inspected"
+                )
+            elif len(response.raw_content) > limit:
+                record.skipped = "response body above tooltap_max_body"
+            else:
+                record.response_body = response.raw_content
+        if record.skipped is not None:
+            record.request_body = b""  # not needed: do not carry it
+        self._hand_over(record)
 
+    @_guarded
     def server_connect_error(self, data: ServerConnectionHookData) -> None:
         # In reverse mode mitmproxy connects upstream as soon as a client
         # connects (connection_strategy=eager). When that fails, the client is
         # dropped before it sends a request, and no flow hook ever fires: count
         # it here, or an unreachable upstream looks like no traffic at all.
-        try:
-            client, server = data.client, data.server
-            if any(p.client == client.id for p in self._flows.values()):
-                return  # a flow waits on this connection: its error hook counts it
-            host, port = server.address or ("", 0)
-            if not self._watched(client.proxy_mode, host):
-                return
-            record = Record(
-                None,
-                host=host,
-                port=port,
-                failure=f"cannot connect to {host}:{port}: {server.error}",
-            )
-            self._hand_over(record)
-        except Exception:  # noqa: BLE001 - counted and logged in _hook_error
-            self._hook_error()
+        client, server = data.client, data.server
+        if any(p.client == client.id for p in self._flows.values()):
+            return  # a flow waits on this connection: its error hook counts it
+        host, port = server.address or ("", 0)
+        if not self._watched(client.proxy_mode, host):
+            return
+        record = Record(
+            None,
+            host=host,
+            port=port,
+            failure=f"cannot connect to {host}:{port}: {server.error}",
+        )
+        self._hand_over(record)
 
     def _watched(self, mode: ProxyMode, host: str) -> bool:
         if isinstance(mode, ReverseMode):
             return True
-        decision = self._host_decisions.get(host)
+        decision = self._hosts.get(host)
         if decision is None:
-            patterns = ctx.options.tooltap_hosts
-            decision = any(fnmatch.fnmatch(host, p) for p in patterns)
-            self._host_decisions[host] = decision
+            decision = any(fnmatch.fnmatch(host, p) for p in ctx.options.tooltap_hosts)
+            self._hosts[host] = decision
+            if len(self._hosts) > MAX_HOSTS:
+                self._hosts.popitem(last=False)
         return decision
 
-    # --- errors --------------------------------------------------------------
+    # --- hand-over and errors -------------------------------------------------
 
     def _hand_over(self, record: Record) -> None:
-        if self.worker is None or self.counts is None:
-            return  # not running (yet, or any more)
-        if not self.worker.submit(record):
-            self.counts.dropped(record.api or "none")
+        if self.inspection is None:
+            self._dropped(record.api)
+        elif not self.inspection.worker.submit(record):
+            self.inspection.counts.dropped(record.api or "none")
+
+    def _dropped(self, api: Api | None) -> None:
+        if self.inspection is not None:
+            self.inspection.counts.dropped(api or "none")
+        elif self._settings is not None:
+            self._missed[api or "none"] += 1  # restarting: counted once it is back
 
     def _hook_error(self) -> None:
-        if self.counts is not None:
-            self.counts.error("hook")
+        if self.inspection is not None:
+            self.inspection.counts.error("hook")
         logger.exception("tooltap: error in a hook (the flow was not affected)")
 
     def _tap_error(self, _exc: BaseException) -> None:
-        if self.counts is not None:
-            self.counts.error("tap")
+        if self.inspection is not None:
+            self.inspection.counts.error("tap")
 
     def _worker_error(self, exc: BaseException) -> None:
-        if self.counts is not None:
-            self.counts.error("worker")
+        if self.inspection is not None:
+            self.inspection.counts.error("worker")
         logger.error(f"tooltap: error while inspecting a flow: {exc!r}", exc_info=exc)

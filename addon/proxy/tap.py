@@ -13,7 +13,10 @@ from collections.abc import Callable
 
 class StreamTap:
     def __init__(
-        self, limit: int, on_error: Callable[[BaseException], None], fault: bool = False
+        self,
+        limit: int,
+        on_error: Callable[[BaseException], None],
+        fault: Callable[[str], None] | None = None,
     ) -> None:
         self.limit = limit
         self.chunks: list[bytes] = []
@@ -25,8 +28,8 @@ class StreamTap:
 
     def __call__(self, data: bytes) -> bytes:
         try:
-            if self._fault:
-                raise RuntimeError("injected fault in the stream tap")
+            if self._fault is not None:
+                self._fault("tap")
             if data and not self.overflow:
                 self.size += len(data)
                 if self.size > self.limit:
@@ -35,7 +38,9 @@ class StreamTap:
                     self.chunks = []
                 else:
                     self.chunks.append(data)
-        except BaseException as exc:  # noqa: BLE001 - nothing may escape into mitmproxy here
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - nothing else may escape into mitmproxy here
             self.failed = True
             # Counting must not break the stream either.
             with contextlib.suppress(BaseException):

@@ -24,6 +24,7 @@ from .redaction import ARGUMENT_MODES, ArgumentPolicy
 LOG_FORMATS = ("json", "console", "auto")
 __all__ = ["ARGUMENT_MODES", "LOG_FORMATS", "LogSink"]
 
+
 def _renderer(log_format: str, stream: IO[str]) -> Any:
     if log_format == "auto":
         log_format = "console" if stream.isatty() else "json"

@@ -7,30 +7,37 @@ script without "Duplicated timeseries", and lets tests read exact values.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Histogram,
-    disable_created_metrics,
-    start_http_server,
-)
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.metrics_core import Metric
 
 from tooltap.core import APIS, Verdict, parallel, schema
 from tooltap.core.loop import RULES
-
-# The *_created series double the series count and no rule or panel reads them.
-disable_created_metrics()
 
 OUTCOMES = ("inspected", "skipped", "unparseable", "upstream_error", "dropped")
 WHERE = ("hook", "tap", "worker")
 OTHER_MODEL = "other"
 
 
+class Registry(CollectorRegistry):
+    """A registry that leaves out the *_created series.
+
+    They double the series count and no rule or panel reads them.
+    prometheus_client's own switch (disable_created_metrics) is process-wide;
+    this is per registry, so importing tooltap changes nothing for its host.
+    """
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in super().collect():
+            metric.samples = [s for s in metric.samples if not s.name.endswith("_created")]
+            yield metric
+
+
 class Metrics:
     def __init__(self, model_labels: int = 50) -> None:
-        self.registry = CollectorRegistry()
+        self.registry = Registry()
         self.model_labels = model_labels
         self._models: set[str] = set()
         self._pairs: set[tuple[str, str]] = set()
@@ -159,8 +166,8 @@ class Metrics:
             child = self._children[key] = metric.labels(*labels)
         return child
 
-    def flow(self, api: str, outcome: str) -> None:
-        self._child(self.flows, api, outcome).inc()
+    def flow(self, api: str, outcome: str, count: int = 1) -> None:
+        self._child(self.flows, api, outcome).inc(count)
 
     def internal_error(self, where: str) -> None:
         self._child(self.internal_errors, where).inc()

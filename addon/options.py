@@ -1,0 +1,157 @@
+"""tooltap's options, declared once: mitmproxy's `--set`, the inspector's settings, `tooltap run`.
+
+Each option has its type, default, help, allowed values and bounds here. The
+addon registers them with mitmproxy and checks them; the ones the inspection
+side reads travel to it as data (a change restarts it); `tooltap run` turns
+the ones with a flag into command-line options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .sinks.log import LOG_FORMATS
+from .sinks.redaction import ARGUMENT_MODES
+
+INSPECTORS = ("process", "thread")
+# The first-party places these APIs are served: OpenAI, Anthropic, Azure OpenAI,
+# Anthropic on Azure AI Foundry, and Anthropic on AWS.
+DEFAULT_HOSTS = [
+    "api.openai.com",
+    "api.anthropic.com",
+    "*.openai.azure.com",
+    "*.services.ai.azure.com",
+    "aws-external-anthropic.*.api.aws",
+    "bedrock-mantle.*.api.aws",
+]
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    type: Any  # str, int or Sequence[str]: what mitmproxy's --set can parse
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+    inspection: bool = False  # read by the inspection side: a change restarts it
+    flag: str | None = None  # the `tooltap run` flag that sets it
+
+    def problem(self, value: Any) -> str | None:
+        """Why value is not allowed, or None."""
+        if self.choices is not None and value not in self.choices:
+            return f"{self.name} must be one of {', '.join(self.choices)}"
+        if self.minimum is not None and value < self.minimum:
+            return f"{self.name} must be {self.minimum} or more, not {value}"
+        if self.maximum is not None and value > self.maximum:
+            return f"{self.name} must be {self.maximum} or less, not {value}"
+        return None
+
+
+OPTIONS = (
+    Option(
+        "tooltap_hosts",
+        Sequence[str],
+        DEFAULT_HOSTS,
+        "Hosts whose traffic is inspected (fnmatch patterns; '*' for all). Reverse-mode traffic always is.",
+    ),
+    Option(
+        "tooltap_max_body",
+        int,
+        8 * 1024 * 1024,
+        "Bodies larger than this many bytes pass through uninspected (counted as skipped).",
+        minimum=1,
+    ),
+    Option(
+        "tooltap_metrics_host",
+        str,
+        "127.0.0.1",
+        "Address of the Prometheus /metrics endpoint. Loopback by default: do not expose it publicly.",
+        inspection=True,
+    ),
+    Option(
+        "tooltap_metrics_port",
+        int,
+        9464,
+        "Port of the /metrics endpoint (0: any free port).",
+        minimum=0,
+        maximum=65535,
+        inspection=True,
+    ),
+    Option(
+        "tooltap_log_format",
+        str,
+        "auto",
+        "json, console, or auto (console on a terminal, JSON lines otherwise).",
+        choices=LOG_FORMATS,
+        inspection=True,
+        flag="--log-format",
+    ),
+    Option(
+        "tooltap_log_file",
+        str,
+        "",
+        "Append the log to this file instead of stdout (with plain mitmdump, stdout also carries mitmproxy's own lines).",
+        inspection=True,
+    ),
+    Option(
+        "tooltap_log_arguments",
+        str,
+        "raw",
+        "How tool arguments are logged: raw, redact (mask secret-looking keys), hash (keyed), omit.",
+        choices=ARGUMENT_MODES,
+        inspection=True,
+        flag="--log-arguments",
+    ),
+    Option(
+        "tooltap_model_labels",
+        int,
+        50,
+        "Distinct model label values kept in metrics; later models count as 'other'.",
+        minimum=0,
+        inspection=True,
+        flag="--model-labels",
+    ),
+    Option(
+        "tooltap_inspector",
+        str,
+        "process",
+        "Where inspection runs: process (a child process, beside the proxy) or thread (inside it).",
+        choices=INSPECTORS,
+        inspection=True,
+    ),
+    Option(
+        "tooltap_queue_size",
+        int,
+        1000,
+        "Exchanges waiting for inspection; when full, new ones are dropped and counted.",
+        minimum=1,
+        inspection=True,
+    ),
+)
+BY_NAME = {option.name: option for option in OPTIONS}
+
+
+def add_options(loader: Any) -> None:
+    """Declare every option with mitmproxy (an addon's `load`)."""
+    for option in OPTIONS:
+        loader.add_option(option.name, option.type, option.default, option.help, option.choices)
+
+
+def problems(values: Any, names: Iterable[str]) -> list[str]:
+    """Why the named options' current values are not allowed (values: mitmproxy's options)."""
+    found = (BY_NAME[name].problem(getattr(values, name)) for name in names if name in BY_NAME)
+    return [problem for problem in found if problem is not None]
+
+
+def settings(values: Any) -> dict[str, Any]:
+    """What the inspection side reads, as data: option name -> value."""
+    return {option.name: getattr(values, option.name) for option in OPTIONS if option.inspection}
+
+
+def defaults() -> dict[str, Any]:
+    """The inspection settings at their defaults."""
+    return {option.name: option.default for option in OPTIONS if option.inspection}
