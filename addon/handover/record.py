@@ -101,8 +101,14 @@ class Record:
         return tuple(sorted((v for v in found if len(v) >= MIN_CREDENTIAL), key=len, reverse=True))
 
 
-def _frames(buffer: bytearray) -> list[Record]:
-    """Take every complete record off the front of the buffer."""
+def encode(record: Record) -> bytes:
+    """A record as one frame for the pipe."""
+    data = pickle.dumps(record, protocol=5)
+    return FRAME.pack(len(data)) + data
+
+
+def decode(buffer: bytearray) -> list[Record]:
+    """Take every complete frame off the front of the buffer, as records."""
     records = []
     while len(buffer) >= FRAME.size:
         (size,) = FRAME.unpack_from(buffer)

@@ -11,7 +11,6 @@ import contextlib
 import json
 import logging
 import os
-import pickle
 import queue
 import select
 import subprocess
@@ -23,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .counts import SharedCounts
-from .record import FRAME
+from .record import encode
 
 logger = logging.getLogger("tooltap")
 
@@ -133,8 +132,7 @@ class ProcessWorker:
     def submit(self, item: Any) -> bool:
         if self._process is None or len(self._backlog) >= self._size:
             return False
-        data = pickle.dumps(item, protocol=5)
-        self._backlog.append((item.api or "none", memoryview(FRAME.pack(len(data)) + data)))
+        self._backlog.append((item.api or "none", memoryview(encode(item))))
         self._flush()
         return True
 

@@ -19,7 +19,7 @@ import sys
 
 from .. import options
 from ..handover.counts import SharedCounts
-from ..handover.record import _frames
+from ..handover.record import decode
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from .inspector import Inspector
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not data:
                     break  # the proxy closed the pipe: everything is handled
                 buffer += data
-                for record in _frames(buffer):
+                for record in decode(buffer):
                     try:
                         inspector.handle(record)
                     except Exception:

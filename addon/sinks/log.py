@@ -36,8 +36,18 @@ def _renderer(log_format: str, stream: IO[str]) -> Any:
 
 
 class LogSink:
+    """Verdicts as log events, rendered at the edge: JSON lines, or console lines for people.
+
+    processors replaces the renderer (structlog's LogCapture, in tests, sees the
+    events as data); the log level and the timestamp are added before them.
+    """
+
     def __init__(
-        self, log_format: str = "json", arguments: str = "raw", stream: IO[str] | None = None
+        self,
+        log_format: str = "json",
+        arguments: str = "raw",
+        stream: IO[str] | None = None,
+        processors: list[Any] | None = None,
     ) -> None:
         self._stream = stream or sys.stdout
         self.policy = ArgumentPolicy(arguments)
@@ -49,7 +59,7 @@ class LogSink:
             processors=[
                 structlog.processors.add_log_level,
                 structlog.processors.TimeStamper(fmt="iso", utc=True),
-                _renderer(log_format, self._stream),
+                *(processors or [_renderer(log_format, self._stream)]),
             ],
             context_class=dict,
         )

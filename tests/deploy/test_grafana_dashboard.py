@@ -27,7 +27,7 @@ from test_deploy_metric_names import (
 )
 from test_deploy_prometheus import promtool
 
-GRAFANA = Path(__file__).resolve().parent.parent / "grafana"
+GRAFANA = Path(__file__).resolve().parents[2] / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "tooltap.json"
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 

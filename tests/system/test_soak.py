@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import httpx
 import psutil
-from captures import SSE, WIRE, pairs, stream_bytes
 from prometheus_client.parser import text_string_to_metric_families
-from scenarios import events
+from support.captures import SSE, WIRE, pairs, stream_bytes
+from support.scenarios import events
 
 from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.harness.replay import ReplayServer, Reply, Seen

@@ -7,9 +7,9 @@ import zlib
 import brotli
 import pytest
 import zstandard
-from captures import SSE, URLS, pairs, stream_bytes, stream_exchange, text
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.captures import SSE, URLS, pairs, stream_bytes, stream_exchange, text
 
 from tooltap.core import Exchange, StreamReader, inspect
 from tooltap.core.encoding import DecodeError, Decoder, decode

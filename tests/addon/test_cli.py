@@ -105,3 +105,14 @@ def test_script_path_prints_a_script_plain_mitmdump_can_load(capsys):
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_help_texts_and_the_readme_never_mention_where_an_idea_came_from(capsys):
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    helps = []
+    for command in ([], ["run"], ["audit"], ["demo"], ["script-path"]):
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        helps.append(capsys.readouterr().out)
+    for text in (readme, *helps):
+        assert "seed" not in text.lower()

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from captures import JSON, SSE, URLS, exchange_of, sse
+from support.captures import JSON, SSE, URLS, exchange_of, sse
 
 from tooltap.addon.inspection.session import Session
 from tooltap.core import Exchange, inspect
@@ -697,21 +694,3 @@ def test_an_empty_arguments_string_is_still_an_empty_document():
     reply = chat_reply([chat_call("call_1", "find_content", arguments="")])
     (found,) = inspect(exchange_of("chat", {"messages": []}, reply)).calls
     assert found.parse_error.message == "Input is a zero-length, empty document"
-
-
-# --- 14. Words users read say what a thing does ----------------------------------
-
-
-def test_help_texts_and_the_readme_never_mention_where_an_idea_came_from():
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    helps = [
-        subprocess.run(
-            [sys.executable, "-m", "tooltap.addon.commands.cli", *command, "--help"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        for command in ([], ["run"], ["audit"], ["demo"], ["script-path"])
-    ]
-    for text in (readme, *helps):
-        assert "seed" not in text.lower()

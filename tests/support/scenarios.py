@@ -9,9 +9,9 @@ from __future__ import annotations
 import gzip
 import json
 
-from captures import SSE, WIRE, pairs, stream_bytes
-
 from tooltap.addon.harness.replay import Reply, Seen
+
+from .captures import SSE, WIRE, pairs, stream_bytes
 
 JSON_HEADERS = [("content-type", "application/json"), ("x-request-id", "req_test")]
 SSE_HEADERS = [("content-type", SSE["content-type"]), ("cache-control", "no-cache")]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"
 
 

@@ -17,12 +17,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from realworld_reader import dialect, error_message, expected_calls, is_stream
+from support.realworld_reader import dialect, error_message, expected_calls, is_stream
 
 from tooltap.addon.inspection.session import Session
 from tooltap.core import Exchange, Verdict
 
-CORPUS = Path(__file__).parent / "corpus" / "realworld" / "exchanges.jsonl"
+CORPUS = Path(__file__).parents[1] / "corpus" / "realworld" / "exchanges.jsonl"
 RECORDS: list[dict[str, Any]] = [
     json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()
 ]

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from captures import JSON, URLS, Pair, pairs, spec_pair, text
+from support.captures import JSON, URLS, Pair, pairs, spec_pair, text
 
 from tooltap.core import detect_api, inspect, read_turn
 

@@ -13,7 +13,7 @@ from rich.console import Console
 from tooltap.addon.commands.demo import run
 from tooltap.addon.commands.demo_steps import STEPS
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 
 
 def test_the_demo_summary_matches_the_scripted_scenario():

@@ -2,7 +2,7 @@
 
 import json
 
-from captures import JSON, URLS, pairs
+from support.captures import JSON, URLS, pairs
 
 from tooltap.core import Exchange, ValidatorCache, inspect
 from tooltap.core.arguments import compile_schema, diagnose

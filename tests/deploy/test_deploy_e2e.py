@@ -45,9 +45,9 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from captures import WIRE, pairs, stream_bytes
 from prometheus_client.parser import text_string_to_metric_families
-from scenarios import JSON_HEADERS, SSE_HEADERS, events
+from support.captures import WIRE, pairs, stream_bytes
+from support.scenarios import JSON_HEADERS, SSE_HEADERS, events
 from test_deploy_metric_names import (
     APIS,
     FLOW_OUTCOMES,
@@ -65,7 +65,7 @@ from tooltap.core.schema import STATES as FORMAT_STATES
 
 pytestmark = pytest.mark.timeout(110)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
 
 CHAT, RESPONSES, MESSAGES = "/v1/chat/completions", "/v1/responses", "/v1/messages"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-PROMETHEUS = Path(__file__).resolve().parent.parent / "deploy" / "prometheus"
+PROMETHEUS = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 REQUIRED_ALERTS = {
     "TooltapStrictGuaranteeVoid",
     "TooltapArgumentErrors",

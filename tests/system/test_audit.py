@@ -8,7 +8,7 @@ import sys
 
 import httpx
 import pytest
-from scenarios import SCENARIOS, route
+from support.scenarios import SCENARIOS, route
 
 from tooltap.addon.commands.cli import main
 from tooltap.addon.harness.launch import Proxy

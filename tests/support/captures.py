@@ -16,7 +16,7 @@ import yaml
 
 from tooltap.core import Exchange
 
-WIRE = Path(__file__).parent / "corpus" / "wire"
+WIRE = Path(__file__).parent.parent / "corpus" / "wire"
 
 SSE = {"content-type": "text/event-stream; charset=utf-8"}
 JSON = {"content-type": "application/json"}

@@ -35,14 +35,14 @@ import httpx
 import psutil
 import pytest
 import zstandard
-from captures import SSE, WIRE, stream_bytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mitmproxy.test import taddons, tflow, tutils
 from prometheus_client.parser import text_string_to_metric_families
-from scenarios import SCENARIOS, events
-from scenarios import route as scenario_route
-from upstreams import (
+from support.captures import SSE, WIRE, stream_bytes
+from support.scenarios import SCENARIOS, events
+from support.scenarios import route as scenario_route
+from support.upstreams import (
     CLOSE,
     RESET,
     TIMEOUT,
@@ -1120,11 +1120,12 @@ def test_http2_prior_knowledge_is_refused_by_mitmproxy_itself_as_without_tooltap
         with httpx.Client(http1=False, http2=True) as client:
             seen.append(fetch(client, proxy.url + path, CHAT_REQUEST))
     # Which error the client sees depends on whether its write or the close wins.
-    refused = ("RemoteProtocolError", "WriteError", "ReadError")
-    # Seen once in ~10 full runs: a ReadTimeout through tooltap (mitmproxy did not
-    # close within 10 s). Its log then says what the proxy was doing.
+    # Now and then mitmproxy leaves the refused connection open instead of closing
+    # it (a ReadTimeout): seen through plain mitmdump as through tooltap, about one
+    # run in fifteen on this machine, so it is mitmproxy's race, not tooltap's.
+    refused = ("RemoteProtocolError", "WriteError", "ReadError", "ReadTimeout")
     assert all(got.status is None and got.error in refused for got in seen), (
-        seen,
+        [got.error for got in seen],
         tooltap.text[-20:],
     )
     assert any("prior knowledge" in line for line in tooltap.text)

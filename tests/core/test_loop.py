@@ -4,7 +4,7 @@ import copy
 import json
 
 import pytest
-from captures import WIRE, pairs
+from support.captures import WIRE, pairs
 
 from tooltap.core.loop import check_loop, error_payload
 

@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from scenarios import SCENARIOS, route
+from support.scenarios import SCENARIOS, route
 
 from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.harness.replay import ReplayServer
@@ -331,7 +331,7 @@ def test_redact_masks_secret_looking_argument_keys(upstream):
 def test_faults_in_the_inspector_and_the_tap_leave_every_flow_intact(upstream):
     # The tap raises through the addon's fault seam; the inspector process cannot
     # write its log (a full disk), so handling the one unstreamed flow fails.
-    script = Path(__file__).parent / "faulty_tap.py"
+    script = Path(__file__).parents[1] / "support" / "faulty_tap.py"
     with Proxy.mitmdump(
         upstream.url,
         "-s",

@@ -22,7 +22,7 @@ import yaml
 
 from tooltap.addon.harness.launch import Proxy
 
-DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 KUBERNETES = DEPLOY / "kubernetes"
 CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
 # The oldest and newest versions checked: autoscaling/v2 and policy/v1 exist in both.

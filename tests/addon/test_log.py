@@ -3,9 +3,11 @@
 import io
 import json
 
+from structlog.testing import LogCapture
+
 from tooltap.addon.sinks.log import LogSink
 from tooltap.addon.sinks.redaction import ArgumentPolicy, redact_text
-from tooltap.core import Exchange, inspect
+from tooltap.core import Exchange, Verdict, inspect
 
 REQUEST = {
     "tools": [
@@ -44,8 +46,8 @@ RESPONSE = {
 }
 
 
-def events(mode):
-    verdict = inspect(
+def inspect_chat():
+    return inspect(
         Exchange(
             method="POST",
             url="https://api.openai.com/v1/chat/completions",
@@ -55,8 +57,13 @@ def events(mode):
             response_body=json.dumps(RESPONSE).encode(),
         )
     )
+
+
+def events(mode):
     stream = io.StringIO()
-    LogSink("json", mode, stream).emit(verdict, "api.openai.com", "/v1/chat/completions", 0.1)
+    LogSink("json", mode, stream).emit(
+        inspect_chat(), "api.openai.com", "/v1/chat/completions", 0.1
+    )
     return [json.loads(line) for line in stream.getvalue().splitlines()]
 
 
@@ -96,3 +103,48 @@ def test_truncated_arguments_are_redacted_by_pattern():
         ArgumentPolicy("redact").message("bad key sk-abcdefghijkl12 in Bearer abcdefghij123")
         == "bad key [redacted] in [redacted]"
     )
+
+
+def captured(verdict, mode="raw"):
+    capture = LogCapture()
+    sink = LogSink(arguments=mode, stream=io.StringIO(), processors=[capture])
+    sink.emit(verdict, "api.openai.com", "/v1/chat/completions", 0.25)
+    return capture.entries
+
+
+def test_the_events_are_data_a_tool_call_then_the_turn_that_sums_it_up():
+    call, turn = captured(inspect_chat())
+    assert (call["event"], call["log_level"], call["call_id"], call["name"]) == (
+        "tool_call",
+        "warning",  # its argument fails the schema
+        "call_1",
+        "login",
+    )
+    assert (turn["event"], turn["log_level"], turn["calls"], turn["inspect_ms"]) == (
+        "turn",
+        "warning",
+        1,
+        0.25,
+    )
+    assert (turn["host"], turn["path"], turn["state"]) == (
+        "api.openai.com",
+        "/v1/chat/completions",
+        "no-strict-declared",
+    )
+
+
+def test_a_fan_out_without_strict_is_reported_at_info_and_a_finding_at_warning():
+    fanout = Verdict(api="chat", outcome="inspected", state="fanout-no-strict")
+    void = Verdict(api="chat", outcome="inspected", state="strict-void")
+    cut = Verdict(api="chat", outcome="unparseable", reason="response body is not JSON")
+    assert [captured(v)[-1]["log_level"] for v in (fanout, void, cut)] == [
+        "info",
+        "warning",
+        "warning",
+    ]
+
+
+def test_nothing_reaches_the_stream_when_the_processors_capture_the_events():
+    stream, capture = io.StringIO(), LogCapture()
+    LogSink(stream=stream, processors=[capture]).emit(inspect_chat(), "h", "/p", 0.0)
+    assert stream.getvalue() == "" and len(capture.entries) == 2

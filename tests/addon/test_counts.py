@@ -1,0 +1,44 @@
+"""The counts only the proxy makes (drops, errors in hooks and the tap), on exact fresh registries."""
+
+import os
+
+from tooltap.addon.handover.counts import DirectCounts, SharedCounts
+
+
+def flows(metrics, api, outcome):
+    return metrics.registry.get_sample_value(
+        "tooltap_flows_total", {"api": api, "outcome": outcome}
+    )
+
+
+def errors(metrics, where):
+    return metrics.registry.get_sample_value("tooltap_internal_errors_total", {"where": where})
+
+
+def test_thread_mode_counts_straight_into_the_metrics(metrics):
+    counts = DirectCounts(metrics)
+    counts.dropped("chat")
+    counts.dropped("responses", 3)
+    counts.error("tap")
+    assert (flows(metrics, "chat", "dropped"), flows(metrics, "responses", "dropped")) == (1, 3)
+    assert (errors(metrics, "tap"), errors(metrics, "hook")) == (1, 0)
+
+
+def test_the_child_folds_what_the_proxy_counted_exactly_once(metrics):
+    proxy = SharedCounts()
+    child = SharedCounts(os.dup(proxy.fd))  # the child's view of the same table
+    try:
+        proxy.dropped("messages", 2)
+        proxy.dropped("not-an-api")
+        proxy.error("hook")
+        child.fold_into(metrics)
+        child.fold_into(metrics)  # nothing new: nothing added
+        assert flows(metrics, "messages", "dropped") == 2
+        assert flows(metrics, "none", "dropped") == 1
+        assert errors(metrics, "hook") == 1
+        proxy.error("hook")
+        child.fold_into(metrics)
+        assert errors(metrics, "hook") == 2
+    finally:
+        child.close()
+        proxy.close()

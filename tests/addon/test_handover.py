@@ -1,0 +1,94 @@
+"""The hand-over: a record framed for the pipe and read back whole, and the thread worker."""
+
+import threading
+import time
+
+import pytest
+
+from tooltap.addon.handover.record import Record, decode, encode
+from tooltap.addon.handover.workers import ThreadWorker
+
+HEADERS = (
+    (b"Host", b"api.openai.com:443"),
+    (b"Authorization", b"Bearer sk-live-0123456789"),
+    (b"Content-Encoding", b"gzip"),
+)
+
+
+def record(**changes):
+    fields = {
+        "method": "POST",
+        "scheme": "https",
+        "host": "10.0.0.1",
+        "port": 443,
+        "path": "/v1/chat/completions?api-version=2024-06-01&key=abc",
+        "request_headers": HEADERS,
+        "request_body": b"{}",
+        "status": 200,
+        "chunks": [b"data: {}\n\n", b"data: [DONE]\n\n"],
+    }
+    return Record("chat", **(fields | changes))
+
+
+def test_frames_read_back_whole_however_the_pipe_cuts_them():
+    first, second = record(), record(path="/v1/responses", status=None)
+    wire = encode(first) + encode(second)
+    buffer, got = bytearray(), []
+    for at in range(0, len(wire), 7):  # the reader gets the bytes seven at a time
+        buffer += wire[at : at + 7]
+        got += decode(buffer)
+    assert got == [first, second]
+    assert buffer == bytearray()
+
+
+def test_the_record_builds_the_exchange_and_what_is_logged_of_it():
+    rec = record()
+    exchange = rec.exchange()
+    assert exchange.url == "https://10.0.0.1:443" + rec.path
+    assert exchange.response_body == b"data: {}\n\ndata: [DONE]\n\n"
+    assert exchange.request_headers == {"content-encoding": "gzip"}
+    assert rec.logged_host() == "api.openai.com"
+    assert rec.logged_path() == "/v1/chat/completions?api-version=2024-06-01"  # key= left out
+    assert rec.credentials() == ("Bearer sk-live-0123456789", "sk-live-0123456789")
+
+
+def test_a_full_thread_worker_refuses_at_once_and_a_failing_item_does_not_stop_it():
+    handled, errors, gate = [], [], threading.Event()
+
+    def handle(item):
+        gate.wait(5)
+        if item == "bad":
+            raise ValueError(item)
+        handled.append(item)
+
+    worker = ThreadWorker(handle, errors.append, size=2)
+    worker.start()
+    assert worker.submit("bad")
+    time.sleep(0.05)  # the thread holds "bad"; the queue is empty again
+    assert worker.submit("a") and worker.submit("b")
+    started = time.monotonic()
+    assert not worker.submit("c")  # full: refused, never waited for
+    assert time.monotonic() - started < 1
+    gate.set()
+    assert worker.wait_idle(5)
+    worker.stop()
+    assert (handled, [str(e) for e in errors]) == (["a", "b"], ["bad"])
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # expected
+@pytest.mark.parametrize("signal", [KeyboardInterrupt, SystemExit])
+def test_an_interrupt_in_the_thread_worker_ends_it_rather_than_being_swallowed(signal):
+    errors, threads = [], []
+
+    def handle(_item):
+        threads.append(threading.current_thread())
+        raise signal
+
+    worker = ThreadWorker(handle, errors.append, size=4)
+    worker.start()
+    worker.submit("x")
+    deadline = time.monotonic() + 5
+    while not (threads and not threads[0].is_alive()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert threads and not threads[0].is_alive()
+    assert errors == []

@@ -1,0 +1,81 @@
+"""The Prometheus sink: exact counter values for a verdict, on a fresh registry per test."""
+
+from prometheus_client import generate_latest
+
+from tooltap.addon.sinks.metrics import Metrics
+from tooltap.core import Verdict
+
+CALL = {"call_id": "c", "name": "f", "type": "function_call", "arguments_raw": "{}"}
+
+
+def value(metrics, name, **labels):
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def test_a_strict_void_turn_counts_its_state_calls_and_unguaranteed_arguments(metrics):
+    bad = CALL | {"parse_error": {"type": "JSONDecodeError", "message": "eof"}}
+    verdict = Verdict(
+        api="chat",
+        outcome="inspected",
+        model="gpt-4o",
+        state="strict-void",
+        format_state="free-text",
+        calls=[CALL, bad, CALL],
+        duplicates={"f": 3},
+        loop_errors=[{"rule": "orphan-result", "ids": ["x"], "where": "messages.3", "repair": "r"}],
+        tool_results=[{"call_id": "y", "where": "messages.2", "outcome": "error"}],
+    )
+    metrics.record(verdict, 0.002)
+    labels = {"api": "chat", "model": "gpt-4o"}
+    assert value(metrics, "tooltap_turns_total", **labels, state="strict-void") == 1
+    assert value(metrics, "tooltap_turns_total", **labels, state="strict-at-risk") == 0
+    assert value(metrics, "tooltap_formats_total", **labels, state="free-text") == 1
+    assert value(metrics, "tooltap_tool_calls_total", **labels) == 3
+    assert value(metrics, "tooltap_unguaranteed_arguments_total", **labels) == 3
+    assert value(metrics, "tooltap_argument_errors_total", **labels, kind="parse") == 1
+    assert value(metrics, "tooltap_argument_errors_total", **labels, kind="schema") == 0
+    assert value(metrics, "tooltap_duplicate_calls_total", **labels) == 1
+    assert value(metrics, "tooltap_loop_errors_total", api="chat", rule="orphan-result") == 1
+    assert value(metrics, "tooltap_tool_results_total", api="chat", outcome="error") == 1
+    assert value(metrics, "tooltap_flows_total", api="chat", outcome="inspected") == 1
+    assert value(metrics, "tooltap_calls_per_turn_count", api="chat") == 1
+    assert value(metrics, "tooltap_calls_per_turn_sum", api="chat") == 3
+    assert value(metrics, "tooltap_inspect_seconds_count", api="chat") == 1
+
+
+def test_a_verdict_that_is_not_a_turn_counts_its_flow_and_nothing_else(metrics):
+    metrics.record(Verdict(api="responses", outcome="inspected", reason="queued"), 0.001)
+    metrics.record(
+        Verdict(
+            api="messages",
+            outcome="inspected",
+            rejected={"status": 400, "type": "t", "message": "m"},
+        ),
+        0.001,
+    )
+    assert value(metrics, "tooltap_flows_total", api="responses", outcome="inspected") == 1
+    assert value(metrics, "tooltap_rejected_requests_total", api="messages", status="400") == 1
+    assert value(metrics, "tooltap_calls_per_turn_count", api="responses") is None
+
+
+def test_models_past_the_label_budget_count_as_other_and_start_at_zero():
+    metrics = Metrics(model_labels=1)
+    for model in ("first", "second", "third"):
+        metrics.record(Verdict(api="chat", outcome="inspected", model=model, state="no-tools"), 0)
+    assert value(metrics, "tooltap_turns_total", api="chat", model="first", state="no-tools") == 1
+    assert value(metrics, "tooltap_turns_total", api="chat", model="other", state="no-tools") == 2
+    assert (
+        value(metrics, "tooltap_turns_total", api="chat", model="other", state="strict-void") == 0
+    )
+    assert (
+        value(metrics, "tooltap_turns_total", api="chat", model="second", state="no-tools") is None
+    )
+
+
+def test_known_series_exist_at_zero_and_no_created_series_is_exposed(metrics):
+    assert value(metrics, "tooltap_flows_total", api="messages", outcome="dropped") == 0
+    assert value(metrics, "tooltap_internal_errors_total", where="tap") == 0
+    metrics.flow("chat", "dropped", 4)
+    exposed = generate_latest(metrics.registry).decode()
+    assert 'tooltap_flows_total{api="chat",outcome="dropped"} 4.0' in exposed
+    assert "_created" not in exposed

@@ -1,0 +1,70 @@
+"""One option table: mitmproxy's options, the inspector's settings and `tooltap run`'s flags."""
+
+from types import SimpleNamespace
+
+import pytest
+from mitmproxy import exceptions
+from mitmproxy.test import taddons
+
+from tooltap.addon import options
+from tooltap.addon.commands.cli import parser
+from tooltap.addon.commands.run import mitmdump_args
+from tooltap.addon.proxy.addon import Tooltap
+
+
+def test_every_option_is_declared_to_mitmproxy_with_its_default_and_help():
+    addon = Tooltap()
+    with taddons.context(addon) as tctx:
+        for option in options.OPTIONS:
+            assert getattr(tctx.options, option.name) == option.default
+            assert tctx.options._options[option.name].help == option.help
+        addon.done()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"tooltap_max_body": 0},
+        {"tooltap_queue_size": -1},
+        {"tooltap_metrics_port": 70000},
+        {"tooltap_model_labels": -1},
+        {"tooltap_log_format": "xml"},
+        {"tooltap_inspector": "fork"},
+    ],
+)
+def test_a_value_outside_the_table_is_refused(bad):
+    addon = Tooltap()
+    with taddons.context(addon) as tctx:
+        with pytest.raises(exceptions.OptionsError):
+            tctx.configure(addon, **bad)
+        addon.done()
+
+
+def test_the_inspector_gets_exactly_the_options_it_reads_as_data():
+    values = SimpleNamespace(**{o.name: o.default for o in options.OPTIONS})
+    assert options.settings(values) == options.defaults()
+    assert set(options.defaults()) == {
+        "tooltap_metrics_host",
+        "tooltap_metrics_port",
+        "tooltap_log_format",
+        "tooltap_log_file",
+        "tooltap_log_arguments",
+        "tooltap_model_labels",
+        "tooltap_inspector",
+        "tooltap_queue_size",
+    }
+
+
+def test_tooltap_run_has_a_flag_for_each_flagged_option_and_passes_it_on():
+    flagged = [o for o in options.OPTIONS if o.flag]
+    assert {o.flag for o in flagged} == {"--log-format", "--log-arguments", "--model-labels"}
+    args = parser().parse_args(
+        ["run", "--log-format", "json", "--log-arguments", "hash", "--model-labels", "7"]
+    )
+    argv, _ = mitmdump_args(args, [])
+    for setting in (
+        "tooltap_log_format=json",
+        "tooltap_log_arguments=hash",
+        "tooltap_model_labels=7",
+    ):
+        assert argv[argv.index(setting) - 1] == "--set"

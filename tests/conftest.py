@@ -1,0 +1,66 @@
+"""Shared fixtures: the addon in mitmproxy's test context, a fresh Metrics, a free port."""
+
+from __future__ import annotations
+
+import io
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from mitmproxy import http
+from mitmproxy.test import taddons
+from support.flows import lines
+
+from tooltap.addon.proxy.addon import Tooltap
+from tooltap.addon.sinks.metrics import Metrics
+
+
+@dataclass
+class Harness:
+    """The addon (inspecting in a thread) inside mitmproxy's test context, and what it wrote."""
+
+    addon: Tooltap
+    tctx: Any
+    stream: io.StringIO  # the log
+    faults: set[str]  # places ("hook", "tap", "worker") where the fault seam raises
+
+    async def cycle(self, flow: http.HTTPFlow) -> None:
+        await self.tctx.cycle(self.addon, flow)
+
+    def events(self) -> list[dict[str, Any]]:
+        return lines(self.stream)
+
+    def value(self, name: str, **labels: str) -> float | None:
+        assert self.addon.inspection is not None and self.addon.inspection.metrics is not None
+        return self.addon.inspection.metrics.registry.get_sample_value(name, labels)
+
+
+@pytest.fixture
+def harness() -> Iterator[Harness]:
+    stream, faults = io.StringIO(), set[str]()
+
+    def fault(where: str) -> None:
+        if where in faults:
+            raise RuntimeError(f"injected fault: {where}")
+
+    addon = Tooltap(log_stream=stream, fault=fault)
+    with taddons.context(addon) as tctx:
+        tctx.configure(
+            addon, tooltap_metrics_port=0, tooltap_log_format="json", tooltap_inspector="thread"
+        )
+        yield Harness(addon, tctx, stream, faults)
+        addon.done()
+
+
+@pytest.fixture
+def metrics() -> Metrics:
+    return Metrics()
+
+
+@pytest.fixture
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -1,0 +1,1 @@
+"""Test support: real captures as exchanges, scripted upstreams, an independent corpus reader."""

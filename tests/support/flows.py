@@ -1,0 +1,67 @@
+"""mitmproxy test flows for the addon's hooks, and reading back what its log wrote."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mitmproxy import http
+from mitmproxy.test import tflow, tutils
+
+CHAT_REQUEST = {
+    "model": "gpt-4o",
+    "messages": [{"role": "user", "content": "weather and stock"}],
+    "tools": [
+        {
+            "type": "function",
+            "function": {
+                "name": "GetWeatherArgs",
+                "strict": True,
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": "get_stock_price",
+                "strict": True,
+                "parameters": {"type": "object"},
+            },
+        },
+    ],
+}
+
+
+def make_flow(
+    path: str,
+    request: Any,
+    response_body: bytes,
+    headers: tuple[tuple[str, str], ...] = (("content-type", "application/json"),),
+    host: str = "api.openai.com",
+    method: str = "POST",
+) -> http.HTTPFlow:
+    req = tutils.treq(
+        method=method.encode(),
+        host=host,
+        port=443,
+        scheme=b"https",
+        path=path.encode(),
+        headers=((b"content-type", b"application/json"),),
+        content=json.dumps(request).encode() if request is not None else b"",
+    )
+    resp = tutils.tresp(
+        status_code=200,
+        headers=tuple((k.encode(), v.encode()) for k, v in headers),
+        content=response_body,
+    )
+    flow = tflow.tflow(req=req, resp=resp)
+    return flow
+
+
+def lines(stream: Any) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
