@@ -66,6 +66,13 @@ OPTIONS = (
         minimum=1,
     ),
     Option(
+        "tooltap_memory_budget",
+        int,
+        256 * 1024 * 1024,
+        "Bytes tooltap may hold for inspection at once (stream copies, bodies waiting for the inspector); past it, exchanges pass through uninspected and are counted as skipped.",
+        minimum=1024 * 1024,
+    ),
+    Option(
         "tooltap_metrics_host",
         str,
         "127.0.0.1",

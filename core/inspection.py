@@ -23,6 +23,8 @@ from .stream import ApiError, StreamReader, api_error
 from .wire import UNFINISHED, Api, Turn, detect_api, read_turn
 
 Outcome = Literal["inspected", "skipped", "unparseable", "upstream_error"]
+# The work on one exchange is bounded: one pathological response must not stall the rest.
+MAX_CALLS = 500  # calls validated and listed one by one
 
 
 class Exchange(BaseModel):
@@ -106,6 +108,15 @@ class Verdict(BaseModel):
     """Errors inside a 200 stream: the API's own, or malformed_event for unreadable events."""
     awaiting: list[str] = Field(default_factory=list)
     """The call ids the client must answer in its next request."""
+    more_calls: int = 0
+    """Calls past the first MAX_CALLS: counted, not validated nor listed one by one."""
+    unchecked: list[str] = Field(default_factory=list)
+    """What was left unchecked to bound the work on one exchange, and why."""
+
+    @property
+    def call_count(self) -> int:
+        """Every call the response made, listed or not."""
+        return len(self.calls) + self.more_calls
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -268,6 +279,7 @@ def inspect(
         "status": exchange.status,
         "loop_errors": loop.errors,
         "tool_results": loop.results,
+        "unchecked": loop.unchecked,
     }
     if exchange.status is None:
         return Verdict(
@@ -304,7 +316,15 @@ def inspect(
         )
         reason += ": a background response is classified once, when it reaches a final status"
         return Verdict(**found | {"reason": reason, "stream_errors": response.errors})
-    calls = [diagnose(call, turn.tool(call), validators) for call in turn.calls]
+    listed = turn.calls[:MAX_CALLS]
+    calls = [diagnose(call, turn.tool(call), validators) for call in listed]
+    if len(turn.calls) > MAX_CALLS:
+        found["more_calls"] = len(turn.calls) - MAX_CALLS
+        found["unchecked"] = [
+            *loop.unchecked,
+            f"{len(turn.calls) - MAX_CALLS} call(s) past the first {MAX_CALLS} were counted, "
+            "not validated nor logged one by one",
+        ]
     if response.dropped:
         calls = _lost_arguments(calls)
     duplicates = parallel.duplicate_names({"name": c.name} for c in turn.calls)

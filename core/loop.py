@@ -22,6 +22,8 @@ from .jsontext import loads
 from .shapes import as_dict, as_list, as_str
 from .wire import CLIENT_CALL_TYPES, RESULT_TYPES, Api, client_call_id, result_call_ids
 
+MAX_HISTORY = 10_000  # Responses input items walked per request; the work on one is bounded
+
 RULES = (
     "unanswered-call",
     "orphan-result",
@@ -94,6 +96,7 @@ class ToolResult(BaseModel):
 class LoopReport(BaseModel):
     errors: list[LoopError] = Field(default_factory=list)
     results: list[ToolResult] = Field(default_factory=list)
+    unchecked: list[str] = Field(default_factory=list)  # history left out to bound the work
 
 
 def _text(content: Any) -> str:
@@ -176,12 +179,14 @@ def _last_index(items: list[Any], is_model: Any) -> int:
 
 def _chat(request: Mapping[str, Any]) -> LoopReport:
     messages = as_list(request.get("messages"))
-    check = _Checker(
-        "chat", "messages", _last_index(messages, lambda m: m.get("role") == "assistant")
-    )
+    new_from = _last_index(messages, lambda m: m.get("role") == "assistant")
+    check = _Checker("chat", "messages", new_from)
     pending: dict[str, int] = {}
     answered: set[str] = set()
-    for index, message in enumerate(map(as_dict, messages)):
+    # Results answer only the assistant message right before them, so the
+    # history before the newest one cannot change what is reported.
+    for index in range(new_from, len(messages)):
+        message = as_dict(messages[index])
         role = message.get("role")
         if role != "tool":
             # Results must directly follow their assistant message: anything
@@ -248,8 +253,12 @@ def _responses(request: Mapping[str, Any], prior: Mapping[str, Sequence[str]] | 
     # references, a previous response the proxy did not see, history folded
     # into a compaction item) make an unmatched output unprovable, so orphans
     # are only reported when every call is in view.
+    # Outputs may answer calls anywhere earlier, so the whole history is walked,
+    # up to MAX_HISTORY items: past that, the oldest are out of view.
+    start = max(0, len(items) - MAX_HISTORY)
     blind = (
-        bool(request.get("conversation"))
+        start > 0
+        or bool(request.get("conversation"))
         or (bool(previous) and known_prior is None)
         or any(_is_reference(item) or item.get("type") == "compaction" for item in items)
     )
@@ -263,7 +272,13 @@ def _responses(request: Mapping[str, Any], prior: Mapping[str, Sequence[str]] | 
     # a result for them is not an orphan, and none is owed.
     answerable: set[str] = set()
     answered: set[str] = set()
-    for index, item in enumerate(items):
+    if start:
+        check.report.unchecked.append(
+            f"the {start} oldest of {len(items)} input items were not checked (the last "
+            f"{MAX_HISTORY} were)"
+        )
+    for index in range(start, len(items)):
+        item = items[index]
         kind = as_str(item.get("type"))
         if kind in CLIENT_CALL_TYPES or kind.endswith("_call"):
             call_id = client_call_id(item)
@@ -322,8 +337,11 @@ def _runs(messages: list[Mapping[str, Any]]) -> list[tuple[Any, list[int]]]:
 def _messages(request: Mapping[str, Any]) -> LoopReport:
     messages = [as_dict(m) for m in as_list(request.get("messages"))]
     runs = _runs(messages)
-    last_assistant = next((ix[0] for role, ix in reversed(runs) if role == "assistant"), 0)
-    check = _Checker("messages", "messages", last_assistant)
+    newest = next((n for n in range(len(runs) - 1, -1, -1) if runs[n][0] == "assistant"), 0)
+    # Results answer only the assistant turn right before them, so the history
+    # before the newest one cannot change what is reported.
+    runs = runs[newest:]
+    check = _Checker("messages", "messages", runs[0][1][0] if runs else 0)
     pending: dict[str, int] = {}
     answered: set[str] = set()
     result_runs: list[list[int]] = []  # the user turns holding results for the open calls

@@ -40,7 +40,7 @@ class Report:
         self.read += 1
         label = verdict.response_id or item.label
         if verdict.state is not None:
-            self.rows.append({"state": verdict.state, "calls": len(verdict.calls)})
+            self.rows.append({"state": verdict.state, "calls": verdict.call_count})
         found = sum(1 for name in findings(verdict) if name in DEFAULT)
         self.findings += found
         if self.as_json:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..handover.budget import map_large_allocations
 from ..options import OPTIONS
 
 UPSTREAMS = {"openai": "https://api.openai.com", "anthropic": "https://api.anthropic.com"}
@@ -104,6 +105,8 @@ def run_mitmdump(argv: list[str]) -> int:
             }
         return {}
 
+    # This process is tooltap's: a burst of large bodies goes back to the system when freed.
+    map_large_allocations()
     main.run(Master, cmdline.mitmdump, argv, extra)
     return 0
 

@@ -7,6 +7,7 @@ import mmap
 import os
 import struct
 import tempfile
+from collections import Counter
 
 from tooltap.core import APIS
 
@@ -14,7 +15,12 @@ from ..sinks.metrics import Metrics
 
 SLOTS = (
     *(("dropped", api) for api in (*APIS, "none")),
+    # Records the proxy wrote to the pipe; in the second row, those the child handled.
+    *(("written", api) for api in (*APIS, "none")),
     *(("error", where) for where in ("hook", "tap", "worker")),
+    ("restarted", "inspector"),
+    ("held", "now"),  # a gauge, set by the proxy: bytes it holds for inspection
+    ("held", "peak"),
 )
 _SLOT = struct.Struct("<Q")
 
@@ -38,41 +44,92 @@ class DirectCounts:
 class SharedCounts:
     """Process mode: a table of counters in a shared, unlinked temporary file.
 
-    Only the proxy's event-loop thread writes it; the child reads it and folds
-    the increases into its metrics.
+    Two rows: what the proxy counted (only its event-loop thread writes it), and
+    how much of it the child has folded into its metrics. What a dead child never
+    folded is carried to the next one (unfolded()), so no count is lost to a restart.
     """
 
     def __init__(self, fd: int | None = None) -> None:
         if fd is None:
             with tempfile.TemporaryFile() as handle:
-                handle.truncate(_SLOT.size * len(SLOTS))
+                handle.truncate(_SLOT.size * len(SLOTS) * 2)
                 fd = os.dup(handle.fileno())
         self.fd = fd
-        self._map = mmap.mmap(fd, _SLOT.size * len(SLOTS))
-        self._seen = [0] * len(SLOTS)
+        self._map = mmap.mmap(fd, _SLOT.size * len(SLOTS) * 2)
+
+    def _get(self, row: int, index: int) -> int:
+        return int(_SLOT.unpack_from(self._map, _SLOT.size * (row * len(SLOTS) + index))[0])
+
+    def _set(self, row: int, index: int, value: int) -> None:
+        _SLOT.pack_into(self._map, _SLOT.size * (row * len(SLOTS) + index), value)
 
     def _add(self, slot: tuple[str, str], count: int = 1) -> None:
-        offset = _SLOT.size * SLOTS.index(slot)
-        _SLOT.pack_into(self._map, offset, _SLOT.unpack_from(self._map, offset)[0] + count)
+        index = SLOTS.index(slot)
+        self._set(0, index, self._get(0, index) + count)
 
     def dropped(self, api: str, count: int = 1) -> None:
         self._add(("dropped", api if api in APIS else "none"), count)
 
-    def error(self, where: str) -> None:
-        self._add(("error", where))
+    def error(self, where: str, count: int = 1) -> None:
+        self._add(("error", where), count)
+
+    def held(self, used: int, peak: int) -> None:
+        """Proxy side: what the memory budget holds now, and the most it held."""
+        for slot, value in ((("held", "now"), used), (("held", "peak"), peak)):
+            self._set(0, SLOTS.index(slot), max(0, value))
+
+    def written(self, api: str) -> None:
+        """Proxy side: one more record is in the pipe."""
+        self._add(("written", api if api in APIS else "none"))
+
+    def handled(self, api: str | None) -> None:
+        """Child side: one more record read off the pipe is handled."""
+        index = SLOTS.index(("written", api if api in APIS else "none"))
+        self._set(1, index, self._get(1, index) + 1)
+
+    def restarted(self, times: int) -> None:
+        """Set before the child starts: it is the proxy's inspector restarted this many times."""
+        self._add(("restarted", "inspector"), times)
+
+    def unhandled(self) -> Counter[str]:
+        """Proxy side: records in the pipe that the child has not handled, by api."""
+        return Counter(
+            {
+                label: self._get(0, index) - self._get(1, index)
+                for index, (kind, label) in enumerate(SLOTS)
+                if kind == "written" and self._get(0, index) > self._get(1, index)
+            }
+        )
+
+    def unfolded(self) -> list[tuple[tuple[str, str], int]]:
+        """Proxy side, for a child that is gone: the counts it never folded into its metrics,
+        and the records it never handled (dropped)."""
+        found = []
+        for index, (kind, label) in enumerate(SLOTS):
+            left = self._get(0, index) - self._get(1, index)
+            if kind in ("dropped", "error", "written") and left > 0:
+                found.append((("dropped", label) if kind == "written" else (kind, label), left))
+        return found
+
+    def carry(self, counts: list[tuple[tuple[str, str], int]]) -> None:
+        """Proxy side: add counts a dead child never folded."""
+        for slot, count in counts:
+            self._add(slot, count)
 
     def fold_into(self, metrics: Metrics) -> None:
         """Child side: carry what the proxy counted since the last call into the metrics."""
         for index, (kind, label) in enumerate(SLOTS):
-            value = _SLOT.unpack_from(self._map, _SLOT.size * index)[0]
-            if value > self._seen[index]:
-                counter = (
-                    metrics.flows.labels(label, "dropped")
-                    if kind == "dropped"
-                    else metrics.internal_errors.labels(label)
-                )
-                counter.inc(value - self._seen[index])
-                self._seen[index] = value
+            value, seen = self._get(0, index), self._get(1, index)
+            if kind == "held":
+                (metrics.held if label == "now" else metrics.held_peak).set(value)
+            elif kind != "written" and value > seen:
+                if kind == "dropped":
+                    metrics.flows.labels(label, "dropped").inc(value - seen)
+                elif kind == "error":
+                    metrics.internal_errors.labels(label).inc(value - seen)
+                else:
+                    metrics.inspector_restarts.inc(value - seen)
+                self._set(1, index, value)
 
     def close(self) -> None:
         self._map.close()

@@ -1,19 +1,23 @@
 """The hand-over record: one finished exchange, as the proxy passes it to the inspection side.
 
-On the pipe to the inspector process a record is framed as its pickled length,
-then the pickle.
+On the pipe to the inspector process a record is one frame: a header, the
+record's metadata pickled, then its bodies as they are. The proxy writes the
+bodies it already holds (a buffered body, a tap's chunks) without joining or
+copying them; the inspector reads each into a buffer of its exact size.
 """
 
 from __future__ import annotations
 
+import io
 import pickle
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qsl, urlencode
 
 from tooltap.core import Api, Exchange
 
-FRAME = struct.Struct(">I")  # a record on the pipe: its pickled length, then the pickle
+HEAD = struct.Struct(">II")  # how many bodies, the metadata's length; then a length per body
+LENGTH = struct.Struct(">Q")
 
 
 # Request headers whose values are credentials. They are never logged, and
@@ -61,6 +65,7 @@ class Record:
     skipped: str | None = None
     failure: str | None = None  # the upstream broke the exchange off: mitmproxy's words
     note: str | None = None  # the client broke it off: mitmproxy's words
+    held: int = 0  # bytes taken from the memory budget for this record (proxy side)
 
     def exchange(self) -> Exchange:
         return Exchange(
@@ -101,19 +106,67 @@ class Record:
         return tuple(sorted((v for v in found if len(v) >= MIN_CREDENTIAL), key=len, reverse=True))
 
 
-def encode(record: Record) -> bytes:
-    """A record as one frame for the pipe."""
-    data = pickle.dumps(record, protocol=5)
-    return FRAME.pack(len(data)) + data
+def encode(record: Record) -> list[bytes]:
+    """A record as the buffers of one frame, its bodies uncopied."""
+    bodies = [record.request_body, *(record.chunks or [record.response_body])]
+    meta = pickle.dumps(replace(record, request_body=b"", response_body=b"", chunks=[]), 5)
+    lengths = b"".join(LENGTH.pack(len(body)) for body in bodies)
+    return [HEAD.pack(len(bodies), len(meta)) + lengths, meta, *bodies]
 
 
-def decode(buffer: bytearray) -> list[Record]:
-    """Take every complete frame off the front of the buffer, as records."""
-    records = []
-    while len(buffer) >= FRAME.size:
-        (size,) = FRAME.unpack_from(buffer)
-        if len(buffer) < FRAME.size + size:
-            break
-        records.append(pickle.loads(bytes(buffer[FRAME.size : FRAME.size + size])))  # noqa: S301 - our own pipe
-        del buffer[: FRAME.size + size]
-    return records
+class FrameReader:
+    """The inspector's side of the pipe: frames in, records out.
+
+    read() takes what the (non-blocking) pipe holds and returns the records it
+    completed; each body is read straight into a buffer of its exact size.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._pipe = io.FileIO(fd, "rb", closefd=False)
+        self._plan = [HEAD.size]  # the sizes of this frame's pieces, as far as known
+        self._pieces: list[bytearray] = []
+        self._piece = bytearray(HEAD.size)
+        self._filled = 0
+        self.closed = False  # the proxy closed its end
+
+    def read(self) -> list[Record]:
+        records: list[Record] = []
+        while not self.closed:
+            if self._filled < len(self._piece):
+                count = self._pipe.readinto(memoryview(self._piece)[self._filled :])
+                if count is None:
+                    break  # nothing more for now
+                if count == 0:
+                    self.closed = True
+                    break
+                self._filled += count
+                continue
+            record = self._next_piece()
+            if record is not None:
+                records.append(record)
+        return records
+
+    def _next_piece(self) -> Record | None:
+        """The current piece is full: start the next one, or finish the record."""
+        pieces = self._pieces
+        pieces.append(self._piece)
+        if len(pieces) == 1:  # the head: the lengths and the metadata come next
+            bodies, meta = HEAD.unpack(pieces[0])
+            self._plan = [HEAD.size, LENGTH.size * bodies, meta]
+        elif len(pieces) == 2:  # the lengths: a body of each comes after the metadata
+            self._plan += [length for (length,) in LENGTH.iter_unpack(pieces[1])]
+        if len(pieces) < len(self._plan):
+            self._start(self._plan[len(pieces)])
+            return None
+        record: Record = pickle.loads(pieces[2])  # noqa: S301 - our own pipe
+        request, *response = pieces[3:]
+        record.request_body = bytes(request)
+        record.response_body = bytes(response[0]) if len(response) == 1 else b"".join(response)
+        self._plan, self._pieces = [HEAD.size], []
+        self._start(HEAD.size)
+        return record
+
+    def _start(self, size: int) -> None:
+        self._piece = bytearray(size)
+        self._filled = 0

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import itertools
 import json
 import logging
 import os
@@ -17,24 +19,38 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from .budget import Budget, MiB
 from .counts import SharedCounts
 from .record import encode
 
 logger = logging.getLogger("tooltap")
 
 _STOP = object()
+PIPE_SIZE = MiB  # Linux's default ceiling for an unprivileged process (fs.pipe-max-size)
+IOV_MAX = 512  # buffers per writev; the system's limit is 1,024
 
 
 class ThreadWorker:
+    """Items to handle(item) in a thread of this process, through a bounded queue.
+
+    release(item) runs once an item is handled, or found unhandled at stop.
+    """
+
     def __init__(
-        self, handle: Callable[[Any], None], on_error: Callable[[BaseException], None], size: int
+        self,
+        handle: Callable[[Any], None],
+        on_error: Callable[[BaseException], None],
+        size: int,
+        release: Callable[[Any], None] = lambda _item: None,
     ) -> None:
         self._handle = handle
         self._on_error = on_error
+        self._release = release
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=size)
         self._thread: threading.Thread | None = None
 
@@ -62,14 +78,25 @@ class ThreadWorker:
         threading.Thread(target=join, daemon=True).start()
         return done.wait(timeout)
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Let the queue drain (up to timeout), then end the thread."""
+    def stop(self, timeout: float = 2.0) -> Counter[str]:
+        """Let the queue drain (up to timeout), then end the thread.
+
+        Returns how many items were left unhandled, by api.
+        """
+        left: Counter[str] = Counter()
         if self._thread is None:
-            return
+            return left
         with contextlib.suppress(queue.Full):
             self._queue.put(_STOP, timeout=timeout)
         self._thread.join(timeout)
         self._thread = None
+        with contextlib.suppress(queue.Empty):
+            while True:
+                item = self._queue.get_nowait()
+                if item is not _STOP:
+                    self._release(item)
+                    left[getattr(item, "api", None) or "none"] += 1
+        return left
 
     def _run(self) -> None:
         while True:
@@ -83,39 +110,62 @@ class ThreadWorker:
             except BaseException as exc:  # noqa: BLE001 - the worker must outlive any record
                 self._on_error(exc)
             finally:
+                if item is not _STOP:
+                    self._release(item)
                 self._queue.task_done()
+
+
+@dataclass(slots=True)
+class _Frame:
+    api: str
+    views: deque[memoryview]  # what is still to be written
+    held: int  # the record's bytes taken from the budget, given back once it is all written
 
 
 class ProcessWorker:
     """Records to `python -m tooltap.addon.inspection` through a pipe, written without blocking.
 
-    submit() pickles the record and writes it from the event loop; what the pipe
-    cannot take yet waits in a backlog of at most `size` records, drained when
-    the pipe is writable.
+    submit() frames the record (its bodies are not copied) and writes what the
+    pipe takes at once, from the event loop; the rest waits in a backlog of at
+    most `size` records, drained when the pipe is writable. A record's budget is
+    given back when its last byte is in the pipe. When the child is gone, `dead`
+    is set and what waited is given back and counted as dropped.
     """
 
-    def __init__(self, settings: dict[str, Any], size: int, counts: SharedCounts) -> None:
+    def __init__(
+        self, settings: dict[str, Any], size: int, counts: SharedCounts, budget: Budget
+    ) -> None:
         self._settings = settings
         self._size = size
         self._counts = counts
-        self._backlog: deque[tuple[str, memoryview]] = deque()  # (api, the frame still to write)
-        self._process: subprocess.Popen[bytes] | None = None
+        self._budget = budget
+        self._backlog: deque[_Frame] = deque()
+        self.process: subprocess.Popen[bytes] | None = None
         self._fd = -1
         self._watching = False
         self._detached = False  # no longer driven by the event loop: see detach()
+        self.dead = False
+        self.progress = time.monotonic()  # when the child last took bytes, or had none waiting
+
+    @property
+    def waiting(self) -> int:
+        """Records waiting for the pipe."""
+        return len(self._backlog)
 
     def start(self, timeout: float = 30.0) -> int:
         """Start the child and wait for its metrics endpoint; returns the port. Raises RuntimeError."""
         records_read, self._fd = os.pipe()
         status_read, status_write = os.pipe()
         os.set_blocking(self._fd, False)
+        with contextlib.suppress(OSError):  # a bigger pipe: fewer wake-ups under load
+            fcntl.fcntl(self._fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
         argv = [
             sys.executable, "-m", "tooltap.addon.inspection",
             "--records", str(records_read), "--status", str(status_write), "--counts", str(self._counts.fd),
             "--settings", json.dumps(self._settings),
         ]  # fmt: skip
         fds = (records_read, status_write, self._counts.fd)
-        self._process = subprocess.Popen(argv, pass_fds=fds)  # noqa: S603 - our own argv
+        self.process = subprocess.Popen(argv, pass_fds=fds)  # noqa: S603 - our own argv
         os.close(records_read)
         os.close(status_write)
         with os.fdopen(status_read) as status:
@@ -127,30 +177,51 @@ class ProcessWorker:
         if kind != "ready":
             self.stop(timeout=1.0)
             raise RuntimeError(detail or "the inspection process exited at start")
+        self.progress = time.monotonic()
         return int(detail)
 
     def submit(self, item: Any) -> bool:
-        if self._process is None or len(self._backlog) >= self._size:
+        if self.process is None or self.dead or len(self._backlog) >= self._size:
             return False
-        self._backlog.append((item.api or "none", memoryview(encode(item))))
+        views = deque(memoryview(part) for part in encode(item) if part)
+        self._backlog.append(_Frame(item.api or "none", views, item.held))
         self._flush()
         return True
 
     def _flush(self) -> None:
+        if not self._backlog:
+            self.progress = time.monotonic()
         while self._backlog:
-            api, frame = self._backlog[0]
+            views: list[memoryview] = []
+            for frame in self._backlog:
+                views.extend(itertools.islice(frame.views, IOV_MAX - len(views)))
+                if len(views) == IOV_MAX:
+                    break
             try:
-                written = os.write(self._fd, frame)
+                written = os.writev(self._fd, views)
             except BlockingIOError:
                 break
             except OSError:
                 self._lost()
                 return
-            if written < len(frame):
-                self._backlog[0] = (api, frame[written:])
-                break
-            self._backlog.popleft()
+            self.progress = time.monotonic()
+            self._advance(written)
         self._watch(bool(self._backlog))
+
+    def _advance(self, written: int) -> None:
+        """Drop what the pipe took off the front of the backlog."""
+        while written:
+            frame = self._backlog[0]
+            view = frame.views[0]
+            if written < len(view):
+                frame.views[0] = view[written:]
+                return
+            written -= len(view)
+            frame.views.popleft()
+            if not frame.views:
+                self._backlog.popleft()
+                self._budget.give(frame.held)
+                self._counts.written(frame.api)
 
     def detach(self) -> None:
         """Stop writing from the event loop, so that stop() can run in another thread."""
@@ -168,39 +239,48 @@ class ProcessWorker:
         self._watching = on
 
     def _lost(self) -> None:
-        """The child is gone: count what it will never see, and stop handing it more."""
-        code = self._process.poll() if self._process is not None else None
-        logger.error(
-            f"tooltap: the inspection process is gone (exit code {code}); traffic still flows, "
-            "but is no longer inspected, logged or counted: restart tooltap"
-        )
-        for api, _ in self._backlog:
-            self._counts.dropped(api)
-        self._backlog.clear()
-        self._counts.error("worker")
+        """The pipe is broken: the child is gone. What waits is left for drop_backlog()."""
+        self.dead = True
         self._watch(False)
-        self.stop(timeout=0.0)
+
+    def drop_backlog(self) -> Counter[str]:
+        """Give up on the records still waiting: their budget given back; how many, by api."""
+        left: Counter[str] = Counter(frame.api for frame in self._backlog)
+        for frame in self._backlog:
+            self._budget.give(frame.held)
+        self._backlog.clear()
+        return left
 
     def wait_idle(self, timeout: float) -> bool:
         """Everything submitted is in the pipe (the child's progress is not visible from here)."""
         deadline = time.monotonic() + timeout
-        while self._backlog and time.monotonic() < deadline:
+        while self._backlog and not self.dead and time.monotonic() < deadline:
             select.select([], [self._fd], [], max(0.0, deadline - time.monotonic()))
             self._flush()
         return not self._backlog
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Hand over the backlog (up to timeout), close the pipe, and let the child finish."""
-        if self._process is None:
-            return
+    def stop(self, timeout: float = 2.0) -> Counter[str]:
+        """Hand over the backlog (up to timeout), close the pipe, let the child finish (bounded).
+
+        Returns how many records never reached the child, by api.
+        """
+        if self.process is None:
+            return Counter()
         with contextlib.suppress(RuntimeError):
             self._watch(False)
         with contextlib.suppress(OSError):
             self.wait_idle(timeout)
+        left = self.drop_backlog()
+        with contextlib.suppress(OSError):
             os.close(self._fd)  # end of file: the child handles what it has, then exits
         try:
-            self._process.wait(timeout)
+            self.process.wait(timeout)
         except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-        self._process = None
+            self.process.terminate()  # it stops after the record in hand
+            try:
+                self.process.wait(1.0)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+        return left + self._counts.unhandled()

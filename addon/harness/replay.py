@@ -108,6 +108,7 @@ class ReplayServer(ThreadingHTTPServer):
     """Serves route(request) -> Reply on 127.0.0.1, in a background thread."""
 
     daemon_threads = True
+    request_queue_size = 128  # a burst of clients connecting at once is not refused
 
     def __init__(self, route: Route, port: int = 0, tls: ssl.SSLContext | None = None) -> None:
         super().__init__(("127.0.0.1", port), _Handler)

@@ -18,13 +18,15 @@ import signal
 import sys
 
 from .. import options
+from ..handover.budget import MiB, map_large_allocations, return_freed_memory
 from ..handover.counts import SharedCounts
-from ..handover.record import decode
+from ..handover.record import FrameReader
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from .inspector import Inspector
 
 logger = logging.getLogger("tooltap")
+RETURN_AFTER = 32 * MiB  # bodies inspected before freed memory is worth giving back
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError):
         os.nice(10)  # forwarding comes first when the cores are busy
+    map_large_allocations()
 
     metrics = Metrics(settings["tooltap_model_labels"])
     host, port = settings["tooltap_metrics_host"], settings["tooltap_metrics_port"]
@@ -60,22 +63,29 @@ def main(argv: list[str] | None = None) -> int:
     stream = open(log_file, "a", encoding="utf-8") if log_file else sys.stdout  # noqa: SIM115
     sink = LogSink(settings["tooltap_log_format"], settings["tooltap_log_arguments"], stream)
     inspector = Inspector(sink, metrics)
-    buffer = bytearray()
+    os.set_blocking(args.records, False)
+    frames = FrameReader(args.records)
+    stopping: list[int] = []  # SIGTERM: the proxy will not wait any longer
+    signal.signal(signal.SIGTERM, lambda number, _frame: stopping.append(number))
+    inspected = 0  # bytes since memory was last given back
     try:
-        while True:
+        while not frames.closed:
             # Wake at least once a second, so the proxy's counts show up while idle.
             readable, _, _ = select.select([args.records], [], [], 1.0)
-            if readable:
-                data = os.read(args.records, 1 << 20)
-                if not data:
-                    break  # the proxy closed the pipe: everything is handled
-                buffer += data
-                for record in decode(buffer):
-                    try:
-                        inspector.handle(record)
-                    except Exception:
-                        metrics.internal_error("worker")
-                        logger.exception("error while inspecting a flow")
+            records = frames.read() if readable else []
+            for record in records:
+                if stopping:
+                    return 0  # what was not handled, the proxy counts and says
+                try:
+                    inspector.handle(record)
+                except Exception:
+                    metrics.internal_error("worker")
+                    logger.exception("error while inspecting a flow")
+                counts.handled(record.api)
+                inspected += len(record.request_body) + len(record.response_body)
+            if not records and inspected >= RETURN_AFTER:
+                return_freed_memory()  # idle after a burst: the peak goes back
+                inspected = 0
             counts.fold_into(metrics)
     finally:
         counts.fold_into(metrics)

@@ -28,10 +28,13 @@ from mitmproxy.utils import asyncio_utils
 from tooltap.core import Api, detect_api
 
 from .. import options
-from ..handover.counts import DirectCounts, SharedCounts
+from ..handover.budget import Budget
+from ..handover.counts import DirectCounts
 from ..handover.record import Record
-from ..handover.workers import ProcessWorker, ThreadWorker
+from ..handover.supervisor import Supervisor
+from ..handover.workers import ThreadWorker
 from ..inspection.inspector import Inspector
+from ..options import BY_NAME
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from .tap import StreamTap
@@ -45,6 +48,7 @@ MAX_HOSTS = 10_000  # host decisions remembered (regular mode)
 # either peer; the message is kept in the logged reason either way.)
 CLIENT_GONE = ("Client disconnected.", "stream reset by client")
 
+OVER_BUDGET = "tooltap_memory_budget was full: passed through uninspected"
 Fault = Callable[[str], None]
 """A test seam: called where a fault may be injected ("hook", "tap", "worker"); raise to inject."""
 
@@ -61,25 +65,27 @@ class _Pending:
 class Inspection:
     """Where finished exchanges go: a worker, the counts only the proxy makes, and what it owns."""
 
-    worker: ThreadWorker | ProcessWorker
-    counts: DirectCounts | SharedCounts
+    worker: ThreadWorker | Supervisor
+    counts: DirectCounts | Supervisor
     url: str  # of its /metrics endpoint
     metrics: Metrics | None = None  # thread mode: the metrics this process serves
     log_file: IO[str] | None = None  # thread mode with tooltap_log_file
 
     def detach(self) -> None:
         """Stop using the event loop (before close() runs in a thread)."""
-        if isinstance(self.worker, ProcessWorker):
+        if isinstance(self.worker, Supervisor):
             self.worker.detach()
 
-    def close(self) -> None:
-        """Hand over what is queued, stop the worker, release the rest. Blocks."""
-        self.worker.stop()
+    def close(self) -> Counter[str]:
+        """Hand over what is queued (briefly), stop the worker, release the rest. Blocks for
+        a few seconds at most; returns the exchanges never inspected, by api."""
+        left = self.worker.stop()
         if self.metrics is not None:
             self.metrics.close()
         self.counts.close()
         if self.log_file is not None:
             self.log_file.close()
+        return left
 
 
 def _upstream_failed(flow: http.HTTPFlow) -> bool:
@@ -120,6 +126,7 @@ class Tooltap:
         self._flows: OrderedDict[str, _Pending] = OrderedDict()
         self._hosts: OrderedDict[str, bool] = OrderedDict()
         self._missed: Counter[str] = Counter()  # flows that arrived while inspection restarted
+        self.budget = Budget(BY_NAME["tooltap_memory_budget"].default)
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -131,6 +138,7 @@ class Tooltap:
             raise exceptions.OptionsError(problem)
         if "tooltap_hosts" in updated:
             self._hosts.clear()
+        self.budget.limit = ctx.options.tooltap_memory_budget
         wanted = options.settings(ctx.options)
         if self._settings is None:
             # A thread starts at once (mitmproxy's test helpers never call
@@ -148,19 +156,16 @@ class Tooltap:
     def running(self) -> None:
         if self._settings is None:
             self._start(options.settings(ctx.options))
+        if self.inspection is not None and isinstance(self.inspection.worker, Supervisor):
+            self.inspection.worker.watch()
 
     def _open(self, settings: dict[str, Any]) -> Inspection:
         """Start inspection with these settings. Blocks; raises OSError or RuntimeError."""
         size = settings["tooltap_queue_size"]
         if settings["tooltap_inspector"] == "process":
-            counts = SharedCounts()
-            worker = ProcessWorker(settings, size, counts)
-            try:
-                port = worker.start()
-            except RuntimeError:
-                counts.close()
-                raise
-            return Inspection(worker, counts, self._metrics_url(settings, port))
+            supervisor = Supervisor(settings, size, self.budget)
+            port = supervisor.start()
+            return Inspection(supervisor, supervisor, self._metrics_url(settings, port))
         metrics = Metrics(settings["tooltap_model_labels"])
         host, port = settings["tooltap_metrics_host"], settings["tooltap_metrics_port"]
         try:
@@ -171,8 +176,9 @@ class Tooltap:
         if settings["tooltap_log_file"] and stream is None:
             stream = log_file = open(settings["tooltap_log_file"], "a", encoding="utf-8")  # noqa: SIM115 - closed by Inspection.close
         sink = LogSink(settings["tooltap_log_format"], settings["tooltap_log_arguments"], stream)
+        metrics.watch_budget(self.budget)
         inspector = Inspector(sink, metrics, self._fault)
-        worker = ThreadWorker(inspector.handle, self._worker_error, size)
+        worker = ThreadWorker(inspector.handle, self._worker_error, size, self._release)
         worker.start()
         url = self._metrics_url(settings, port)
         return Inspection(worker, DirectCounts(metrics), url, metrics, log_file)
@@ -196,7 +202,7 @@ class Tooltap:
         old, self.inspection = self.inspection, None
         if old is not None:
             old.detach()
-            await asyncio.to_thread(old.close)  # the new one may want the same port
+            self._missed.update(await asyncio.to_thread(old.close))  # it may hold the port
         try:
             new = await asyncio.to_thread(self._open, settings)
         except (OSError, RuntimeError) as exc:
@@ -206,11 +212,17 @@ class Tooltap:
             new.counts.dropped(api, missed)
         self._missed.clear()
         self.inspection = new
+        if isinstance(new.worker, Supervisor):
+            new.worker.watch()
         logger.info(f"tooltap restarted with new settings; metrics at {new.url}")
 
     def done(self) -> None:
         if self.inspection is not None:
-            self.inspection.close()
+            left = self.inspection.close().total()
+            if left:
+                logger.warning(
+                    f"tooltap: {left} exchange(s) were not inspected: tooltap stopped first"
+                )
         self.inspection = self._settings = None
 
     def flush(self, timeout: float = 5.0) -> bool:
@@ -227,6 +239,8 @@ class Tooltap:
         self._flows[flow.id] = _Pending(api, flow.client_conn.id)
         if len(self._flows) > MAX_TRACKED:
             _, forgotten = self._flows.popitem(last=False)
+            if forgotten.tap is not None:
+                forgotten.tap.release()
             self._dropped(forgotten.api)
 
     @_guarded
@@ -248,7 +262,7 @@ class Tooltap:
         ):
             # SSE must flow event by event; a body mitmproxy already chose to
             # stream (stream_large_bodies) is tapped rather than lost.
-            pending.tap = StreamTap(limit, self._tap_error, self._fault)
+            pending.tap = StreamTap(limit, self._tap_error, self._fault, self.budget)
             response.stream = pending.tap
 
     @_guarded
@@ -263,7 +277,10 @@ class Tooltap:
     def _finish(self, flow: http.HTTPFlow) -> None:
         # References only: the inspection side builds everything else.
         pending = self._flows.pop(flow.id, None)
-        if pending is None or (pending.tap is not None and pending.tap.failed):
+        if pending is None:
+            return
+        if pending.tap is not None and pending.tap.failed:
+            pending.tap.release()
             return
         request, response = flow.request, flow.response
         limit = ctx.options.tooltap_max_body
@@ -288,10 +305,12 @@ class Tooltap:
         if response is not None:
             record.status = response.status_code
             record.response_headers = response.headers.fields
-            if pending.too_large or (pending.tap is not None and pending.tap.overflow):
+            if pending.tap is not None and pending.tap.over_budget:
+                record.skipped = OVER_BUDGET
+            elif pending.too_large or (pending.tap is not None and pending.tap.overflow):
                 record.skipped = "response body above tooltap_max_body"
             elif pending.tap is not None:
-                record.chunks = pending.tap.chunks
+                record.chunks, record.held = pending.tap.hand_over()
             elif response.raw_content is None:
                 # Never kept: the exchange broke off before the body was
                 # complete, or mitmproxy switched to streaming after our
@@ -305,8 +324,16 @@ class Tooltap:
                 record.skipped = "response body above tooltap_max_body"
             else:
                 record.response_body = response.raw_content
+        # The bodies are kept alive for the inspector: they count against the budget.
+        bodies = len(record.request_body) + len(record.response_body)
+        if record.skipped is None and not self.budget.take(bodies):
+            record.skipped = OVER_BUDGET
+        elif record.skipped is None:
+            record.held += bodies
         if record.skipped is not None:
-            record.request_body = b""  # not needed: do not carry it
+            self._release(record)
+            record.request_body = record.response_body = b""  # not needed: do not carry them
+            record.chunks = []
         self._hand_over(record)
 
     @_guarded
@@ -343,10 +370,14 @@ class Tooltap:
     # --- hand-over and errors -------------------------------------------------
 
     def _hand_over(self, record: Record) -> None:
-        if self.inspection is None:
+        if self.inspection is None or not self.inspection.worker.submit(record):
+            self._release(record)
             self._dropped(record.api)
-        elif not self.inspection.worker.submit(record):
-            self.inspection.counts.dropped(record.api or "none")
+
+    def _release(self, record: Record) -> None:
+        """The record's bodies are no longer held for inspection."""
+        self.budget.give(record.held)
+        record.held = 0
 
     def _dropped(self, api: Api | None) -> None:
         if self.inspection is not None:

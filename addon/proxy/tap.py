@@ -10,21 +10,33 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
+from ..handover.budget import Budget
+
 
 class StreamTap:
+    """Returns every chunk as it is; keeps a copy for inspection while the caps allow.
+
+    Past `limit` bytes, or when the memory budget has no room, it stops copying
+    and lets go of what it held (overflow / over_budget).
+    """
+
     def __init__(
         self,
         limit: int,
         on_error: Callable[[BaseException], None],
         fault: Callable[[str], None] | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.limit = limit
         self.chunks: list[bytes] = []
         self.size = 0
+        self.held = 0  # bytes of chunks taken from the budget
         self.overflow = False
+        self.over_budget = False
         self.failed = False
         self._on_error = on_error
         self._fault = fault
+        self._budget = budget
 
     def __call__(self, data: bytes) -> bytes:
         try:
@@ -35,8 +47,12 @@ class StreamTap:
                 if self.size > self.limit:
                     # Past the body cap: stop copying and let it all go by.
                     self.overflow = True
-                    self.chunks = []
+                    self.release()
+                elif self._budget is not None and not self._budget.take(len(data)):
+                    self.overflow = self.over_budget = True
+                    self.release()
                 else:
+                    self.held += len(data)
                     self.chunks.append(data)
         except (KeyboardInterrupt, SystemExit):
             raise
@@ -46,3 +62,15 @@ class StreamTap:
             with contextlib.suppress(BaseException):
                 self._on_error(exc)
         return data
+
+    def release(self) -> None:
+        """Let go of the copy, and of its bytes in the budget."""
+        if self._budget is not None:
+            self._budget.give(self.held)
+        self.chunks, self.held = [], 0
+
+    def hand_over(self) -> tuple[list[bytes], int]:
+        """The copy and its held bytes, now the record's: the tap keeps neither."""
+        chunks, held = self.chunks, self.held
+        self.chunks, self.held = [], 0
+        return chunks, held

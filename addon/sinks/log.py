@@ -150,8 +150,9 @@ class LogSink:
             reason=verdict.reason,
             state=verdict.state,
             format_state=verdict.format_state,
-            calls=len(verdict.calls),
+            calls=verdict.call_count,
             duplicates=verdict.duplicates,
             repairs=verdict.repairs,
+            unchecked=verdict.unchecked,
             inspect_ms=round(inspect_ms, 3),
         )

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.metrics_core import Metric
 
 from tooltap.core import APIS, Verdict, parallel, schema
@@ -135,6 +135,21 @@ class Metrics:
             ["where"],
             registry=r,
         )
+        self.inspector_restarts = Counter(
+            "tooltap_inspector_restarts_total",
+            "Times the proxy restarted its inspection process (it died or stopped taking work).",
+            registry=r,
+        )
+        self.held = Gauge(
+            "tooltap_held_bytes",
+            "Bytes the proxy holds for inspection now (stream copies, bodies on their way).",
+            registry=r,
+        )
+        self.held_peak = Gauge(
+            "tooltap_held_peak_bytes",
+            "The most bytes the proxy held for inspection at once (tooltap_memory_budget caps it).",
+            registry=r,
+        )
         # Known label sets start at 0, so rates and alerts exist before the first event.
         for api in APIS:
             for outcome in OUTCOMES:
@@ -166,6 +181,11 @@ class Metrics:
             child = self._children[key] = metric.labels(*labels)
         return child
 
+    def watch_budget(self, budget: Any) -> None:
+        """Thread mode: the gauges read the proxy's budget (a Budget) when scraped."""
+        self.held.set_function(lambda: budget.used)
+        self.held_peak.set_function(lambda: budget.peak)
+
     def flow(self, api: str, outcome: str, count: int = 1) -> None:
         self._child(self.flows, api, outcome).inc(count)
 
@@ -188,7 +208,7 @@ class Metrics:
         model = self.model(verdict.model)
         if (api, model) not in self._pairs:
             self._start_at_zero(api, model)
-        calls = len(verdict.calls)
+        calls = verdict.call_count
         child(self.turns, api, model, verdict.state).inc()
         if verdict.format_state is not None:
             child(self.formats, api, model, verdict.format_state).inc()

@@ -42,3 +42,30 @@ def test_the_child_folds_what_the_proxy_counted_exactly_once(metrics):
     finally:
         child.close()
         proxy.close()
+
+
+def test_what_a_dead_child_never_counted_is_carried_to_the_next_one(metrics):
+    old = SharedCounts()
+    child = SharedCounts(os.dup(old.fd))
+    new = SharedCounts()
+    try:
+        old.dropped("chat")
+        child.fold_into(metrics)  # folded: not carried again
+        old.dropped("chat", 2)
+        old.error("tap")
+        for _ in range(3):
+            old.written("responses")
+        child.handled("responses")  # one handled; two were in the pipe when it died
+        new.carry(old.unfolded())
+        assert sorted(old.unfolded()) == [
+            (("dropped", "chat"), 2),
+            (("dropped", "responses"), 2),
+            (("error", "tap"), 1),
+        ]
+        fresh = type(metrics)()
+        SharedCounts(os.dup(new.fd)).fold_into(fresh)
+        assert (flows(fresh, "chat", "dropped"), flows(fresh, "responses", "dropped")) == (2, 2)
+        assert errors(fresh, "tap") == 1
+    finally:
+        for table in (old, child, new):
+            table.close()

@@ -1,11 +1,13 @@
 """The hand-over: a record framed for the pipe and read back whole, and the thread worker."""
 
+import os
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
-from tooltap.addon.handover.record import Record, decode, encode
+from tooltap.addon.handover.record import FrameReader, Record, encode
 from tooltap.addon.handover.workers import ThreadWorker
 
 HEADERS = (
@@ -31,14 +33,30 @@ def record(**changes):
 
 
 def test_frames_read_back_whole_however_the_pipe_cuts_them():
-    first, second = record(), record(path="/v1/responses", status=None)
-    wire = encode(first) + encode(second)
-    buffer, got = bytearray(), []
-    for at in range(0, len(wire), 7):  # the reader gets the bytes seven at a time
-        buffer += wire[at : at + 7]
-        got += decode(buffer)
-    assert got == [first, second]
-    assert buffer == bytearray()
+    streamed = record(request_body=b'{"stream": true}')
+    buffered = record(path="/v1/responses", status=None, chunks=[], response_body=b"{}" * 5000)
+    empty = record(method="GET", request_body=b"", chunks=[], response_body=b"")
+    frames = [encode(r) for r in (streamed, buffered, empty)]
+    assert frames[0][2:] == [streamed.request_body, *streamed.chunks]  # the bodies, uncopied
+    wire = b"".join(b"".join(frame) for frame in frames)
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    reader, got = FrameReader(read_end), []
+    try:
+        for at in range(0, len(wire), 7):  # the reader gets the bytes seven at a time
+            os.write(write_end, wire[at : at + 7])
+            got += reader.read()
+        os.close(write_end)
+        got += reader.read()
+    finally:
+        os.close(read_end)
+    joined = [
+        replace(streamed, response_body=b"".join(streamed.chunks), chunks=[]),
+        buffered,
+        empty,
+    ]
+    assert got == joined
+    assert reader.closed
 
 
 def test_the_record_builds_the_exchange_and_what_is_logged_of_it():

@@ -329,3 +329,48 @@ def test_findings_are_named_once_per_occurrence_and_the_default_set_is_what_fail
         api="chat", outcome="inspected", state="fanout-no-strict", format_state="free-text"
     )
     assert findings(quiet) == ["fanout-no-strict"]
+
+
+def test_the_work_on_one_response_is_bounded_and_the_verdict_says_what_was_left():
+    from tooltap.core.inspection import MAX_CALLS
+
+    tool = {
+        "type": "function",
+        "function": {"name": "f", "strict": True, "parameters": {"type": "object"}},
+    }
+    calls = [
+        {"id": f"call_{n}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        for n in range(MAX_CALLS + 1500)
+    ]
+    body = {"id": "c", "model": "m", "choices": [{"index": 0, "message": {"tool_calls": calls}}]}
+    verdict = inspect(
+        Exchange(
+            method="POST",
+            url=URLS["chat"],
+            request_body=json.dumps({"tools": [tool], "messages": []}).encode(),
+            status=200,
+            response_headers=JSON,
+            response_body=json.dumps(body).encode(),
+        )
+    )
+    assert (len(verdict.calls), verdict.more_calls, verdict.call_count) == (MAX_CALLS, 1500, 2000)
+    assert verdict.state == "strict-void"  # the state still counts every call
+    assert verdict.unchecked == [
+        f"1500 call(s) past the first {MAX_CALLS} were counted, not validated nor logged one by one"
+    ]
+
+
+def test_a_responses_history_past_the_bound_is_walked_from_its_newest_items(monkeypatch):
+    from tooltap.core import loop
+
+    monkeypatch.setattr(loop, "MAX_HISTORY", 3)
+    items = [
+        {"type": "function_call", "call_id": "call_old", "name": "f", "arguments": "{}"},
+        {"role": "user", "content": "a"},
+        {"role": "user", "content": "b"},
+        {"type": "function_call_output", "call_id": "call_old", "output": "late but fine"},
+    ]
+    report = loop.check_loop("responses", {"input": items})
+    # The call fell out of view, so its output cannot be called an orphan.
+    assert report.errors == []
+    assert report.unchecked == ["the 1 oldest of 4 input items were not checked (the last 3 were)"]

@@ -4,10 +4,11 @@ dead child is said once; traffic is never touched."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
-import os
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.captures import WIRE
 from support.flows import CHAT_REQUEST, make_flow
 
+from tooltap.addon.handover import supervisor
 from tooltap.addon.proxy.addon import Tooltap
 
 
@@ -36,17 +38,24 @@ class InProcessMode:
         await self.tctx.cycle(self.addon, flow)
 
 
-def the_child() -> psutil.Process:
-    (child,) = [
+def the_child() -> psutil.Process | None:
+    """The inspector process, or None while there is none (it is being restarted)."""
+    children = [
         c
         for c in psutil.Process().children()
-        if "tooltap.addon.inspection" in " ".join(c.cmdline())
+        if c.is_running()
+        and c.status() != psutil.STATUS_ZOMBIE
+        and "tooltap.addon.inspection" in " ".join(c.cmdline())
     ]
-    return child
+    return children[0] if len(children) == 1 else None
 
 
 @pytest.fixture
-def in_process_mode(tmp_path, free_port) -> Iterator[InProcessMode]:
+async def in_process_mode(tmp_path, free_port, monkeypatch) -> AsyncIterator[InProcessMode]:
+    # A quicker watch than in production: checked every 0.2 s, stalled after 2 s.
+    monkeypatch.setattr(supervisor, "CHECK_EVERY", 0.2)
+    monkeypatch.setattr(supervisor, "STALLED", 2.0)
+    monkeypatch.setattr(supervisor, "BACKOFF", (0.2, 1.0))
     addon = Tooltap()
     with taddons.context(addon) as tctx:
         tctx.configure(
@@ -57,25 +66,46 @@ def in_process_mode(tmp_path, free_port) -> Iterator[InProcessMode]:
             tooltap_queue_size=1,
         )
         addon.running()
-        yield InProcessMode(addon, tctx, the_child(), f"http://127.0.0.1:{free_port}/metrics")
+        child = the_child()
+        assert child is not None
+        yield InProcessMode(addon, tctx, child, f"http://127.0.0.1:{free_port}/metrics")
         addon.done()
 
 
-async def flows_by_outcome(url):
+async def samples(url):
     text = (await asyncio.to_thread(httpx.get, url, timeout=5)).text
     return {
-        sample.labels["outcome"]: sample.value
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
         for family in text_string_to_metric_families(text)
         for sample in family.samples
-        if sample.name == "tooltap_flows_total" and sample.labels["api"] == "chat"
     }
+
+
+async def flows_by_outcome(url):
+    return {
+        dict(labels)["outcome"]: value
+        for (name, labels), value in (await samples(url)).items()
+        if name == "tooltap_flows_total" and dict(labels)["api"] == "chat"
+    }
+
+
+async def until(predicate, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if await predicate():
+                return True
+        await asyncio.sleep(0.1)
+    return False
 
 
 async def test_a_child_that_cannot_keep_up_costs_drops_that_are_counted_never_a_wait(
     in_process_mode,
 ):
     tap = in_process_mode
-    body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
+    padded = json.loads((WIRE / "chat_nonstream_parallel_tool_calls.json").read_text())
+    padded["choices"][0]["message"]["content"] = "x" * 20_000
+    body = json.dumps(padded).encode()  # 200 of them overflow the 1 MiB pipe
     tap.child.suspend()  # the pipe fills, then the one-record backlog
     sent = 200
     try:
@@ -96,25 +126,89 @@ async def test_a_child_that_cannot_keep_up_costs_drops_that_are_counted_never_a_
     assert seen["inspected"] + seen["dropped"] == sent
 
 
-async def test_a_dead_child_is_said_once_and_traffic_goes_on_untouched(in_process_mode, caplog):
+async def test_a_killed_inspector_is_said_once_restarted_and_inspection_resumes(
+    in_process_mode, caplog
+):
     tap = in_process_mode
-    tap.child.kill()
-    # Dead, not yet reaped (the addon reaps it and reads its code). waitid reports the exit
-    # only once every thread is gone, and with them the pipe's read end; a zombie status
-    # can show while the metrics thread still holds it.
-    deadline = time.monotonic() + 5
-    flags = os.WEXITED | os.WNOWAIT | os.WNOHANG
-    while os.waitid(os.P_PID, tap.child.pid, flags) is None and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
     body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
-    with caplog.at_level(logging.ERROR, logger="tooltap"):
-        for _ in range(3):
+    with caplog.at_level(logging.WARNING, logger="tooltap"):
+        tap.child.kill()
+        for _ in range(3):  # traffic goes on, untouched, while the child is gone
             flow = make_flow("/v1/chat/completions", CHAT_REQUEST, body)
             before = (flow.request.get_state(), flow.response.get_state())
             await tap.cycle(flow)
-            await asyncio.sleep(0)  # the hand-over's write
             assert (flow.request.get_state(), flow.response.get_state()) == before
-    gone = [
-        r.getMessage() for r in caplog.records if "inspection process is gone" in r.getMessage()
-    ]
+        assert await until(lambda: asyncio.sleep(0, tap.addon.inspection.worker.restarts == 1))
+        child = the_child()
+        assert child is not None and child.pid != tap.child.pid
+
+        async def restart_counted():
+            return (await samples(tap.url)).get(("tooltap_inspector_restarts_total", ())) == 1
+
+        assert await until(restart_counted)  # /metrics is back, on the same port
+        await tap.cycle(make_flow("/v1/chat/completions", CHAT_REQUEST, body))
+
+        async def inspected():
+            return (await flows_by_outcome(tap.url)).get("inspected") == 1
+
+        assert await until(inspected)
+    gone = [r.getMessage() for r in caplog.records if "is gone" in r.getMessage()]
     assert len(gone) == 1 and "exit code -9" in gone[0]
+    seen = await flows_by_outcome(tap.url)
+    assert seen["inspected"] + seen["dropped"] == 1 + 3  # the three sent meanwhile: counted
+
+
+async def test_a_stopped_inspector_is_restarted_and_the_backlog_stays_within_the_budget(
+    in_process_mode, caplog
+):
+    tap = in_process_mode
+    tap.tctx.configure(tap.addon, tooltap_memory_budget=1 << 20, tooltap_queue_size=1000)
+    await tap.addon.restarting  # the queue size is the inspector's: it restarts with it
+    stopped = the_child()
+    assert stopped is not None
+    big = json.loads((WIRE / "chat_nonstream_parallel_tool_calls.json").read_text())
+    big["choices"][0]["message"]["content"] = "x" * 200_000
+    body = json.dumps(big).encode()
+    budget = tap.addon.budget
+    with caplog.at_level(logging.WARNING, logger="tooltap"):
+        stopped.suspend()
+        try:
+            for _ in range(40):  # 8 MB in all, against a 1 MiB budget
+                await tap.cycle(make_flow("/v1/chat/completions", CHAT_REQUEST, body))
+                assert budget.used <= budget.limit
+            assert await until(lambda: asyncio.sleep(0, the_child() not in (None, stopped)))
+        finally:
+            with contextlib.suppress(psutil.Error):
+                stopped.resume()
+    assert budget.peak <= budget.limit and budget.used == 0
+    assert any("took nothing for" in r.getMessage() for r in caplog.records)
+
+    async def all_counted():
+        seen = await flows_by_outcome(tap.url)
+        return sum(seen.get(o, 0) for o in ("inspected", "skipped", "dropped")) == 40
+
+    assert await until(all_counted)  # by the new child: nothing is lost from the counts
+    assert (await samples(tap.url))[("tooltap_held_peak_bytes", ())] <= 1 << 20
+
+
+async def test_shutdown_is_bounded_and_says_how_many_exchanges_were_not_inspected(
+    in_process_mode, caplog, monkeypatch
+):
+    monkeypatch.setattr(supervisor, "STALLED", 600.0)  # no restart: the child stays stopped
+    tap = in_process_mode
+    padded = json.loads((WIRE / "chat_nonstream_parallel_tool_calls.json").read_text())
+    padded["choices"][0]["message"]["content"] = "x" * 20_000
+    body = json.dumps(padded).encode()
+    tap.child.suspend()
+    sent = 100  # ~2 MB: the 1 MiB pipe fills, one record waits, the rest are dropped
+    for _ in range(sent):
+        await tap.cycle(make_flow("/v1/chat/completions", CHAT_REQUEST, body))
+    table = tap.addon.inspection.counts.counts
+    # Refused by the full hand-over: the dropped counts, less the records still in the pipe.
+    refused = sum(n for _slot, n in table.unfolded()) - sum(table.unhandled().values())
+    with caplog.at_level(logging.WARNING, logger="tooltap"):
+        await asyncio.to_thread(tap.addon.done)
+    assert not tap.child.is_running() or tap.child.status() == psutil.STATUS_ZOMBIE
+    (said,) = [r.getMessage() for r in caplog.records if "not inspected" in r.getMessage()]
+    never = int(said.split()[1])  # in the pipe or waiting for it
+    assert refused > 0 and never + refused == sent  # every flow: said or counted as dropped

@@ -1,0 +1,71 @@
+"""The byte budget for what tooltap holds for inspection, and giving freed memory back.
+
+Everything the proxy keeps alive only so that it can be inspected is taken from
+one budget: the tap's copy of a stream, and the bodies of a record until the
+inspector has them. Taking never waits: what does not fit is not inspected
+(and is counted), and the traffic goes by as it would without tooltap.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import threading
+from functools import cache
+
+MiB = 1 << 20
+# glibc: allocations at least this large are mmapped and unmapped on free, so a burst of
+# large bodies is returned to the system at once. (Its default threshold rises with
+# every large free, up to 32 MiB, and then such bodies stay on the heap.)
+MMAP_THRESHOLD = 256 * 1024
+M_MMAP_THRESHOLD = -3  # mallopt's parameter number, from glibc's malloc.h
+
+
+class Budget:
+    """Bytes held for inspection, against a limit. Thread-safe; never blocks for long."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> bool:
+        """Hold size more bytes if they fit; False (and nothing held) if they do not."""
+        with self._lock:
+            if self.used + size > self.limit:
+                return False
+            self.used += size
+            self.peak = max(self.peak, self.used)
+            return True
+
+    def give(self, size: int) -> None:
+        """Let go of bytes taken before."""
+        with self._lock:
+            self.used -= size
+
+
+@cache
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+    return libc if libc is not None and hasattr(libc, "malloc_trim") else None
+
+
+def return_freed_memory() -> bool:
+    """Give the heap's free pages back to the system (glibc's malloc_trim). False elsewhere."""
+    libc = _libc()
+    return libc is not None and bool(libc.malloc_trim(0))
+
+
+def map_large_allocations() -> bool:
+    """Fix glibc's mmap threshold, for a process tooltap owns (`tooltap run`, the inspector).
+
+    Bodies of a burst are then unmapped as soon as they are freed, instead of
+    keeping the process at its peak. False where the C library is not glibc.
+    """
+    libc = _libc()
+    return libc is not None and bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
