@@ -1,4 +1,4 @@
-"""Run the benchmarks: `python -m bench [--quick] [--only json,stream,memory,core,profile,why]`.
+"""Run the benchmarks: `python -m bench [--quick] [--only json,stream,memory,core,profile,stress,why]`.
 
 Results go to bench/out/<name>.json (bench/out/quick/ for --quick); the
 report step then writes results.md there, and for full runs (or with
@@ -21,13 +21,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import core_cost, json_load, memory, profile_worker, report, streaming, why
+from . import core_cost, json_load, memory, profile_worker, report, streaming, stress, why
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
 SNAPSHOT_ENV = "TOOLTAP_BENCH_SNAPSHOT"
-ALL = ("json", "stream", "memory", "core", "profile", "why")
-QUICK = ALL[:5]  # `why` (the cause analysis) only runs in full mode or when asked for
+ALL = ("json", "stream", "memory", "core", "profile", "stress", "why")
+QUICK = ALL[:5]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
 
 
 def _git(*args: str) -> str:
@@ -153,6 +153,7 @@ def main() -> int:
         "memory": lambda: asyncio.run(memory.run(args.quick)),
         "core": lambda: core_cost.run(args.quick),
         "profile": lambda: profile_worker.run(args.quick, out),
+        "stress": lambda: asyncio.run(stress.run(args.quick)),
         "why": lambda: asyncio.run(why.run(args.quick)),
     }
     for name in wanted:

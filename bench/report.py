@@ -257,6 +257,45 @@ def profile_section(data: dict[str, Any]) -> str:
     )
 
 
+def stress_section(data: dict[str, Any]) -> str:
+    lines = [
+        "### Memory under stress (peak RSS of the proxy and its children, MiB)",
+        "",
+        f"Target: tooltap's peak at most the baseline's + the budget ({data['budget_mib']:.0f})"
+        f" + {data['overhead_mib']} MiB (the inspector and fixed cost); {STRESS_AFTER}",
+        "",
+        "| scenario | flows | tooltap peak | baseline peak | over baseline | tooltap start / after | mitmdump after | intact | within target |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in data["scenarios"].values():
+        base = row.get("mitmdump-streaming") or row["mitmdump"]
+        kind = "mitmdump streaming" if "mitmdump-streaming" in row else "mitmdump"
+        tt = row["tooltap"]
+        lines.append(
+            f"| {row['what']} | {row['count']} | {tt['peak_mib']} | {base['peak_mib']} ({kind}) |"
+            f" {row['over_baseline_mib']} | {tt['start_mib']} / {tt['after_mib']} |"
+            f" {row['mitmdump']['after_mib']} |"
+            f" {tt['intact']}/{tt['intact'] + tt['broken']} | {'yes' if row['within_target'] else 'NO'} |"
+        )
+    h = data.get("handover")
+    if h:
+        lines += [
+            "",
+            f"Handing a record with a 6 MB body to the inspector's pipe: then (pickled whole,"
+            f" then joined to its length) {h['then_ms']} ms and {h['then_allocated_mib']} MiB"
+            f" allocated; now (metadata pickled, the body written as it is) {h['now_ms']} ms and"
+            f" {h['now_allocated_mib']} MiB.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+STRESS_AFTER = (
+    "5 s after the burst, tooltap is back within the budget of where it started (or of plain"
+    " mitmdump after the same burst, whichever is higher: mitmproxy keeps part of a burst of"
+    " buffered bodies itself)."
+)
+
+
 def why_section(data: dict[str, Any]) -> str:
     parts = [
         "### 6. Where tooltap's cost came from (variants of the addon, bench/variants.py;"
@@ -354,7 +393,11 @@ def write(out: Path, here: Path, readme: bool) -> None:
         if data is not None:
             metas[name] = data.get("meta", {})
             sections.append(render(data, targets))
-    for name, render_plain in (("profile", profile_section), ("why", why_section)):
+    for name, render_plain in (
+        ("profile", profile_section),
+        ("stress", stress_section),
+        ("why", why_section),
+    ):
         data = _load(out, name)
         if data is not None:
             metas[name] = data.get("meta", {})

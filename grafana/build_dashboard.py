@@ -323,8 +323,9 @@ def health_panels() -> list[Any]:
         ).thresholds(thresholds((None, "red"), (1, "green"))),
         single(
             "Dropped flows",
-            "Flows not inspected because the inspection queue was full, over the time range."
-            " The traffic itself passed unchanged. Raise tooltap_queue_size or add replicas.",
+            "Flows not inspected because the hand-over to the inspector was full (or the"
+            " inspector was restarting), over the time range. The traffic itself passed"
+            " unchanged. Raise tooltap_queue_size or add replicas.",
             query(f'sum(increase(tooltap_flows_total{{{API}, outcome="dropped"}}[$__range]))'),
             "short",
             1,
@@ -337,10 +338,32 @@ def health_panels() -> list[Any]:
             "short",
             1,
         ),
+        single(
+            "Inspector restarts",
+            "Times a proxy restarted its inspection process because it died or stopped taking"
+            " work (the most any replica reports). Traffic passed meanwhile; the proxy's log says"
+            " why.",
+            query("max(tooltap_inspector_restarts_total)"),
+            "short",
+            1,
+        ),
+        series(
+            "Memory held for inspection",
+            "Bytes each proxy holds only to inspect them (stream copies, bodies on their way to"
+            " the inspector), now and at its most. tooltap_memory_budget caps both; when it is"
+            " reached, exchanges are skipped, not held.",
+            [
+                query("max(tooltap_held_bytes)", "held now", "A"),
+                query("max(tooltap_held_peak_bytes)", "held at most", "B"),
+            ],
+            unit="bytes",
+            width=8,
+        ),
         series(
             "Flows by outcome",
             "What became of each request/response pair on a tool-calling endpoint, per"
-            " second. inspected: classified. skipped: body above tooltap_max_body."
+            " second. inspected: classified. skipped: body above tooltap_max_body, or"
+            " tooltap_memory_budget full."
             " unparseable: not the expected JSON or stream. upstream_error: the API or network"
             " failed. dropped: the inspection queue was full.",
             [
@@ -367,7 +390,7 @@ def health_panels() -> list[Any]:
                 for q, ref in ((0.5, "A"), (0.95, "B"), (0.99, "C"))
             ],
             unit="s",
-            width=24,
+            width=12,
         ),
     ]
 

@@ -28,7 +28,7 @@ from mitmproxy.utils import asyncio_utils
 from tooltap.core import Api, detect_api
 
 from .. import options
-from ..handover.budget import Budget
+from ..handover.budget import Budget, MiB, return_freed_memory
 from ..handover.counts import DirectCounts
 from ..handover.record import Record
 from ..handover.supervisor import Supervisor
@@ -43,6 +43,7 @@ logger = logging.getLogger("tooltap")
 
 MAX_TRACKED = 100_000  # flows in flight; past it the oldest is forgotten and counted as dropped
 MAX_HOSTS = 10_000  # host decisions remembered (regular mode)
+GIVE_BACK_AFTER = 64 * MiB  # of bodies gone by before freed memory is worth giving back
 # What mitmproxy's error hook says when the client, not the upstream, ended an
 # exchange. (Its HTTP/2 layer says "stream reset by client" for a reset from
 # either peer; the message is kept in the logged reason either way.)
@@ -127,6 +128,8 @@ class Tooltap:
         self._hosts: OrderedDict[str, bool] = OrderedDict()
         self._missed: Counter[str] = Counter()  # flows that arrived while inspection restarted
         self.budget = Budget(BY_NAME["tooltap_memory_budget"].default)
+        self._bodies = 0  # bytes of bodies that went by, for giving memory back after a burst
+        self._giving_back: asyncio.Task[None] | None = None
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -158,6 +161,25 @@ class Tooltap:
             self._start(options.settings(ctx.options))
         if self.inspection is not None and isinstance(self.inspection.worker, Supervisor):
             self.inspection.worker.watch()
+        if self._giving_back is None:
+            self._giving_back = asyncio_utils.create_task(
+                self._give_back(), name="tooltap: give freed memory back", keep_ref=True
+            )
+
+    async def _give_back(self) -> None:
+        """Once a burst of large bodies has passed, hand the freed heap back to the system.
+
+        mitmproxy reads a body in pieces small enough to come from the heap, which
+        glibc keeps at its peak; malloc_trim gives the free pages back (a few ms).
+        """
+        trimmed_at = seen = self._bodies
+        while True:
+            await asyncio.sleep(1.0)
+            quiet = self._bodies - seen < MiB
+            seen = self._bodies
+            if quiet and self._bodies - trimmed_at >= GIVE_BACK_AFTER:
+                trimmed_at = self._bodies
+                await asyncio.to_thread(return_freed_memory)
 
     def _open(self, settings: dict[str, Any]) -> Inspection:
         """Start inspection with these settings. Blocks; raises OSError or RuntimeError."""
@@ -217,6 +239,9 @@ class Tooltap:
         logger.info(f"tooltap restarted with new settings; metrics at {new.url}")
 
     def done(self) -> None:
+        if self._giving_back is not None:
+            self._giving_back.cancel()
+            self._giving_back = None
         if self.inspection is not None:
             left = self.inspection.close().total()
             if left:
@@ -283,6 +308,13 @@ class Tooltap:
             pending.tap.release()
             return
         request, response = flow.request, flow.response
+        self._bodies += len(request.raw_content or b"") + (
+            pending.tap.size
+            if pending.tap is not None
+            else len(response.raw_content or b"")
+            if response is not None
+            else 0
+        )
         limit = ctx.options.tooltap_max_body
         error = flow.error.msg if flow.error is not None else None
         failed = _upstream_failed(flow)

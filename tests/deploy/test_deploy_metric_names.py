@@ -61,6 +61,11 @@ COUNTERS: dict[str, dict[str, set[str] | None]] = {
     "tooltap_rejected_requests_total": {"api": APIS, "status": ANY},
     "tooltap_flows_total": {"api": APIS, "outcome": FLOW_OUTCOMES},
     "tooltap_internal_errors_total": {"where": {"hook", "tap", "worker"}},
+    "tooltap_inspector_restarts_total": {},
+}
+GAUGES: dict[str, dict[str, set[str] | None]] = {
+    "tooltap_held_bytes": {},
+    "tooltap_held_peak_bytes": {},
 }
 HISTOGRAMS: dict[str, dict[str, set[str] | None]] = {
     "tooltap_calls_per_turn": {"api": APIS},
@@ -101,7 +106,7 @@ GRAFANA_VARIABLES = {
 
 def contract() -> dict[str, dict[str, set[str] | None]]:
     """Every series name the proxy exposes (histograms as _bucket, _sum, _count), with labels."""
-    names = dict(COUNTERS)
+    names = dict(COUNTERS) | GAUGES
     for base, labels in HISTOGRAMS.items():
         names[f"{base}_bucket"] = {**labels, "le": ANY}
         names[f"{base}_sum"] = labels

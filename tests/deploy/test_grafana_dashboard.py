@@ -16,6 +16,7 @@ import pytest
 import yaml
 from test_deploy_metric_names import (
     COUNTERS,
+    GAUGES,
     HISTOGRAMS,
     concrete,
     contract,
@@ -192,7 +193,7 @@ def test_the_dashboard_shows(what):
 
 def test_every_contract_metric_has_a_panel():
     read = " ".join(target["expr"] for _, target in targets())
-    for metric in [*COUNTERS, *(f"{h}_bucket" for h in HISTOGRAMS)]:
+    for metric in [*COUNTERS, *GAUGES, *(f"{h}_bucket" for h in HISTOGRAMS)]:
         assert metric in read, metric
 
 
