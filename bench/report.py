@@ -286,6 +286,17 @@ def stress_section(data: dict[str, Any]) -> str:
             f" allocated; now (metadata pickled, the body written as it is) {h['now_ms']} ms and"
             f" {h['now_allocated_mib']} MiB.",
         ]
+    costly = data.get("pathological")
+    if costly:
+        lines += [
+            "",
+            "| one pathological exchange | inspector CPU, ms | left unchecked |",
+            "| --- | --- | --- |",
+        ]
+        lines += [
+            f"| {name} | {row['cpu_ms']} | {'; '.join(row['unchecked']) or '-'} |"
+            for name, row in costly.items()
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -292,11 +292,65 @@ def handover_cost(size: int = 6 * MiB, rounds: int = 20) -> dict[str, float]:
     return out
 
 
+def pathological() -> dict[str, dict[str, Any]]:
+    """The inspector's CPU for one pathological exchange: inspect, the log and the metrics."""
+    import io
+
+    from tooltap.addon.sinks.log import LogSink
+    from tooltap.addon.sinks.metrics import Metrics
+    from tooltap.core import Exchange, inspect
+
+    tools = [{"type": "function", "function": {"name": "get_weather", "strict": True, "parameters": {"type": "object"}}}]  # fmt: skip
+
+    def call(n: int, arguments: str = '{"city":"Paris"}') -> dict[str, Any]:
+        return {"id": f"call_{n}", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}  # fmt: skip
+
+    def chat(request: dict[str, Any], calls: list[dict[str, Any]]) -> Exchange:
+        body = {
+            "id": "c",
+            "model": "m",
+            "choices": [{"index": 0, "message": {"tool_calls": calls}}],
+        }
+        return Exchange(method="POST", url="http://h/v1/chat/completions",
+                        request_body=json.dumps(request).encode(), status=200,
+                        response_headers={"content-type": "application/json"},
+                        response_body=json.dumps(body).encode())  # fmt: skip
+
+    history: list[dict[str, Any]] = []
+    items: list[dict[str, Any]] = []
+    for n in range(10_000):
+        history += [{"role": "assistant", "tool_calls": [call(n)]}, {"role": "tool", "tool_call_id": f"call_{n}", "content": "ok"}]  # fmt: skip
+        items += [{"type": "function_call", "call_id": f"call_{n}", "name": "get_weather", "arguments": "{}"}, {"type": "function_call_output", "call_id": f"call_{n}", "output": "ok"}]  # fmt: skip
+    responses = Exchange(method="POST", url="http://h/v1/responses",
+                         request_body=json.dumps({"input": items}).encode(), status=200,
+                         response_headers={"content-type": "application/json"},
+                         response_body=b'{"id": "resp_1", "output": [], "tools": []}')  # fmt: skip
+    cases = {
+        "10,000 calls": chat({"tools": tools, "messages": []}, [call(n) for n in range(10_000)]),
+        "20,000-message chat history": chat({"tools": tools, "messages": history}, [call(0)]),
+        "20,000 Responses input items": responses,
+        "a 7 MB argument": chat({"tools": tools, "messages": []}, [call(0, json.dumps({"city": "x" * 7_000_000}))]),
+    }  # fmt: skip
+    out = {}
+    for name, exchange in cases.items():
+        best = float("inf")
+        for _ in range(3):
+            started = time.process_time()
+            verdict = inspect(exchange)
+            LogSink("json", "raw", io.StringIO()).emit(verdict, "h", "/p", 0.0)
+            Metrics().record(verdict, 0.0)
+            best = min(best, time.process_time() - started)
+        out[name] = {"cpu_ms": round(best * 1000, 1), "unchecked": verdict.unchecked}
+    return out
+
+
 async def run(quick: bool) -> dict[str, Any]:
     bodies = replies(quick)
     results: dict[str, Any] = {}
     handover = handover_cost()
     print(f"  stress handover of a 6 MB record: {handover}", flush=True)
+    costly = pathological()
+    print(f"  stress one pathological exchange: {costly}", flush=True)
     with upstream(quick) as url:
         for step in plan(quick):
             name = step["name"]
@@ -326,6 +380,7 @@ async def run(quick: bool) -> dict[str, Any]:
         "budget_mib": BUDGET / MiB,
         "overhead_mib": OVERHEAD_MIB,
         "handover": handover,
+        "pathological": costly,
         "scenarios": results,
     }
 

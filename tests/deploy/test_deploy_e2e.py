@@ -333,6 +333,7 @@ def expected_samples(buckets: list[float], passes: int = 1) -> Samples:
             found[("tooltap_tool_results_total", _labels(api=api, outcome=outcome))] += 0
     for where in ("hook", "tap", "worker"):
         found[("tooltap_internal_errors_total", _labels(where=where))] += 0
+    found[("tooltap_inspector_restarts_total", ())] += 0  # the inspector was never restarted
     for step in SCRIPT:
         api, model = step.api, step.model
         n = step.times * sum(1 for number in step.passes if number <= passes)
@@ -404,6 +405,9 @@ def live_samples(text: str) -> tuple[Samples, list[float]]:
             skip = sample.name.endswith("_created") or sample.name in (
                 "tooltap_inspect_seconds_bucket",
                 "tooltap_inspect_seconds_sum",
+                # How many bytes were held at once depends on timing: checked against the budget.
+                "tooltap_held_bytes",
+                "tooltap_held_peak_bytes",
             )
             if not skip:
                 samples[(sample.name, _labels(**sample.labels))] = sample.value
@@ -698,6 +702,7 @@ class Expect:
     extrapolation factor (divided by the window for rate()). kind "values": exact values
     (ratios, gauges). kind "raw": the raw series, exactly (two passes). kind "empty": no series,
     for the reason given. kind "quantile": one latency in seconds, within the bucket range.
+    kind "budget": one byte count, at most tooltap_memory_budget.
     """
 
     kind: str
@@ -756,6 +761,9 @@ def expectations(buckets: list[float]) -> dict[str, Expect]:
         # A 0, not "No data": the series exist at 0 and nothing was dropped or raised.
         board + "Dropped flows/A": counts("tooltap_flows_total", outcome="dropped"),
         board + "Internal errors/A": counts("tooltap_internal_errors_total"),
+        board + "Inspector restarts/A": Expect("values", {(): 0.0}),
+        board + "Memory held for inspection/A": Expect("budget"),
+        board + "Memory held for inspection/B": Expect("budget"),
         board + "Flows by outcome/A": counts("tooltap_flows_total", ("outcome",)),
         board + "Inspection latency/A": Expect("quantile"),
         board + "Inspection latency/B": Expect("quantile"),
@@ -903,6 +911,10 @@ def test_every_expression_returns_what_the_script_implies(run, where, expr):
         assert result == [], (where, expect.reason, result)
         return
     assert result, f"{where}: no data"
+    if expect.kind == "budget":  # bytes held at one time: timing, but never past the budget
+        [held] = got.values()
+        assert 0 <= held <= 256 * 1024 * 1024, (where, held)
+        return
     if expect.kind == "quantile":
         [seconds] = got.values()
         assert 0 < seconds <= 1.0, (where, seconds)  # 1.0 s is the top finite bucket
