@@ -1,4 +1,4 @@
-"""`tooltap audit`: the seed scripts' offline mode, over stored responses and recorded traffic.
+"""`tooltap audit`: the same rules offline, over stored responses and recorded traffic.
 
 Stored responses are read with one read-only GET /v1/responses/{id} each; a
 mitmproxy flow file, a HAR file or a JSONL file of exchanges is read from

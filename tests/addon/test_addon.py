@@ -212,6 +212,25 @@ async def test_a_background_response_polled_with_get_is_counted_once_when_it_fin
     assert harness.value("tooltap_tool_calls_total", api="responses", model="unknown") == 1
 
 
+async def test_the_budget_is_given_back_once_each_record_is_inspected_or_refused(harness):
+    harness.tctx.configure(harness.addon, tooltap_memory_budget=1 << 20)
+    body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
+    stream = stream_bytes("chat_stream_parallel_tool_calls_with_usage.sse")
+    for _ in range(5):
+        await harness.cycle(make_flow("/v1/chat/completions", CHAT_REQUEST, body))
+        flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"", headers=tuple(SSE.items()))
+        harness.addon.request(flow)
+        harness.addon.responseheaders(flow)
+        flow.response.stream(stream)
+        flow.response.stream(b"")
+        harness.addon.response(flow)
+    assert harness.addon.flush(5)
+    budget = harness.addon.budget
+    assert (budget.used, 0 < budget.peak <= budget.limit) == (0, True)
+    assert harness.value("tooltap_held_bytes") == 0
+    assert harness.value("tooltap_flows_total", api="chat", outcome="inspected") == 10
+
+
 async def test_a_full_queue_drops_and_counts_without_blocking(harness):
     harness.tctx.configure(harness.addon, tooltap_queue_size=1)
     await harness.addon.restarting
