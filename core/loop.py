@@ -262,8 +262,11 @@ def _responses(request: Mapping[str, Any], prior: Mapping[str, Sequence[str]] | 
         or (bool(previous) and known_prior is None)
         or any(_is_reference(item) or item.get("type") == "compaction" for item in items)
     )
-    # With previous_response_id, every input item is new.
+    # With previous_response_id, every input item is new. Otherwise the new part
+    # starts at the newest model turn: its run of items (reasoning, calls, message).
     new_from = 0 if previous else _last_index(items, _is_model_item)
+    while new_from > 0 and _is_model_item(items[new_from - 1]):
+        new_from -= 1
     check = _Checker("responses", "input", new_from)
     # call id -> where calls awaiting a result are (a list: some servers reuse
     # call ids across turns, call_0, call_1); -1 is the previous response.

@@ -83,6 +83,20 @@ def test_an_unanswered_call_is_found_in_each_dialect():
     ]
 
 
+def test_every_call_of_a_parallel_responses_turn_is_owed_a_result():
+    # The newest model turn is its whole run of items: a call before the last
+    # one is as new as the last.
+    request = {
+        "input": [
+            {"role": "user", "content": "weather in Paris and Rome?"},
+            {"type": "function_call", "call_id": "call_a", "name": "weather", "arguments": "{}"},
+            {"type": "function_call", "call_id": "call_b", "name": "weather", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "call_b", "output": "12C"},
+        ]
+    }
+    assert findings("responses", request) == [("unanswered-call", ["call_a"], "input.1")]
+
+
 def test_the_first_call_loop_bug_leaves_the_others_unanswered():
     # tool_calls[0] only: the loop that has only ever seen a single call.
     chat = copy.deepcopy(CHAT)
