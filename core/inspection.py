@@ -23,6 +23,7 @@ from .stream import ApiError, StreamReader, api_error
 from .wire import UNFINISHED, Api, Turn, detect_api, read_turn
 
 Outcome = Literal["inspected", "skipped", "unparseable", "upstream_error"]
+Transport = Literal["http", "websocket"]
 # The work on one exchange is bounded: one pathological response must not stall the rest.
 MAX_CALLS = 500  # calls validated and listed one by one
 
@@ -46,6 +47,10 @@ class Exchange(BaseModel):
     """The response body as sent: JSON or an SSE stream, possibly content-encoded."""
     request_headers: Mapping[str, str] = Field(default_factory=dict)
     """Request headers; content-encoding is read."""
+    api: Api | None = None
+    """The API, set for a turn read off a WebSocket; else the URL's path says it."""
+    transport: Transport = "http"
+    """websocket: one turn of a socket, its server events framed as the SSE stream they mirror."""
 
 
 class Rejected(BaseModel):
@@ -72,6 +77,8 @@ class Verdict(BaseModel):
     """responses, chat or messages (the `api` label); None for an upstream refused at connect."""
     outcome: Outcome
     """inspected, skipped, unparseable or upstream_error: what became of the flow."""
+    transport: Transport = "http"
+    """http, or websocket for a turn of a Responses WebSocket or a Realtime session."""
     reason: str | None = None
     """Why the outcome is not a plain inspected turn, or what was unusual about it."""
     status: int | None = None
@@ -265,7 +272,7 @@ def inspect(
     prior maps a response id to the call ids it returned, for requests that
     continue it with previous_response_id (the proxy owns that memory).
     """
-    api = detect_api(exchange.method, exchange.url)
+    api = exchange.api or detect_api(exchange.method, exchange.url)
     if api is None:
         return Verdict(api=None, outcome="skipped", reason="not a tool-calling endpoint")
 
@@ -276,6 +283,7 @@ def inspect(
     found: dict[str, Any] = {
         "api": api,
         "outcome": "inspected",
+        "transport": exchange.transport,
         "status": exchange.status,
         "loop_errors": loop.errors,
         "tool_results": loop.results,
@@ -335,8 +343,9 @@ def inspect(
         "stream_errors": response.errors,
         "duplicates": duplicates,
     }
+    ended = "the stream" if exchange.transport == "http" else "the turn"
     reasons = [
-        *([] if response.complete else ["the stream ended before its final event"]),
+        *([] if response.complete else [f"{ended} ended before its final event"]),
         *([response.note] if response.note else []),
     ]
     if reasons:

@@ -33,7 +33,12 @@ RULES = (
     "empty-result",
 )
 
-_ID_FIELD = {"responses": "call_id", "chat": "tool_call_id", "messages": "tool_use_id"}
+_ID_FIELD = {
+    "responses": "call_id",
+    "chat": "tool_call_id",
+    "messages": "tool_use_id",
+    "realtime": "call_id",
+}
 
 REPAIRS = {
     "unanswered-call": (
@@ -245,7 +250,11 @@ def _is_reference(item: Mapping[str, Any]) -> bool:
     )
 
 
-def _responses(request: Mapping[str, Any], prior: Mapping[str, Sequence[str]] | None) -> LoopReport:
+def _responses(
+    request: Mapping[str, Any],
+    prior: Mapping[str, Sequence[str]] | None,
+    api: Api = "responses",
+) -> LoopReport:
     items = [as_dict(item) for item in as_list(request.get("input"))]
     previous = as_str(request.get("previous_response_id"))
     known_prior = prior.get(previous) if previous and prior is not None else None
@@ -267,7 +276,14 @@ def _responses(request: Mapping[str, Any], prior: Mapping[str, Sequence[str]] | 
     new_from = 0 if previous else _last_index(items, _is_model_item)
     while new_from > 0 and _is_model_item(items[new_from - 1]):
         new_from -= 1
-    check = _Checker("responses", "input", new_from)
+    # A Realtime turn's input is the items the client created since it last asked
+    # for a response, and its previous response is the socket's latest.
+    prefix, asked = (
+        ("conversation.item.create", f"response.create after {previous}")
+        if api == "realtime"
+        else ("input", f"previous_response_id {previous}")
+    )
+    check = _Checker(api, prefix, new_from)
     # call id -> where calls awaiting a result are (a list: some servers reuse
     # call ids across turns, call_0, call_1); -1 is the previous response.
     pending: dict[str, list[int]] = {call_id: [-1] for call_id in known_prior or ()}
@@ -313,7 +329,7 @@ def _responses(request: Mapping[str, Any], prior: Mapping[str, Sequence[str]] | 
     check.unanswered(leftover)
     unanswered_prior = [call_id for call_id, where in pending.items() if where and where[0] < 0]
     if unanswered_prior:
-        check.error("unanswered-call", unanswered_prior, 0, f"previous_response_id {previous}")
+        check.error("unanswered-call", unanswered_prior, 0, asked)
     return check.report
 
 
@@ -408,4 +424,4 @@ def check_loop(
         return _chat(body)
     if api == "messages":
         return _messages(body)
-    return _responses(body, prior)
+    return _responses(body, prior, api)

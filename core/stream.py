@@ -61,8 +61,8 @@ class ResponsesAssembler:
     output_item.added/.done and the argument deltas, keyed by item_id.
     """
 
-    FINAL = ("response.completed", "response.incomplete", "response.failed")
-    START = ("response.created", "response.in_progress", "response.queued")
+    FINAL: tuple[str, ...] = ("response.completed", "response.incomplete", "response.failed")
+    START: tuple[str, ...] = ("response.created", "response.in_progress", "response.queued")
 
     def __init__(self) -> None:
         self.final: Mapping[str, Any] | None = None
@@ -122,6 +122,17 @@ class ResponsesAssembler:
         response["output"] = output
         response["status"] = "incomplete"
         return response
+
+
+class RealtimeAssembler(ResponsesAssembler):
+    """Realtime server events: the Responses events' names and items, one final event.
+
+    response.done carries the whole response (its status says completed,
+    cancelled, failed or incomplete); response.created opens it.
+    """
+
+    FINAL = ("response.done",)
+    START = ("response.created",)
 
 
 class ChatAssembler:
@@ -290,6 +301,7 @@ Assembler = ResponsesAssembler | ChatAssembler | MessagesAssembler
 
 ASSEMBLERS: dict[str, type[Assembler]] = {
     "responses": ResponsesAssembler,
+    "realtime": RealtimeAssembler,
     "chat": ChatAssembler,
     "messages": MessagesAssembler,
 }

@@ -123,6 +123,12 @@ def state_repairs(api: str, state: Any) -> list[str]:
             "handler, or declare strict: true on the tools (Anthropic documents no conflict "
             "between strict tools and parallel calls)."
         ]
+    if api == "realtime" and state == "fanout-no-strict":
+        return [
+            "Realtime function tools have no strict mode, so no schema guarantee was in place "
+            "to lose. Validate the arguments in your handler before running the tool, and "
+            "answer an invalid call with a function_call_output that says what was wrong."
+        ]
     return parallel.repair_lines(state)
 
 

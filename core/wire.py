@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from .jsontext import dumps
 from .shapes import as_bool, as_dict, as_list, as_str
 
-Api = Literal["responses", "chat", "messages"]
-APIS: tuple[Api, ...] = ("responses", "chat", "messages")
+Api = Literal["responses", "chat", "messages", "realtime"]
+APIS: tuple[Api, ...] = ("responses", "chat", "messages", "realtime")
 
 # Responses output items the client must answer, and the key that ids them.
 CLIENT_CALL_TYPES = {
@@ -99,6 +99,23 @@ def detect_api(method: str, url: str) -> Api | None:
     # OpenAI's Assistants API also has .../threads/{id}/messages.
     if path.endswith("/messages") and "/threads/" not in path:
         return "messages"
+    return None
+
+
+def detect_socket(url: str) -> Api | None:
+    """Which API a WebSocket speaks, from its upgrade request's path. Pure.
+
+    .../responses is the Responses WebSocket mode (OpenAI, Azure, compatible
+    hosts); .../realtime is the Realtime API (Azure's too).
+    """
+    try:
+        path = urlsplit(url).path.rstrip("/")
+    except ValueError:
+        return None
+    if path.endswith("/responses"):
+        return "responses"
+    if path.endswith("/realtime"):
+        return "realtime"
     return None
 
 
@@ -460,7 +477,27 @@ def _messages_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> T
     )
 
 
-_READERS = {"responses": _responses_turn, "chat": _chat_turn, "messages": _messages_turn}
+# --- OpenAI Realtime ---------------------------------------------------------
+
+
+def _realtime_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
+    """A Realtime response, read as the Responses turn it mirrors (same items, same tools).
+
+    The request is the session's tool settings as tooltap saw them. Realtime
+    function tools have no strict mode: a `strict` key there is not honoured,
+    so it is not read as one.
+    """
+    turn = _responses_turn(request, {k: v for k, v in response.items() if k != "tools"})
+    tools = [tool.model_copy(update={"strict": None}) for tool in turn.tools]
+    return turn.model_copy(update={"api": "realtime", "tools": tools})
+
+
+_READERS = {
+    "responses": _responses_turn,
+    "chat": _chat_turn,
+    "messages": _messages_turn,
+    "realtime": _realtime_turn,
+}
 
 
 def read_turn(api: Api, request: Any, response: Any) -> Turn:

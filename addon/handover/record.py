@@ -29,7 +29,10 @@ CREDENTIAL_HEADERS = frozenset(
 )  # fmt: skip
 MIN_CREDENTIAL = 8  # shorter values are not scrubbed: they would mangle ordinary text
 # Query parameters worth keeping in the logged path; anything else might be a key.
-SAFE_QUERY = ("api-version", "beta")
+SAFE_QUERY = ("api-version", "beta", "model", "deployment")
+# A browser cannot set headers on a WebSocket: the Realtime API takes the key
+# as a subprotocol, `openai-insecure-api-key.<key>`.
+KEY_PROTOCOL = "openai-insecure-api-key."
 
 Fields = tuple[tuple[bytes, bytes], ...]
 
@@ -39,6 +42,19 @@ def _header(fields: Fields, name: bytes) -> str:
         if key.lower() == name:
             return value.decode("latin-1")
     return ""
+
+
+@dataclass(slots=True)
+class SocketBatch:
+    """What a record of WebSocket messages says besides the messages (its chunks)."""
+
+    key: str  # the flow's id: one socket
+    sources: bytes = b""  # per message, 1 when the client sent it
+    first: int = 0  # how many messages the socket carried before this batch
+    lost: bool = False  # messages went by unread since the last batch
+    ended: bool = False  # the socket closed after this batch
+    closed_by_client: bool | None = None
+    skipped: dict[str, int] = field(default_factory=dict)  # messages not kept, by reason
 
 
 @dataclass(slots=True)
@@ -66,6 +82,7 @@ class Record:
     failure: str | None = None  # the upstream broke the exchange off: mitmproxy's words
     note: str | None = None  # the client broke it off: mitmproxy's words
     held: int = 0  # bytes taken from the memory budget for this record (proxy side)
+    socket: SocketBatch | None = None  # a batch of one socket's messages, in chunks
 
     def exchange(self) -> Exchange:
         return Exchange(
@@ -103,6 +120,10 @@ class Record:
             if key.lower() in CREDENTIAL_HEADERS:
                 value = raw.decode("latin-1").strip()
                 found.update((value, value.partition(" ")[2].strip()))
+            elif key.lower() == b"sec-websocket-protocol":
+                for protocol in raw.decode("latin-1").split(","):
+                    if protocol.strip().startswith(KEY_PROTOCOL):
+                        found.add(protocol.strip().removeprefix(KEY_PROTOCOL))
         return tuple(sorted((v for v in found if len(v) >= MIN_CREDENTIAL), key=len, reverse=True))
 
 
@@ -162,7 +183,10 @@ class FrameReader:
         record: Record = pickle.loads(pieces[2])  # noqa: S301 - our own pipe
         request, *response = pieces[3:]
         record.request_body = bytes(request)
-        record.response_body = bytes(response[0]) if len(response) == 1 else b"".join(response)
+        if record.socket is not None:  # messages stay apart
+            record.chunks = [bytes(m) for m in response[: len(record.socket.sources)]]
+        else:
+            record.response_body = bytes(response[0]) if len(response) == 1 else b"".join(response)
         self._plan, self._pieces = [HEAD.size], []
         self._start(HEAD.size)
         return record

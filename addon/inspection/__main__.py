@@ -62,7 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     log_file = settings["tooltap_log_file"]
     stream = open(log_file, "a", encoding="utf-8") if log_file else sys.stdout  # noqa: SIM115
     sink = LogSink(settings["tooltap_log_format"], settings["tooltap_log_arguments"], stream)
-    inspector = Inspector(sink, metrics)
+    inspector = Inspector(
+        sink,
+        metrics,
+        max_turn=settings["tooltap_max_body"],
+        budget=settings["tooltap_memory_budget"],
+    )
     os.set_blocking(args.records, False)
     frames = FrameReader(args.records)
     stopping: list[int] = []  # SIGTERM: the proxy will not wait any longer

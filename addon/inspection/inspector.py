@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 from tooltap.core import Verdict
+from tooltap.core.sockets import SocketTurn
 
 from ..handover.record import Record
 from ..sinks.log import LogSink
@@ -20,22 +21,35 @@ from ..sinks.metrics import Metrics
 from ..sinks.redaction import REDACTED
 from .scrub import scrub
 from .session import Session
+from .sockets import Sockets
+
+MAX_TURN = 8 * 1024 * 1024  # tooltap_max_body's default
+BUDGET = 256 * 1024 * 1024  # tooltap_memory_budget's default
 
 
 class Inspector:
     """inspect() and the sinks, for one record at a time, in one session."""
 
     def __init__(
-        self, sink: LogSink, metrics: Metrics, fault: Callable[[str], None] | None = None
+        self,
+        sink: LogSink,
+        metrics: Metrics,
+        fault: Callable[[str], None] | None = None,
+        max_turn: int = MAX_TURN,
+        budget: int = BUDGET,
     ) -> None:
         self.sink = sink
         self.metrics = metrics
         self.session = Session()
+        self.sockets = Sockets(max_turn, budget)
         self._fault = fault  # a test seam: raises to inject a fault
 
     def handle(self, record: Record) -> None:
         if self._fault is not None:
             self._fault("worker")
+        if record.socket is not None:
+            self._socket(record)
+            return
         started = time.perf_counter()
         if record.api is None:
             verdict = Verdict(api=None, outcome="upstream_error", reason=record.failure)
@@ -52,6 +66,39 @@ class Inspector:
                 verdict.reason = f"the upstream failed: {record.failure}"
             elif record.note is not None and verdict.reason is not None:
                 verdict.reason = f"{verdict.reason} ({record.note})"
+        self._emit(record, verdict, started)
+
+    def _socket(self, record: Record) -> None:
+        """A batch of one socket's messages: the turns it finished, one by one."""
+        batch = record.socket
+        if batch is None or record.api is None:
+            return
+        started = time.perf_counter()
+        for reason, count in batch.skipped.items():
+            self.metrics.socket_skipped(record.api, reason, count)
+        turns = self.sockets.read(record.api, record.exchange().url, batch, record.chunks)
+        for (api, reason), count in self.sockets.skipped.items():
+            self.metrics.socket_skipped(api, reason, count)
+        self.sockets.skipped.clear()
+        for turn in turns:
+            self._emit(record, self._turn(record, turn), started)
+            started = time.perf_counter()
+
+    def _turn(self, record: Record, turn: SocketTurn) -> Verdict:
+        exchange = turn.exchange
+        if turn.skipped is not None:
+            return Verdict(
+                api=exchange.api, outcome="skipped", reason=turn.skipped, transport="websocket"
+            )
+        verdict = self.session.inspect(exchange, turn.prior)
+        if turn.cut and record.failure is not None:
+            verdict.outcome = "upstream_error"
+            verdict.reason = f"the upstream failed: {record.failure}"
+        elif turn.cut and record.note is not None:
+            verdict.reason = f"{verdict.reason} ({record.note})" if verdict.reason else record.note
+        return verdict
+
+    def _emit(self, record: Record, verdict: Verdict, started: float) -> None:
         path = record.logged_path()
         credentials = record.credentials()
         if credentials:

@@ -9,6 +9,7 @@ counted at a final status (a background response is polled, and counted once).
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 
 from tooltap.core import Exchange, ValidatorCache, Verdict, inspect
 
@@ -42,8 +43,13 @@ class Session:
         self.size = size
         self.validators = ValidatorCache()
 
-    def inspect(self, exchange: Exchange) -> Verdict:
-        verdict = inspect(exchange, self.recent, validators=self.validators)
+    def inspect(
+        self, exchange: Exchange, prior: Mapping[str, Sequence[str]] | None = None
+    ) -> Verdict:
+        """inspect() with this session's memory; prior replaces the recent calls (a Realtime
+        turn brings the calls its socket owed)."""
+        calls = self.recent if prior is None else prior
+        verdict = inspect(exchange, calls, validators=self.validators)
         response_id = verdict.response_id
         if verdict.api != "responses" or not response_id or verdict.state is None:
             return verdict

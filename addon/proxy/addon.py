@@ -26,6 +26,7 @@ from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 from mitmproxy.utils import asyncio_utils
 
 from tooltap.core import Api, detect_api
+from tooltap.core.wire import detect_socket
 
 from .. import options
 from ..handover.budget import Budget, MiB, return_freed_memory
@@ -37,11 +38,13 @@ from ..inspection.inspector import Inspector
 from ..options import BY_NAME
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
+from .sockets import SocketTap
 from .tap import StreamTap
 
 logger = logging.getLogger("tooltap")
 
 MAX_TRACKED = 100_000  # flows in flight; past it the oldest is forgotten and counted as dropped
+MAX_SOCKETS = 10_000  # WebSockets followed at once; past it the oldest is let go
 MAX_HOSTS = 10_000  # host decisions remembered (regular mode)
 GIVE_BACK_AFTER = 64 * MiB  # of bodies gone by before freed memory is worth giving back
 # What mitmproxy's error hook says when the client, not the upstream, ended an
@@ -125,6 +128,7 @@ class Tooltap:
         self.restarting: asyncio.Task[None] | None = None  # a settings change being applied
         self._settings: dict[str, Any] | None = None  # those inspection runs with
         self._flows: OrderedDict[str, _Pending] = OrderedDict()
+        self._sockets: OrderedDict[str, SocketTap] = OrderedDict()
         self._hosts: OrderedDict[str, bool] = OrderedDict()
         self._missed: Counter[str] = Counter()  # flows that arrived while inspection restarted
         self.budget = Budget(BY_NAME["tooltap_memory_budget"].default)
@@ -199,7 +203,13 @@ class Tooltap:
             stream = log_file = open(settings["tooltap_log_file"], "a", encoding="utf-8")  # noqa: SIM115 - closed by Inspection.close
         sink = LogSink(settings["tooltap_log_format"], settings["tooltap_log_arguments"], stream)
         metrics.watch_budget(self.budget)
-        inspector = Inspector(sink, metrics, self._fault)
+        inspector = Inspector(
+            sink,
+            metrics,
+            self._fault,
+            max_turn=settings["tooltap_max_body"],
+            budget=settings["tooltap_memory_budget"],
+        )
         worker = ThreadWorker(inspector.handle, self._worker_error, size, self._release)
         worker.start()
         url = self._metrics_url(settings, port)
@@ -298,6 +308,37 @@ class Tooltap:
     def error(self, flow: http.HTTPFlow) -> None:
         # Clients often hang up right after the last event: finish here too.
         self._finish(flow)
+        if flow.id in self._sockets:
+            self.websocket_end(flow)
+
+    @_guarded
+    def websocket_start(self, flow: http.HTTPFlow) -> None:
+        api = detect_socket(flow.request.path)
+        if api is None or not self._watched(flow.client_conn.proxy_mode, flow.request.pretty_host):
+            return
+        self._sockets[flow.id] = SocketTap(api, flow)
+        if len(self._sockets) > MAX_SOCKETS:
+            # Let the oldest go: what it holds is inspected, the rest of it is not followed.
+            _, oldest = self._sockets.popitem(last=False)
+            why = f"tooltap stopped following the socket: more than {MAX_SOCKETS} were open"
+            self._hand_over_batch(oldest, oldest.batch(let_go=why))
+
+    @_guarded
+    def websocket_message(self, flow: http.HTTPFlow) -> None:
+        tap = self._sockets.get(flow.id)
+        if tap is not None and tap.take(self.budget):
+            self._hand_over_batch(tap, tap.batch())
+
+    @_guarded
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        tap = self._sockets.pop(flow.id, None)
+        if tap is not None:
+            self._hand_over_batch(tap, tap.batch(ended=True))
+
+    def _hand_over_batch(self, tap: SocketTap, record: Record) -> None:
+        self._bodies += record.held
+        if not self._hand_over(record):
+            tap.refused(record)
 
     def _finish(self, flow: http.HTTPFlow) -> None:
         # References only: the inspection side builds everything else.
@@ -401,10 +442,13 @@ class Tooltap:
 
     # --- hand-over and errors -------------------------------------------------
 
-    def _hand_over(self, record: Record) -> None:
+    def _hand_over(self, record: Record) -> bool:
         if self.inspection is None or not self.inspection.worker.submit(record):
             self._release(record)
-            self._dropped(record.api)
+            if record.socket is None:  # a socket's batch is counted by its messages
+                self._dropped(record.api)
+            return False
+        return True
 
     def _release(self, record: Record) -> None:
         """The record's bodies are no longer held for inspection."""

@@ -83,6 +83,7 @@ class LogSink:
             (log.warning if bad else log.info)(
                 "tool_call",
                 api=verdict.api,
+                transport=verdict.transport,
                 response_id=verdict.response_id,
                 call_id=call.call_id,
                 name=call.name,
@@ -140,6 +141,7 @@ class LogSink:
         (log.warning if warn else log.info)(
             "turn",
             api=verdict.api,
+            transport=verdict.transport,
             host=host,
             path=path,
             status=verdict.status,

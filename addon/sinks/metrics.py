@@ -140,6 +140,13 @@ class Metrics:
             "Times the proxy restarted its inspection process (it died or stopped taking work).",
             registry=r,
         )
+        self.socket_skips = Counter(
+            "tooltap_websocket_messages_skipped_total",
+            "WebSocket messages inspection needed and did not use, by why (binary, over_budget, "
+            "queue_full, not_json, turn_too_large, ...).",
+            ["api", "reason"],
+            registry=r,
+        )
         self.held = Gauge(
             "tooltap_held_bytes",
             "Bytes the proxy holds for inspection now (stream copies, bodies on their way).",
@@ -188,6 +195,9 @@ class Metrics:
 
     def flow(self, api: str, outcome: str, count: int = 1) -> None:
         self._child(self.flows, api, outcome).inc(count)
+
+    def socket_skipped(self, api: str, reason: str, count: int = 1) -> None:
+        self._child(self.socket_skips, api, reason).inc(count)
 
     def internal_error(self, where: str) -> None:
         self._child(self.internal_errors, where).inc()

@@ -44,6 +44,8 @@ def test_the_inspector_gets_exactly_the_options_it_reads_as_data():
     values = SimpleNamespace(**{o.name: o.default for o in options.OPTIONS})
     assert options.settings(values) == options.defaults()
     assert set(options.defaults()) == {
+        "tooltap_max_body",  # a WebSocket turn's bound
+        "tooltap_memory_budget",  # the bound on the sockets' turns in flight
         "tooltap_metrics_host",
         "tooltap_metrics_port",
         "tooltap_log_format",

@@ -1,0 +1,76 @@
+"""The sockets being followed, on the inspection side: one reader each, bounded.
+
+Bounded in number (the least recently used reader is let go) and in bytes:
+when the readers together hold more than the memory budget, the least
+recently used ones let go of their turns in flight, which are counted as
+skipped. A socket whose reader was let go is read on as one joined late.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+
+from tooltap.core import Api
+from tooltap.core.sockets import RealtimeSocket, ResponsesSocket, SocketTurn, socket_reader
+
+from ..handover.record import SocketBatch
+
+MAX_SOCKETS = 10_000
+Reader = ResponsesSocket | RealtimeSocket
+
+
+class Sockets:
+    """Readers by socket, the newest used last."""
+
+    def __init__(self, max_turn: int, limit: int, size: int = MAX_SOCKETS) -> None:
+        self.max_turn = max_turn
+        self.limit = limit  # bytes all readers may hold
+        self.size = size
+        self.held = 0
+        self.skipped: Counter[tuple[str, str]] = Counter()  # (api, reason): messages not used
+        self._readers: OrderedDict[str, Reader] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._readers)
+
+    def read(
+        self, api: Api, url: str, batch: SocketBatch, messages: list[bytes]
+    ) -> list[SocketTurn]:
+        """Feed one batch of a socket's messages; the turns it finished, in order."""
+        key = batch.key
+        reader = self._readers.get(key)
+        if reader is None:
+            # Joining after the socket's first message: its start went by unread.
+            late = batch.first > 0
+            reader = self._readers[key] = socket_reader(api, url, self.max_turn, late=late)
+        self._readers.move_to_end(key)
+        before = reader.held
+        turns = reader.lost() if batch.lost else []
+        for message, source in zip(messages, batch.sources, strict=True):
+            turns += reader.feed(message, bool(source))
+        if batch.ended:
+            turns += reader.close()
+            del self._readers[key]
+        self.held += reader.held - before
+        self._count(reader)
+        turns += self._trim(key)
+        return turns
+
+    def _count(self, reader: Reader) -> None:
+        for reason, count in reader.skipped.items():
+            self.skipped[reader.api, reason] += count
+        reader.skipped.clear()
+
+    def _trim(self, keep: str) -> list[SocketTurn]:
+        """Over the byte limit or the count: the least recently used readers let go."""
+        turns: list[SocketTurn] = []
+        for key in list(self._readers):
+            if self.held <= self.limit and len(self._readers) <= self.size:
+                break
+            if key == keep:
+                continue
+            reader = self._readers.pop(key)
+            self.held -= reader.held
+            turns += reader.lost()
+            self._count(reader)
+        return turns

@@ -1,0 +1,118 @@
+"""WebSocket messages, picked and batched on the proxy's event loop.
+
+Bookkeeping only. A look at the head of each text message decides whether it
+is held: audio, images and text deltas never are. Held messages are
+mitmproxy's own bytes, kept by reference, and go to the inspection side in
+batches: after a response's last event, when a batch is full, and when the
+socket closes. Turns are split there (tooltap.core.sockets).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from mitmproxy import http
+
+from tooltap.core import Api
+from tooltap.core.sockets import ENDS, leading_type, needed
+
+from ..handover.budget import Budget, MiB
+from ..handover.record import Record, SocketBatch
+
+BATCH_MESSAGES = 256  # a batch goes at this many messages, or bytes, if no response ends first
+BATCH_BYTES = MiB
+
+
+class SocketTap:
+    """One socket's messages on their way to inspection, a batch at a time."""
+
+    def __init__(self, api: Api, flow: http.HTTPFlow) -> None:
+        self.api = api
+        self.flow = flow
+        self.messages: list[bytes] = []
+        self.sources = bytearray()  # per held message, 1 when the client sent it
+        self.seen = 0  # messages the socket carried so far
+        self.first = 0  # ... before the current batch
+        self.held = 0  # bytes of the batch, taken from the budget
+        self.lost = False  # a message inspection needed went by unread
+        self.skipped: Counter[str] = Counter()
+
+    def take(self, budget: Budget) -> bool:
+        """Hold the newest message if inspection needs it; True when the batch should go now."""
+        websocket = self.flow.websocket
+        if websocket is None or not websocket.messages:
+            return False
+        message = websocket.messages[-1]
+        self.seen += 1
+        if not message.is_text:
+            self.skipped["binary"] += 1
+            return False
+        content = message.content
+        kind = leading_type(content)
+        if not needed(self.api, content, kind):
+            return False
+        if not budget.take(len(content)):
+            self.skipped["over_budget"] += 1
+            self.lost = True
+            return False
+        self.messages.append(content)
+        self.sources.append(message.from_client)
+        self.held += len(content)
+        return kind in ENDS or len(self.messages) >= BATCH_MESSAGES or self.held >= BATCH_BYTES
+
+    def batch(self, ended: bool = False, let_go: str | None = None) -> Record:
+        """The held messages as a record, which now owns them and their budget.
+
+        ended: the socket closed after them. let_go: tooltap stops following it, and why.
+        """
+        flow = self.flow
+        request = flow.request
+        closed_by = flow.websocket.closed_by_client if flow.websocket is not None else None
+        record = Record(
+            self.api,
+            method=request.method,
+            scheme=request.scheme,
+            host=request.host,
+            port=request.port,
+            path=request.path,
+            request_headers=request.headers.fields,
+            chunks=self.messages,
+            held=self.held,
+            socket=SocketBatch(
+                flow.id,
+                bytes(self.sources),
+                self.first,
+                self.lost,
+                ended or let_go is not None,
+                closed_by if ended else None,
+                dict(self.skipped),
+            ),
+        )
+        if let_go is not None:
+            record.note = let_go
+        elif ended:
+            record.note, record.failure = _close(flow)
+        self.messages, self.sources, self.held = [], bytearray(), 0
+        self.first, self.lost = self.seen, False
+        self.skipped.clear()
+        return record
+
+    def refused(self, record: Record) -> None:
+        """The batch could not be handed over: what it held went by unread."""
+        if record.socket is not None:
+            self.skipped.update(record.socket.skipped)
+        self.skipped["queue_full"] += len(record.chunks)
+        self.lost = True
+
+
+def _close(flow: http.HTTPFlow) -> tuple[str | None, str | None]:
+    """How the socket ended, as (note, failure): the client's doing, or the server's."""
+    ws = flow.websocket
+    if ws is None:
+        return None, None
+    how = f"code {ws.close_code}" + (f": {ws.close_reason}" if ws.close_reason else "")
+    if ws.closed_by_client:
+        return f"the client closed the socket ({how})", None
+    if flow.error is not None:
+        return None, f"the socket failed: {flow.error.msg}"
+    return None, f"the server closed the socket ({how})"

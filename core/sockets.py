@@ -1,0 +1,573 @@
+"""WebSocket transports read as turns: the Responses WebSocket mode and the Realtime API.
+
+Sans-I/O, like the stream readers: `feed(message, from_client)` takes each text
+message in the order it crossed the socket and returns the turns it finished;
+`close()` returns those the socket's end cut off. A turn is an Exchange that
+inspect() reads as it reads HTTP: the request is the JSON a POST would carry,
+and the response is the turn's server events framed as the SSE stream the same
+request gives over HTTP. So a turn on a socket meets the same rules, the same
+assembler and the same loop check as one over HTTP.
+
+Where a reading is uncertain (which request an error answers, whether a call
+is owed a result), the reader takes the one that cannot raise a false alarm,
+and says why where it does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, OrderedDict, deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .inspection import Exchange
+from .jsontext import dumps, loads
+from .shapes import as_dict, as_list, as_str
+from .stream import api_error
+from .wire import Api
+
+# The events a turn needs. The rest (text and audio deltas, transcripts, rate
+# limits) is never held: over a long socket it is nearly everything.
+RESPONSES_EVENTS = frozenset(
+    {
+        "response.create",
+        "response.created",
+        "response.queued",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.custom_tool_call_input.delta",
+        "response.custom_tool_call_input.done",
+        "response.completed",
+        "response.incomplete",
+        "response.failed",
+        "error",
+    }
+)
+REALTIME_EVENTS = frozenset(
+    {
+        "session.update",
+        "session.created",
+        "session.updated",
+        "conversation.item.create",
+        "response.create",
+        "response.created",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.done",
+        "error",
+    }
+)
+NEEDED: dict[str, frozenset[str]] = {"responses": RESPONSES_EVENTS, "realtime": REALTIME_EVENTS}
+# After one of these a turn may be complete: worth handing over at once.
+ENDS = frozenset(
+    {"response.completed", "response.incomplete", "response.failed", "response.done", "error"}
+)
+# Item types a Realtime client creates that the loop check reads.
+_CALL_ITEMS = (b'"function_call"', b'"function_call_output"')
+_MEDIA = (b'"input_audio"', b'"input_image"', b'"audio"')
+HEAD = 256  # bytes of a message looked at to place it
+
+_LEADING_TYPE = re.compile(rb'\s*\{\s*"type"\s*:\s*"([^"\\]{1,100})"')
+
+MAX_LANES = 64  # Responses stream_id lanes followed per socket
+MAX_WAITING = 16  # response.create messages waiting for their response, per lane
+MAX_ITEMS = 1_000  # Realtime results kept between two response.create messages
+MAX_OPEN = 10_000  # Realtime calls remembered as owed, or as answerable
+
+
+def leading_type(message: bytes) -> str | None:
+    """The message's type when it is the first key, as the APIs and SDKs send it. Pure.
+
+    Reads the head only; None when the type is not found there.
+    """
+    match = _LEADING_TYPE.match(message, 0, HEAD)
+    return match.group(1).decode("ascii", "replace") if match else None
+
+
+def needed(api: str, message: bytes, kind: str | None) -> bool:
+    """Is a text message worth holding for inspection? Pure, and cheap: it reads the head.
+
+    kind is its leading_type(). A message whose type is not its first key is
+    held (the reader decides). A Realtime item that carries audio or an image
+    is not, unless it may be a call or a result.
+    """
+    if kind is None:
+        return True
+    if kind not in NEEDED.get(api, ()):
+        return False
+    if kind == "conversation.item.create":
+        head = message[:HEAD]
+        return any(m in head for m in _CALL_ITEMS) or not any(m in head for m in _MEDIA)
+    return True
+
+
+def sse(events: list[bytes]) -> bytes:
+    """Server events framed as the SSE stream they mirror: one `data:` line per line. Pure."""
+    parts: list[bytes] = []
+    for event in events:
+        for line in event.splitlines() or [b""]:
+            parts += (b"data: ", line, b"\n")
+        parts.append(b"\n")
+    return b"".join(parts)
+
+
+def error_status(event: dict[str, Any]) -> int | None:
+    """The HTTP status an `error` event stands for, or None when it does not say. Pure.
+
+    The Responses WebSocket sends `status`; otherwise the error's type maps to
+    the status the same type comes with over HTTP. Any other type is not
+    guessed at: the error is reported as one inside a stream.
+    """
+    status = event.get("status")
+    if isinstance(status, int) and not isinstance(status, bool) and status >= 400:
+        return status
+    return {"invalid_request_error": 400, "server_error": 500}.get(api_error(event).type)
+
+
+@dataclass(slots=True)
+class SocketTurn:
+    """One turn read off a socket, ready for inspect()."""
+
+    exchange: Exchange
+    prior: dict[str, list[str]] | None = None  # Realtime: the calls owed a result when asked
+    cut: bool = False  # the socket closed before the turn's final event
+    skipped: str | None = None  # why the turn is not inspected
+
+
+@dataclass(slots=True)
+class _Turn:
+    request: bytes
+    prior: dict[str, list[str]] | None = None
+    events: list[bytes] = field(default_factory=list)
+    size: int = 0
+    response_id: str = ""
+    skipped: str | None = None
+    detached: bool = False  # Realtime: out of band, its calls are owed nothing
+    errored: bool = False  # an error event came; only the response's final event may follow
+
+
+@dataclass(slots=True)
+class _Create:
+    request: bytes
+    previous: str = ""  # its previous_response_id
+    prior: dict[str, list[str]] | None = None
+    detached: bool = False
+    event_id: str = ""  # Realtime: the client's id for the event, if it gave one
+
+
+class _Reader:
+    """What both readers share: the socket's address, the byte bound and the counts."""
+
+    api: Api
+
+    def __init__(self, url: str, max_turn: int) -> None:
+        self.url = url
+        self.max_turn = max_turn
+        self.skipped: Counter[str] = Counter()  # messages not used, by reason
+        self.held = 0  # bytes of messages held now
+
+    def _exchange(
+        self, request: bytes, events: list[bytes] | None, status: int | None = 200
+    ) -> Exchange:
+        return Exchange(
+            method="POST",
+            url=self.url,
+            request_body=request,
+            status=status if events is not None else None,
+            response_headers={"content-type": "text/event-stream"},
+            response_body=sse(events or []),
+            api=self.api,
+            transport="websocket",
+        )
+
+    def _rejection(self, create: _Create, message: bytes, event: dict[str, Any]) -> SocketTurn:
+        """A request the API answered with an error event instead of a response."""
+        status = error_status(event)
+        if status is None:  # reported as an error inside the turn's stream
+            return SocketTurn(self._exchange(create.request, [message]), create.prior)
+        exchange = self._exchange(create.request, []).model_copy(
+            update={
+                "status": status,
+                "response_headers": {"content-type": "application/json"},
+                "response_body": message,
+            }
+        )
+        return SocketTurn(exchange, create.prior)
+
+    def _add(self, turn: _Turn, message: bytes) -> None:
+        if turn.skipped is not None:
+            return
+        turn.size += len(message)
+        if turn.size > self.max_turn:
+            self.held -= turn.size - len(message)
+            turn.events = []
+            turn.skipped = "the turn's events passed tooltap_max_body"
+            self.skipped["turn_too_large"] += 1
+            return
+        self.held += len(message)
+        turn.events.append(message)
+
+    def _done(self, turn: _Turn, cut: bool = False) -> SocketTurn:
+        if turn.skipped is None:
+            self.held -= turn.size
+        exchange = self._exchange(turn.request, turn.events)
+        return SocketTurn(exchange, turn.prior, cut=cut, skipped=turn.skipped)
+
+
+class ResponsesSocket(_Reader):
+    """A Responses WebSocket: each response.create and the events that answer it.
+
+    Responses are matched to requests in order, per `stream_id` lane (the API
+    runs one lane's requests first in, first out). A response that no request
+    waits for (an automatic successor after response.steer, or one that began
+    before tooltap followed the socket) is read from its own echo of the
+    settings, and its loop is not checked.
+    """
+
+    api: Api = "responses"
+    FINAL = ("response.completed", "response.incomplete", "response.failed")
+    START = ("response.created", "response.queued", "response.in_progress")
+
+    def __init__(self, url: str, max_turn: int, late: bool = False) -> None:
+        super().__init__(url, max_turn)
+        self.waiting: dict[str, deque[_Create]] = {}
+        self.active: dict[str, _Turn] = {}
+        self._late: set[str] | None = set() if late else None  # lanes seen since joining
+
+    def feed(self, message: bytes, from_client: bool) -> list[SocketTurn]:
+        value, error = loads(message)
+        if error is not None or not isinstance(value, dict):
+            return self._unreadable(message, from_client)
+        kind = as_str(value.get("type"))
+        lane = as_str(value.get("stream_id"))
+        if lane not in self.active and lane not in self.waiting and self._lanes() >= MAX_LANES:
+            self.skipped["too_many_lanes"] += 1
+            return []
+        if from_client:
+            if kind == "response.create":
+                self._wait(lane, message, as_str(value.get("previous_response_id")))
+            return []
+        done: list[SocketTurn] = []
+        turn = self.active.get(lane)
+        response = as_dict(value.get("response"))
+        if turn is not None and turn.errored:
+            if kind in self.FINAL and as_str(response.get("id")) == turn.response_id:
+                self._add(turn, message)  # the failed response, right after its error
+                return [self._done(self.active.pop(lane))]
+            done.append(self._done(self.active.pop(lane)))
+            turn = None
+        if kind in self.START:
+            if turn is not None and turn.response_id == as_str(response.get("id")):
+                self._add(turn, message)
+                return done
+            # A new response: one still open on this lane ended without a final event.
+            if turn is not None:
+                done.append(self._done(self.active.pop(lane)))
+            self._start(lane, message, response)
+            return done
+        if kind == "error":
+            return done + self._error(lane, message, value)
+        if turn is None:
+            return done  # before tooltap followed the socket
+        self._add(turn, message)
+        if kind in self.FINAL:
+            done.append(self._done(self.active.pop(lane)))
+        return done
+
+    def close(self) -> list[SocketTurn]:
+        """The turns the socket's end cut off, and the requests that never got a response."""
+        turns = [self._done(turn, cut=not turn.errored) for turn in self.active.values()]
+        for queue in self.waiting.values():
+            turns += (SocketTurn(self._exchange(c.request, None), cut=True) for c in queue)
+        self.active, self.waiting, self.held = {}, {}, 0
+        return turns
+
+    def lost(self) -> list[SocketTurn]:
+        """Messages went by unread: forget what was in flight rather than misread it."""
+        turns = []
+        for turn in self.active.values():
+            if turn.skipped is None:
+                turn.events, turn.skipped = [], "messages of this turn were not kept for inspection"
+            turns.append(self._done(turn))
+        self.skipped["lost"] += sum(len(q) for q in self.waiting.values())
+        self.active, self.waiting, self.held = {}, {}, 0
+        self._late = set()
+        return turns
+
+    def _lanes(self) -> int:
+        return len(self.active.keys() | self.waiting.keys())
+
+    def _wait(self, lane: str, message: bytes, previous: str) -> None:
+        queue = self.waiting.setdefault(lane, deque())
+        if len(queue) >= MAX_WAITING:
+            self.held -= len(queue.popleft().request)
+            self.skipped["too_many_waiting"] += 1
+        queue.append(_Create(message, previous))
+        self.held += len(message)
+
+    def _take(self, lane: str, previous: str | None = None) -> _Create | None:
+        """The request a new response on this lane answers, if one is known to."""
+        queue = self.waiting.get(lane)
+        if self._late is not None and lane not in self._late:
+            # The first response on a lane after joining may answer a request sent
+            # before: the ones seen so far cannot be matched to it with certainty.
+            self._late.add(lane)
+            while queue:
+                self.held -= len(queue.popleft().request)
+                self.skipped["joined_late"] += 1
+        if not queue:
+            return None
+        # An automatic successor names the response it continues; a request
+        # that names another is not the one it answers.
+        if previous and queue[0].previous != previous:
+            return None
+        create = queue.popleft()
+        self.held -= len(create.request)
+        if not queue:
+            del self.waiting[lane]
+        return create
+
+    def _start(self, lane: str, message: bytes, response: Mapping[str, Any]) -> None:
+        create = self._take(lane, as_str(response.get("previous_response_id")))
+        turn = _Turn(create.request if create else b"{}", response_id=as_str(response.get("id")))
+        self.active[lane] = turn
+        self._add(turn, message)
+
+    def _error(self, lane: str, message: bytes, event: dict[str, Any]) -> list[SocketTurn]:
+        """An error event: the running response's, or a waiting request's rejection.
+
+        One with a sequence_number was sent inside a response's stream. Any other,
+        while a request waits, answers the oldest one (the lane's requests run in
+        order); with none waiting it is the running response's. An error ends a
+        response's turn, as it ends an HTTP stream, unless the response's own
+        final event (response.failed) comes next.
+        """
+        turn = self.active.get(lane)
+        waiting = self.waiting.get(lane)
+        if turn is not None and ("sequence_number" in event or not waiting):
+            self._add(turn, message)
+            turn.errored = True
+            return []
+        create = self._take(lane) if waiting else None
+        return [self._rejection(create or _Create(b"{}"), message, event)]
+
+    def _unreadable(self, message: bytes, from_client: bool) -> list[SocketTurn]:
+        """Not a JSON object: a server's goes to its turn (read there as a malformed
+        event) when only one turn runs; anything else is counted and dropped."""
+        if not from_client and len(self.active) == 1:
+            self._add(next(iter(self.active.values())), message)
+        else:
+            self.skipped["not_json"] += 1
+        return []
+
+
+class RealtimeSocket(_Reader):
+    """A Realtime session: tools from the session, one turn per response.
+
+    A turn's request is the session's tool settings (with the response.create's
+    own, when it sets them), the function_call_output items the client created
+    since it last asked for a response, and the calls it owed then: those of the
+    finished responses since. The server's session echo wins over the client's
+    update.
+    """
+
+    api: Api = "realtime"
+    SETTINGS = ("model", "tools", "tool_choice", "parallel_tool_calls")
+
+    def __init__(self, url: str, max_turn: int, late: bool = False) -> None:
+        super().__init__(url, max_turn)
+        query = dict(p.partition("=")[::2] for p in url.partition("?")[2].split("&") if p)
+        self.session: dict[str, Any] = {"model": query["model"]} if query.get("model") else {}
+        self.known = not late  # the session's tools are known
+        self.blind = late  # some results or calls went by unseen since the last request
+        self.items: list[Mapping[str, Any]] = []
+        self.items_size = 0
+        self.owed: OrderedDict[str, None] = OrderedDict()  # calls owed a result
+        # Calls a result may answer without being owed one: written by the client
+        # itself (replayed history), or made out of band or in a response that
+        # did not complete. A result for one is not an orphan, and not checked.
+        self.unowed: OrderedDict[str, None] = OrderedDict()
+        self.last_response = ""
+        self.waiting: deque[_Create] = deque()
+        self.turn: _Turn | None = None
+
+    def feed(self, message: bytes, from_client: bool) -> list[SocketTurn]:
+        value, error = loads(message)
+        if error is not None or not isinstance(value, dict):
+            self.skipped["not_json"] += 1
+            return []
+        kind = as_str(value.get("type"))
+        if from_client:
+            if kind == "session.update":
+                self._configure(as_dict(value.get("session")))
+            elif kind == "conversation.item.create":
+                self._item(as_dict(value.get("item")), len(message))
+            elif kind == "response.create":
+                self._create(as_dict(value.get("response")), as_str(value.get("event_id")))
+            return []
+        if kind in ("session.created", "session.updated"):
+            self._configure(as_dict(value.get("session")), echo=True)
+            return []
+        if kind == "error":
+            return self._error(message, value)
+        if kind == "response.created":
+            done = [self._done(self.turn)] if self.turn is not None else []
+            self._start(message, as_dict(value.get("response")))
+            return done
+        if self.turn is None:
+            return []
+        self._add(self.turn, message)
+        if kind == "response.done":
+            turn, self.turn = self.turn, None
+            self._owe(turn, as_dict(value.get("response")))
+            return [self._done(turn)]
+        return []
+
+    def close(self) -> list[SocketTurn]:
+        turns = [self._done(self.turn, cut=True)] if self.turn is not None else []
+        turns += (
+            SocketTurn(self._exchange(c.request, None), c.prior, cut=True) for c in self.waiting
+        )
+        self.turn, self.waiting, self.items, self.items_size, self.held = None, deque(), [], 0, 0
+        return turns
+
+    def lost(self) -> list[SocketTurn]:
+        """Messages went by unread: the tools and the loop are unknown until shown again."""
+        turns = []
+        if self.turn is not None:
+            turn = self.turn
+            if turn.skipped is None:
+                turn.events, turn.skipped = [], "messages of this turn were not kept for inspection"
+            turns.append(self._done(turn))
+        self.skipped["lost"] += len(self.waiting)
+        self.turn, self.waiting, self.items, self.items_size, self.held = None, deque(), [], 0, 0
+        self.known, self.blind = False, True
+        return turns
+
+    def _configure(self, session: Mapping[str, Any], echo: bool = False) -> None:
+        for key in self.SETTINGS:
+            if key in session:
+                self.session[key] = session[key]
+        if echo or "tools" in session:
+            self.known = True
+
+    def _item(self, item: Mapping[str, Any], size: int) -> None:
+        kind = item.get("type")
+        call_id = as_str(item.get("call_id"))
+        if kind == "function_call" and call_id:
+            _remember(self.unowed, call_id)
+        elif kind == "function_call_output":
+            if call_id in self.unowed and call_id not in self.owed:
+                return
+            if len(self.items) >= MAX_ITEMS:
+                self.blind = True
+                self.skipped["too_many_items"] += 1
+                return
+            self.items.append(item)
+            self.items_size += size
+            self.held += size
+
+    def _create(self, params: Mapping[str, Any], event_id: str) -> None:
+        request = dict(self.session)
+        request.update((k, params[k]) for k in self.SETTINGS if k in params)
+        # Out of band (conversation "none") or with its own input, the response
+        # does not continue the conversation: nothing is owed to it, and the
+        # results written so far wait for the next request that does.
+        detached = params.get("conversation") == "none" or "input" in params
+        prior = None
+        if not detached:
+            previous = self.last_response or "(the session's start)"
+            request["previous_response_id"] = previous
+            request["input"] = self.items
+            # Blind (joined late, or messages went by unread): no call is known
+            # to be owed and no result can be called an orphan.
+            prior = {} if self.blind else {previous: self._owed_then()}
+            self.held -= self.items_size
+            self.items, self.items_size, self.blind = [], 0, False
+        body = dumps(request).encode()
+        if len(self.waiting) >= MAX_WAITING:
+            self.held -= len(self.waiting.popleft().request)
+            self.skipped["too_many_waiting"] += 1
+        self.waiting.append(_Create(body, prior=prior, detached=detached, event_id=event_id))
+        self.held += len(body)
+
+    def _owed_then(self) -> list[str]:
+        """The calls owed when a response is asked for; from then on, none is owed twice."""
+        ids = list(self.owed)
+        for call_id in ids:
+            _remember(self.unowed, call_id)
+        self.owed.clear()
+        return ids
+
+    def _start(self, message: bytes, response: Mapping[str, Any]) -> None:
+        if self.waiting:
+            create = self.waiting.popleft()
+            self.held -= len(create.request)
+        else:  # started by the server (voice activity): the session's settings, no loop
+            create = _Create(dumps(self.session).encode())
+        self.turn = _Turn(
+            create.request,
+            create.prior,
+            response_id=as_str(response.get("id")),
+            detached=create.detached,
+        )
+        if not self.known:
+            self.turn.skipped = "the session's tools were set before tooltap followed this socket"
+        self._add(self.turn, message)
+
+    def _owe(self, turn: _Turn, response: Mapping[str, Any]) -> None:
+        """A response finished: its calls are owed a result if it completed in the conversation."""
+        calls = [
+            as_str(item.get("call_id"))
+            for item in map(as_dict, as_list(response.get("output")))
+            if item.get("type") == "function_call" and as_str(item.get("call_id"))
+        ]
+        owed = not turn.detached and response.get("status") == "completed"
+        for call_id in calls:
+            if _remember(self.owed if owed else self.unowed, call_id) and owed:
+                self.blind = True  # a call forgotten while owed: its result would look orphaned
+        if owed:
+            self.last_response = turn.response_id or self.last_response
+
+    def _error(self, message: bytes, event: dict[str, Any]) -> list[SocketTurn]:
+        """An error event: a waiting response.create's rejection, or the session's own.
+
+        Realtime errors answer client events; a response that fails ends with
+        response.done. An error names the client event it answers when the
+        client gave ids; without one, the oldest waiting request is taken to be it.
+        """
+        answers = as_str(as_dict(event.get("error")).get("event_id"))
+        create = None
+        if answers:
+            create = next((c for c in self.waiting if c.event_id == answers), None)
+        elif self.waiting:
+            create = self.waiting[0]
+        if create is not None:
+            self.waiting.remove(create)
+            self.held -= len(create.request)
+        return [self._rejection(create or _Create(b"{}"), message, event)]
+
+
+def _remember(table: OrderedDict[str, None], call_id: str) -> bool:
+    """Add a call id, newest last; True when the oldest had to be forgotten."""
+    table[call_id] = None
+    table.move_to_end(call_id)
+    if len(table) > MAX_OPEN:
+        table.popitem(last=False)
+        return True
+    return False
+
+
+def socket_reader(
+    api: Api, url: str, max_turn: int, late: bool = False
+) -> ResponsesSocket | RealtimeSocket:
+    """The reader for a socket that speaks this API (responses or realtime). Pure."""
+    if api == "realtime":
+        return RealtimeSocket(url, max_turn, late)
+    return ResponsesSocket(url, max_turn, late)
