@@ -110,9 +110,9 @@ class SocketReplay:
                     return
             for message in ws:
                 connection.received.append(message)
-                if steps and steps[0].trigger == message_type(message):
-                    if not self._play(ws, connection, steps.popleft().frames):
-                        return
+                played = steps and steps[0].trigger == message_type(message)
+                if played and not self._play(ws, connection, steps.popleft().frames):
+                    return
         except ConnectionClosed:
             pass
         finally:

@@ -1,0 +1,574 @@
+"""The WebSocket transports read as turns (tooltap.core.sockets), on real recordings.
+
+A turn off a socket must give the Verdict the same turn gives over HTTP; the
+Realtime loop is checked per response.create; and whatever arrives (errors,
+junk, a socket cut mid-turn, requests sent without waiting) is read without
+raising and without a finding that is not true.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.captures import SSE, WIRE
+from support.sockets import (
+    REALTIME_CASSETTE,
+    RESPONSES_CASSETTE,
+    call_item,
+    frame,
+    realtime_session,
+    realtime_turn,
+    recording,
+    responses_error,
+    responses_turn,
+    text_item,
+)
+
+from tooltap.addon.inspection.session import Session
+from tooltap.core import Exchange, inspect
+from tooltap.core.sockets import (
+    MAX_WAITING,
+    SocketTurn,
+    leading_type,
+    needed,
+    socket_reader,
+    sse,
+)
+
+RESPONSES_URL = "https://api.openai.com/v1/responses"
+REALTIME_URL = "https://api.openai.com/v1/realtime?model=gpt-realtime"
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Look up the weather for a city.",
+    "parameters": {
+        "additionalProperties": False,
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "type": "object",
+    },
+}
+
+
+def feed(reader, messages, session=None):
+    """Messages as (from_client, event or raw bytes); the verdicts of the turns, and the turns."""
+    session = session or Session()
+    turns: list[SocketTurn] = []
+    for from_client, message in messages:
+        raw = message if isinstance(message, bytes) else frame(message).encode()
+        turns += reader.feed(raw, from_client)
+    return turns, session
+
+
+def verdicts(turns, session=None):
+    session = session or Session()
+    return [session.inspect(t.exchange, t.prior) for t in turns if t.skipped is None]
+
+
+def recorded(name):
+    return [(direction == "sent", event) for direction, event in recording(name)]
+
+
+def loop(verdict):
+    return [(e.rule, e.ids, e.where) for e in verdict.loop_errors]
+
+
+# --- the Responses WebSocket mode ---------------------------------------------
+
+
+def test_a_recorded_responses_socket_gives_the_verdicts_of_the_same_turns_over_http():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    turns, _ = feed(reader, recorded(RESPONSES_CASSETTE))
+    assert reader.held == 0 and not reader.skipped
+    assert len(turns) == 2
+    session = Session()
+    first, second = (session.inspect(t.exchange, t.prior) for t in turns)
+    assert first.transport == second.transport == "websocket"
+    assert (first.state, [c.name for c in first.calls]) == ("strict-at-risk", ["get_temperature"])
+    assert first.calls[0].arguments_raw == '{"city":"Paris"}'
+    assert (second.loop_errors, [r.call_id for r in second.tool_results]) == (
+        [],
+        ["call_NnDOtgBLcomuxMOH1WLzvbUR"],
+    )
+    # The same request and events over HTTP: a POST and its SSE stream.
+    creates = [e for sent, e in recorded(RESPONSES_CASSETTE) if sent]
+    streams: list[list[dict]] = []
+    for sent, event in recorded(RESPONSES_CASSETTE):
+        if sent:
+            streams.append([])
+        else:
+            streams[-1].append(event)
+    http = Session()
+    for create, events, socket_verdict in zip(creates, streams, (first, second), strict=True):
+        body = {k: v for k, v in create.items() if k != "type"} | {"stream": True}
+        over_http = http.inspect(
+            Exchange(
+                method="POST",
+                url=RESPONSES_URL,
+                request_body=json.dumps(body).encode(),
+                status=200,
+                response_headers=SSE,
+                response_body=sse([frame(e).encode() for e in events]),
+            )
+        )
+        assert socket_verdict.model_dump(exclude={"transport"}) == over_http.model_dump(
+            exclude={"transport"}
+        )
+
+
+def test_a_fan_out_under_strict_tools_on_a_socket_is_strict_void():
+    tools = [WEATHER | {"strict": True}]
+    calls = [
+        call_item("fc_01", "call_01", "get_weather", '{"city":"Paris"}'),
+        call_item("fc_02", "call_02", "get_weather", '{"city":"Rome"}'),
+    ]
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    create = {"type": "response.create", "model": "gpt-4o-mini", "tools": tools, "input": "hi"}
+    turns, _ = feed(reader, [(True, create)])
+    turns += [t for m in responses_turn("resp_fan", calls) for t in reader.feed(m.encode(), False)]
+    (verdict,) = verdicts(turns)
+    assert (verdict.state, verdict.call_count, verdict.duplicates) == (
+        "strict-void",
+        2,
+        {"get_weather": 2},
+    )
+
+
+def test_a_follow_up_on_the_socket_is_checked_against_the_calls_of_the_response_it_continues():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    session = Session()
+    calls = [
+        call_item("fc_01", "call_01", "get_weather", '{"city":"Paris"}'),
+        call_item("fc_02", "call_02", "get_weather", '{"city":"Rome"}'),
+    ]
+    messages = [
+        (True, {"type": "response.create", "model": "m", "tools": [WEATHER], "input": "hi"})
+    ]
+    turns, _ = feed(reader, messages)
+    for m in responses_turn("resp_one", calls):
+        turns += reader.feed(m.encode(), False)
+    follow_up = {
+        "type": "response.create",
+        "model": "m",
+        "previous_response_id": "resp_one",
+        "input": [{"type": "function_call_output", "call_id": "call_01", "output": "12C"}],
+    }
+    turns += reader.feed(frame(follow_up).encode(), True)
+    for m in responses_turn("resp_two", [text_item("msg_2", "Paris is 12C.")], "resp_one"):
+        turns += reader.feed(m.encode(), False)
+    first, second = verdicts(turns, session)
+    assert first.awaiting == ["call_01", "call_02"]
+    assert loop(second) == [("unanswered-call", ["call_02"], "previous_response_id resp_one")]
+
+
+def test_an_error_event_in_a_turn_is_reported_as_in_a_broken_http_stream():
+    # The real stream: `error` (insufficient_quota), then response.failed.
+    recorded_stream = WIRE / "responses_stream_error_nested_then_failed.jsonl"
+    events = [line for line in recorded_stream.read_bytes().splitlines() if line.strip()]
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    turns = reader.feed(
+        frame({"type": "response.create", "model": "m", "input": "hi"}).encode(), True
+    )
+    for event in events:
+        turns += reader.feed(event, False)
+    (verdict,) = verdicts(turns)
+    over_http = inspect(
+        Exchange(
+            method="POST",
+            url=RESPONSES_URL,
+            request_body=b'{"model": "m", "input": "hi", "stream": true}',
+            status=200,
+            response_headers=SSE,
+            response_body=sse(events),
+        )
+    )
+    assert [(e.type, e.message[:25]) for e in verdict.stream_errors] == [
+        ("insufficient_quota", "You exceeded your current")
+    ]
+    assert verdict.model_dump(exclude={"transport"}) == over_http.model_dump(exclude={"transport"})
+
+
+def test_an_error_event_alone_ends_the_turn_when_the_next_response_starts():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    turns = reader.feed(frame({"type": "response.create", "input": "a"}).encode(), True)
+    events = responses_turn("resp_a", [text_item("msg_a", "partial")])
+    for m in events[:3]:
+        turns += reader.feed(m.encode(), False)
+    error = {
+        "type": "error",
+        "sequence_number": 3,
+        "error": {"type": "server_error", "message": "boom"},
+    }
+    turns += reader.feed(frame(error).encode(), False)
+    assert turns == []  # the response's own response.failed may still come
+    turns += reader.feed(frame({"type": "response.create", "input": "b"}).encode(), True)
+    turns += reader.feed(responses_turn("resp_b", [text_item("msg_b", "ok")])[0].encode(), False)
+    (verdict,) = verdicts(turns)
+    assert verdict.reason == "the turn ended before its final event"
+    assert [e.type for e in verdict.stream_errors] == ["server_error"]
+
+
+def test_a_request_the_api_refuses_is_a_rejected_request_with_the_apis_words():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    create = {
+        "type": "response.create",
+        "model": "m",
+        "previous_response_id": "resp_abc",
+        "input": [],
+    }
+    turns = reader.feed(frame(create).encode(), True)
+    turns += reader.feed(
+        responses_error(
+            400,
+            "previous_response_not_found",
+            "Previous response with id 'resp_abc' not found.",
+            "previous_response_id",
+        ).encode(),
+        False,
+    )
+    (verdict,) = verdicts(turns)
+    assert verdict.rejected is not None
+    assert (verdict.rejected.status, verdict.rejected.type, verdict.rejected.message) == (
+        400,
+        "previous_response_not_found",
+        "Previous response with id 'resp_abc' not found.",
+    )
+    assert verdict.loop_errors == []  # resp_abc was never seen: nothing is known about its calls
+
+
+def test_a_second_request_sent_without_waiting_is_answered_in_order_or_refused():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    turns = reader.feed(frame({"type": "response.create", "input": "a"}).encode(), True)
+    turns += reader.feed(frame({"type": "response.create", "input": "b"}).encode(), True)
+    first = responses_turn("resp_a", [text_item("msg_a", "one")])
+    turns += reader.feed(first[0].encode(), False)
+    # The API refuses the second while the first runs: the error names no sequence number.
+    turns += reader.feed(
+        responses_error(400, "response_already_in_progress", "A response is in progress.").encode(),
+        False,
+    )
+    for m in first[1:]:
+        turns += reader.feed(m.encode(), False)
+    assert [t.exchange.request_body for t in turns] == [
+        frame({"type": "response.create", "input": "b"}).encode(),
+        frame({"type": "response.create", "input": "a"}).encode(),
+    ]
+    refused, answered = verdicts(turns)
+    assert refused.rejected is not None and refused.rejected.type == "response_already_in_progress"
+    assert answered.rejected is None and answered.stream_errors == []
+
+
+def test_lanes_are_matched_by_stream_id():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    turns = []
+    for lane in ("x", "y"):
+        create = {"type": "response.create", "stream_id": lane, "input": lane}
+        turns += reader.feed(frame(create).encode(), True)
+    x = responses_turn("resp_x", [text_item("msg_x", "from x")], stream_id="x")
+    y = responses_turn("resp_y", [call_item("fc_y", "call_y", "get_weather", "{}")], stream_id="y")
+    for a, b in zip(x, y, strict=False):  # interleaved
+        turns += reader.feed(a.encode(), False) + reader.feed(b.encode(), False)
+    for rest in (x[len(y) :], y[len(x) :]):
+        for m in rest:
+            turns += reader.feed(m.encode(), False)
+    by_id = {v.response_id: v for v in verdicts(turns)}
+    requests = {t.exchange.request_body for t in turns}
+    assert set(by_id) == {"resp_x", "resp_y"} and len(requests) == 2
+    assert by_id["resp_y"].calls[0].call_id == "call_y" and by_id["resp_x"].calls == []
+
+
+def test_a_socket_closed_mid_turn_gives_the_cut_turn_and_the_request_left_unanswered():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    turns = reader.feed(frame({"type": "response.create", "input": "a"}).encode(), True)
+    events = responses_turn(
+        "resp_a", [call_item("fc_a", "call_a", "get_weather", '{"city":"Oslo"}')]
+    )
+    for m in events[:-1]:  # all but response.completed
+        turns += reader.feed(m.encode(), False)
+    turns += reader.feed(frame({"type": "response.create", "input": "b"}).encode(), True)
+    turns += reader.close()
+    assert [t.cut for t in turns] == [True, True] and reader.held == 0
+    cut, never = verdicts(turns)
+    assert cut.reason == "the turn ended before its final event"
+    assert [(c.name, c.arguments_raw) for c in cut.calls] == [("get_weather", '{"city":"Oslo"}')]
+    assert (never.outcome, never.reason) == ("upstream_error", "no response from the upstream")
+
+
+def test_junk_is_counted_and_a_server_message_that_is_not_json_is_a_malformed_event():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    turns = reader.feed(b"not json", True)
+    turns += reader.feed(frame({"type": "response.create", "input": "a"}).encode(), True)
+    events = responses_turn("resp_a", [call_item("fc_a", "call_a", "get_weather", "")])
+    turns += reader.feed(events[0].encode(), False)
+    turns += reader.feed(b"\x00garbage{", False)
+    for m in events[1:]:
+        turns += reader.feed(m.encode(), False)
+    assert reader.skipped == {"not_json": 1}
+    (verdict,) = verdicts(turns)
+    assert [e.type for e in verdict.stream_errors] == ["malformed_event"]
+
+
+def test_a_turn_past_the_byte_bound_is_skipped_and_lets_go_of_its_events():
+    reader = socket_reader("responses", RESPONSES_URL, 2_000)
+    turns = reader.feed(frame({"type": "response.create", "input": "a"}).encode(), True)
+    for m in responses_turn("resp_a", [text_item("msg_a", "x" * 3_000)]):
+        turns += reader.feed(m.encode(), False)
+        assert reader.held <= 2_000
+    (turn,) = turns
+    assert turn.skipped == "the turn's events passed tooltap_max_body"
+    assert reader.held == 0 and reader.skipped == {"turn_too_large": 1}
+
+
+def test_requests_waiting_past_the_bound_are_counted_not_kept():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    for n in range(MAX_WAITING + 5):
+        reader.feed(frame({"type": "response.create", "input": str(n)}).encode(), True)
+    assert sum(len(q) for q in reader.waiting.values()) == MAX_WAITING
+    assert reader.skipped == {"too_many_waiting": 5}
+
+
+def test_joining_late_reads_the_first_response_from_its_echo_and_checks_no_loop():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20, late=True)
+    # A request seen before the first response may not be the one it answers.
+    turns = reader.feed(frame({"type": "response.create", "input": "?"}).encode(), True)
+    for m in responses_turn("resp_a", [call_item("fc_a", "call_a", "get_weather", "{}")]):
+        turns += reader.feed(m.encode(), False)
+    (turn,) = turns
+    assert turn.exchange.request_body == b"{}" and reader.skipped == {"joined_late": 1}
+    (verdict,) = verdicts(turns)
+    # The settings come from the response's own echo: the recorded strict tool.
+    assert (verdict.state, verdict.loop_errors) == ("strict-at-risk", [])
+
+
+# --- the Realtime API ---------------------------------------------------------
+
+
+def test_the_recorded_realtime_session_gives_a_turn_per_response_and_a_clean_loop():
+    reader = socket_reader("realtime", REALTIME_URL, 8 << 20)
+    turns, _ = feed(reader, recorded(REALTIME_CASSETTE))
+    first, second = verdicts(turns)
+    assert (first.api, first.transport, first.model) == ("realtime", "websocket", "gpt-realtime")
+    assert first.state == "no-strict-declared"  # Realtime function tools have no strict mode
+    (call,) = first.calls
+    assert (call.name, call.call_id, call.parse_error, call.schema_errors) == (
+        "get_weather",
+        "call_9ghqokxJmZFwiAM0",
+        None,
+        [],
+    )
+    assert call.arguments_raw == '{  \n  "city": "London" \n} \n'
+    assert second.loop_errors == []
+    assert [(r.call_id, r.outcome) for r in second.tool_results] == [
+        ("call_9ghqokxJmZFwiAM0", "ok")
+    ]
+    assert reader.held == 0
+
+
+def realtime_messages(
+    answered, tools=(WEATHER,), second_call=("call_two", "get_weather", '{"city":"Rome"}')
+):
+    created, updated = realtime_session(list(tools))
+    calls = [("call_one", "get_weather", '{"city":"Paris"}'), second_call]
+    messages = [
+        (False, created.encode()),
+        (True, {"type": "session.update", "session": {"type": "realtime", "tools": list(tools)}}),
+        (False, updated.encode()),
+        (
+            True,
+            {
+                "type": "conversation.item.create",
+                "item": {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "Paris and Rome?"}],
+                },
+            },
+        ),
+        (True, {"type": "response.create"}),
+        *((False, m.encode()) for m in realtime_turn("resp_Dz2pi00000001", calls)),
+        *(
+            (
+                True,
+                {
+                    "type": "conversation.item.create",
+                    "item": {"type": "function_call_output", "call_id": c, "output": "12C"},
+                },
+            )
+            for c in answered
+        ),
+        (True, {"type": "response.create"}),
+        *((False, m.encode()) for m in realtime_turn("resp_Dz2pi00000002", [], "Both mild.")),
+    ]
+    return messages
+
+
+def test_a_realtime_response_with_two_calls_both_answered_is_clean():
+    reader = socket_reader("realtime", REALTIME_URL, 8 << 20)
+    turns, _ = feed(reader, realtime_messages(["call_one", "call_two"]))
+    first, second = verdicts(turns)
+    assert (first.state, first.call_count) == ("fanout-no-strict", 2)
+    assert any("no strict mode" in r for r in first.repairs)
+    assert second.loop_errors == [] and len(second.tool_results) == 2
+
+
+def test_a_realtime_response_asked_for_with_a_call_unanswered_is_found():
+    reader = socket_reader("realtime", REALTIME_URL, 8 << 20)
+    turns, _ = feed(reader, realtime_messages(["call_one"]))
+    _, second = verdicts(turns)
+    assert loop(second) == [
+        ("unanswered-call", ["call_two"], "response.create after resp_Dz2pi00000001")
+    ]
+
+
+def test_a_realtime_result_for_a_call_never_made_is_an_orphan():
+    reader = socket_reader("realtime", REALTIME_URL, 8 << 20)
+    turns, _ = feed(reader, realtime_messages(["call_one", "call_two", "call_ghost"]))
+    _, second = verdicts(turns)
+    assert loop(second) == [("orphan-result", ["call_ghost"], "conversation.item.create.2")]
+
+
+def test_realtime_arguments_are_validated_against_the_session_tools():
+    reader = socket_reader("realtime", REALTIME_URL, 8 << 20)
+    messages = realtime_messages(
+        ["call_one", "call_two"], second_call=("call_two", "get_weather", '{"town":"Rome"}')
+    )
+    turns, _ = feed(reader, messages)
+    first, _ = verdicts(turns)
+    assert [bool(c.schema_errors) for c in first.calls] == [False, True]
+
+
+def test_realtime_errors_answer_the_waiting_request_or_the_session():
+    reader = socket_reader("realtime", REALTIME_URL, 8 << 20)
+    created, _ = realtime_session([])
+    error = {
+        "type": "error",
+        "event_id": "event_BAOUEYFdp4UdmFlPv6ADs",
+        "error": {
+            "type": "invalid_request_error",
+            "code": "invalid_value",
+            "message": "Invalid value: 'text'.",
+            "param": "item.type",
+            "event_id": None,
+        },
+    }
+    turns = reader.feed(created.encode(), False)
+    turns += reader.feed(frame(error).encode(), False)  # nothing waits: the session's
+    turns += reader.feed(frame({"type": "response.create", "event_id": "c1"}).encode(), True)
+    answer = error | {"error": error["error"] | {"event_id": "c1", "message": "busy"}}
+    turns += reader.feed(frame(answer).encode(), False)
+    session_error, refused = verdicts(turns)
+    assert session_error.rejected is not None and session_error.rejected.status == 400
+    assert refused.rejected is not None and refused.rejected.message == "busy"
+    assert reader.waiting == type(reader.waiting)()
+
+
+def test_out_of_band_responses_owe_nothing_and_are_not_owed_to():
+    reader = socket_reader("realtime", REALTIME_URL, 8 << 20)
+    created, updated = realtime_session([WEATHER])
+    turns = reader.feed(created.encode(), False) + reader.feed(updated.encode(), False)
+    oob = {"type": "response.create", "response": {"conversation": "none"}}
+    turns += reader.feed(frame(oob).encode(), True)
+    for m in realtime_turn("resp_oob000000001", [("call_oob", "get_weather", "{}")]):
+        turns += reader.feed(m.encode(), False)
+    turns += reader.feed(frame({"type": "response.create"}).encode(), True)
+    for m in realtime_turn("resp_next00000001", [], "hello"):
+        turns += reader.feed(m.encode(), False)
+    assert all(v.loop_errors == [] for v in verdicts(turns))
+
+
+def test_audio_and_images_are_never_held():
+    assert leading_type(b'{"type":"response.output_audio.delta","delta":"AAAA"}') == (
+        "response.output_audio.delta"
+    )
+    assert not needed(
+        "realtime",
+        b'{"type": "input_audio_buffer.append", "audio": "AAAA"}',
+        "input_audio_buffer.append",
+    )
+    assert not needed(
+        "realtime", b'{"type":"response.output_audio.delta"}', "response.output_audio.delta"
+    )
+    assert not needed(
+        "responses", b'{"type":"response.output_text.delta"}', "response.output_text.delta"
+    )
+    image = b'{"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,AAAA'
+    assert not needed("realtime", image, "conversation.item.create")
+    output = b'{"type":"conversation.item.create","item":{"type":"function_call_output","call_id":"c","output":"x"}}'
+    assert needed("realtime", output, "conversation.item.create")
+    # The type not first: held, and the reader decides.
+    assert leading_type(b'{"event_id":"e","type":"response.done"}') is None
+    assert needed("realtime", b'{"event_id":"e","type":"response.done"}', None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    api=st.sampled_from(["responses", "realtime"]),
+    messages=st.lists(
+        st.tuples(
+            st.booleans(),
+            st.one_of(
+                st.binary(max_size=40),
+                st.builds(
+                    lambda kind, extra: frame({"type": kind, **extra}).encode(),
+                    st.sampled_from(
+                        [
+                            "response.create",
+                            "response.created",
+                            "response.done",
+                            "error",
+                            "response.completed",
+                            "response.output_item.done",
+                            "session.update",
+                            "conversation.item.create",
+                            "session.updated",
+                            "response.failed",
+                        ]
+                    ),
+                    st.dictionaries(
+                        st.sampled_from(
+                            ["response", "item", "session", "stream_id", "status", "error"]
+                        ),
+                        st.one_of(
+                            st.none(),
+                            st.integers(),
+                            st.text(max_size=5),
+                            st.fixed_dictionaries({"id": st.text(max_size=3)}),
+                        ),
+                        max_size=3,
+                    ),
+                ),
+            ),
+        ),
+        max_size=30,
+    ),
+)
+def test_any_messages_in_any_order_are_read_without_raising(api, messages):
+    reader = socket_reader(api, REALTIME_URL, 4_096)
+    turns = []
+    for from_client, message in messages:
+        turns += reader.feed(message, from_client)
+    turns += reader.close()
+    for turn in turns:
+        inspect(turn.exchange, turn.prior)
+    assert reader.held == 0
+
+
+@pytest.mark.parametrize("api", ["responses", "realtime"])
+def test_messages_lost_in_flight_make_the_turn_skipped_not_misread(api):
+    reader = socket_reader(api, REALTIME_URL, 8 << 20)
+    if api == "realtime":
+        created, updated = realtime_session([WEATHER])
+        reader.feed(created.encode(), False)
+        reader.feed(updated.encode(), False)
+        events = realtime_turn("resp_lost00000001", [("call_l", "get_weather", "{}")])
+    else:
+        events = responses_turn("resp_lost", [call_item("fc_l", "call_l", "get_weather", "{}")])
+    reader.feed(frame({"type": "response.create"}).encode(), True)
+    for m in events[:2]:
+        reader.feed(m.encode(), False)
+    (turn,) = reader.lost()
+    assert turn.skipped == "messages of this turn were not kept for inspection"
+    assert reader.held == 0
