@@ -34,7 +34,8 @@ class SocketTap:
         self.seen = 0  # messages the socket carried so far
         self.first = 0  # ... before the current batch
         self.held = 0  # bytes of the batch, taken from the budget
-        self.lost = False  # a message inspection needed went by unread
+        self.lost = False  # a message inspection needed went by unread before this batch
+        self._losing = False  # ... after it: the next batch says so
         self.skipped: Counter[str] = Counter()
 
     def take(self, budget: Budget) -> bool:
@@ -53,6 +54,9 @@ class SocketTap:
             return False
         if not budget.take(len(content)):
             self.skipped["over_budget"] += 1
+            if self.messages:  # what came before the loss goes now, unaffected by it
+                self._losing = True
+                return True
             self.lost = True
             return False
         self.messages.append(content)
@@ -93,7 +97,7 @@ class SocketTap:
         elif ended:
             record.note, record.failure = _close(flow)
         self.messages, self.sources, self.held = [], bytearray(), 0
-        self.first, self.lost = self.seen, False
+        self.first, self.lost, self._losing = self.seen, self._losing, False
         self.skipped.clear()
         return record
 

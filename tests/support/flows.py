@@ -65,3 +65,27 @@ def make_flow(
 
 def lines(stream: Any) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def socket_flow(path: str, host: str = "api.openai.com") -> http.HTTPFlow:
+    """A WebSocket flow as mitmproxy has it after the upgrade: no message yet."""
+    flow = tflow.twebsocketflow()
+    flow.websocket.messages = []
+    flow.websocket.closed_by_client = None
+    flow.request.host = host
+    flow.request.path = path
+    flow.request.headers["authorization"] = "Bearer sk-proj-socket-credential-0123456789"
+    flow.websocket.close_code = None
+    return flow
+
+
+def relay(addon: Any, flow: http.HTTPFlow, messages: list[tuple[bool, bytes | str]]) -> None:
+    """Messages as mitmproxy relays them: each appended, then the websocket_message hook."""
+    from mitmproxy.websocket import WebSocketMessage
+    from wsproto.frame_protocol import Opcode
+
+    for from_client, content in messages:
+        kind = Opcode.TEXT if isinstance(content, str) else Opcode.BINARY
+        data = content.encode() if isinstance(content, str) else content
+        flow.websocket.messages.append(WebSocketMessage(kind, from_client, data))
+        addon.websocket_message(flow)

@@ -1,0 +1,164 @@
+"""The WebSocket hooks with mitmproxy's test flows: bookkeeping only, messages never change."""
+
+from __future__ import annotations
+
+import copy
+
+from support.flows import relay, socket_flow
+from support.sockets import (
+    REALTIME_CASSETTE,
+    RESPONSES_CASSETTE,
+    frame,
+    realtime_session,
+    realtime_turn,
+    recording,
+)
+
+import tooltap.addon.proxy.addon as addon_module
+
+RECORDED = [
+    (direction == "sent", frame(event)) for direction, event in recording(RESPONSES_CASSETTE)
+]
+
+
+def states(flow):
+    return [copy.deepcopy(m.get_state()) for m in flow.websocket.messages]
+
+
+async def test_a_recorded_socket_is_inspected_turn_by_turn_and_its_messages_never_change(harness):
+    flow = socket_flow("/v1/responses")
+    harness.addon.websocket_start(flow)
+    relay(harness.addon, flow, RECORDED)
+    before = states(flow)
+    flow.websocket.closed_by_client = True
+    flow.websocket.close_code = 1000
+    harness.addon.websocket_end(flow)
+    assert harness.addon.flush(5)
+    assert states(flow) == before
+    assert [(m.from_client, m.text) for m in flow.websocket.messages] == RECORDED
+    assert not any(m.dropped or m.injected for m in flow.websocket.messages)
+
+    events = harness.events()
+    turns = [e for e in events if e["event"] == "turn"]
+    assert [(t["api"], t["transport"], t["state"], t["calls"]) for t in turns] == [
+        ("responses", "websocket", "strict-at-risk", 1),
+        ("responses", "websocket", "strict-at-risk", 0),
+    ]
+    assert turns[0]["path"] == "/v1/responses" and turns[0]["host"] == "api.openai.com"
+    (call,) = [e for e in events if e["event"] == "tool_call"]
+    assert (call["transport"], call["name"], call["arguments_raw"]) == (
+        "websocket",
+        "get_temperature",
+        '{"city":"Paris"}',
+    )
+    assert harness.value("tooltap_flows_total", api="responses", outcome="inspected") == 2
+    assert harness.addon.budget.used == 0
+
+
+async def test_only_what_a_turn_needs_is_held_and_audio_and_binary_never_are(harness):
+    flow = socket_flow("/v1/realtime?model=gpt-realtime")
+    harness.addon.websocket_start(flow)
+    tap = harness.addon._sockets[flow.id]
+    created, _ = realtime_session([])
+    audio = frame({"type": "response.output_audio.delta", "delta": "UklGR" * 2000})
+    relay(
+        harness.addon,
+        flow,
+        [
+            (False, created),
+            (True, frame({"type": "input_audio_buffer.append", "audio": "AAAA" * 4000})),
+            (False, b"\x00\x01binary"),
+            (False, audio),
+            (False, frame({"type": "response.output_text.delta", "delta": "hi"})),
+        ],
+    )
+    assert tap.messages == [created.encode()]  # the session, nothing else
+    assert tap.skipped == {"binary": 1}
+    harness.addon.websocket_end(flow)
+    assert harness.addon.flush(5)
+    assert (
+        harness.value("tooltap_websocket_messages_skipped_total", api="realtime", reason="binary")
+        == 1
+    )
+
+
+async def test_a_message_past_the_memory_budget_skips_its_turn_and_is_counted(harness):
+    flow = socket_flow("/v1/realtime")
+    harness.addon.websocket_start(flow)
+    created, _ = realtime_session([])
+    turn = realtime_turn("resp_budget000001", [("call_b", "get_weather", '{"city":"Oslo"}')])
+    relay(harness.addon, flow, [(False, created), (True, frame({"type": "response.create"}))])
+    relay(harness.addon, flow, [(False, m) for m in turn[:2]])
+    harness.addon.budget.limit = harness.addon.budget.used  # full from here on
+    relay(harness.addon, flow, [(False, m) for m in turn[2:]])
+    harness.addon.budget.limit = 1 << 30
+    harness.addon.websocket_end(flow)
+    assert harness.addon.flush(5)
+    (turn_event,) = [e for e in harness.events() if e["event"] == "turn"]
+    assert (turn_event["outcome"], turn_event["reason"], turn_event["transport"]) == (
+        "skipped",
+        "messages of this turn were not kept for inspection",
+        "websocket",
+    )
+    assert (
+        harness.value(
+            "tooltap_websocket_messages_skipped_total", api="realtime", reason="over_budget"
+        )
+        == len(turn) - 2
+    )
+    assert harness.addon.budget.used == 0
+
+
+async def test_a_fault_in_the_websocket_hook_is_counted_and_the_message_goes_by(harness):
+    flow = socket_flow("/v1/responses")
+    harness.addon.websocket_start(flow)
+    harness.faults.add("hook")
+    relay(harness.addon, flow, RECORDED[:3])
+    harness.addon.websocket_end(flow)
+    harness.faults.clear()
+    assert [(m.from_client, m.text) for m in flow.websocket.messages] == RECORDED[:3]
+    assert harness.value("tooltap_internal_errors_total", where="hook") == 4
+
+
+async def test_a_socket_on_another_path_or_host_is_left_alone(harness):
+    for flow in (socket_flow("/ws"), socket_flow("/v1/responses", host="example.com")):
+        harness.addon.websocket_start(flow)
+        relay(harness.addon, flow, RECORDED)
+        harness.addon.websocket_end(flow)
+    assert harness.addon.flush(5)
+    assert harness.events() == [] and harness.addon._sockets == {}
+
+
+async def test_past_the_socket_limit_the_oldest_is_let_go_and_what_it_held_is_inspected(
+    harness, monkeypatch
+):
+    monkeypatch.setattr(addon_module, "MAX_SOCKETS", 1)
+    first, second = socket_flow("/v1/responses"), socket_flow("/v1/responses")
+    harness.addon.websocket_start(first)
+    relay(harness.addon, first, RECORDED[:6])  # a turn under way
+    harness.addon.websocket_start(second)
+    assert list(harness.addon._sockets) == [second.id]
+    relay(harness.addon, first, RECORDED[6:])  # no longer followed
+    assert harness.addon.flush(5)
+    (turn,) = [e for e in harness.events() if e["event"] == "turn"]
+    assert turn["reason"] == (
+        "the turn ended before its final event (tooltap stopped following the socket: "
+        "more than 1 were open)"
+    )
+    assert harness.addon.budget.used == 0
+
+
+async def test_the_realtime_recording_through_the_hooks(harness):
+    flow = socket_flow("/v1/realtime?model=gpt-realtime")
+    harness.addon.websocket_start(flow)
+    messages = [(d == "sent", frame(e)) for d, e in recording(REALTIME_CASSETTE)]
+    relay(harness.addon, flow, messages)
+    harness.addon.websocket_end(flow)
+    assert harness.addon.flush(5)
+    turns = [e for e in harness.events() if e["event"] == "turn"]
+    assert [(t["api"], t["model"], t["state"], t["calls"]) for t in turns] == [
+        ("realtime", "gpt-realtime", "no-strict-declared", 1),
+        ("realtime", "gpt-realtime", "no-strict-declared", 0),
+    ]
+    assert turns[0]["path"] == "/v1/realtime?model=gpt-realtime"
+    assert harness.value("tooltap_tool_results_total", api="realtime", outcome="ok") == 1
