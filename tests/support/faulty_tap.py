@@ -1,11 +1,18 @@
-"""mitmdump -s script: the tooltap addon with a stream tap that raises on every chunk."""
+"""mitmdump -s script: the tooltap addon with a fault injected where TOOLTAP_FAULT says.
+
+"tap" (the default): the stream tap raises on every chunk; "hook": every hook raises.
+"""
+
+import os
 
 from tooltap.addon.proxy.addon import Tooltap
 
+WHERE = os.environ.get("TOOLTAP_FAULT", "tap")
+
 
 def _fault(where: str) -> None:
-    if where == "tap":
-        raise RuntimeError("injected fault in the stream tap")
+    if where == WHERE:
+        raise RuntimeError(f"injected fault: {where}")
 
 
 addons = [Tooltap(fault=_fault)]

@@ -1,0 +1,23 @@
+"""Reading a running proxy's /metrics: every sample by name and labels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(proxy: Any) -> Samples:
+    text = httpx.get(proxy.metrics_url, timeout=5).text
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def sample(values: Samples, name: str, **labels: str) -> float:
+    return values.get((name, tuple(sorted(labels.items()))), 0.0)

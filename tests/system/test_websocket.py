@@ -1,0 +1,395 @@
+"""WebSocket transports through a real `tooltap run`: the official openai SDK as the client.
+
+The upstream is a loopback WebSocket server (the `websockets` package, the
+SDK's own transport) replaying the real recordings and turns built on them
+(tests/support/sockets.py). Each test checks that the client received exactly
+the frames the upstream sent, and the exact log events and /metrics values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import time
+from pathlib import Path
+
+import openai
+import pytest
+import trustme
+from support.captures import WIRE
+from support.prom import sample, scrape
+from support.sockets import (
+    RESPONSES_CASSETTE,
+    call_item,
+    realtime_session,
+    realtime_turn,
+    recording,
+    responses_error,
+    responses_turn,
+    script,
+    steps_of,
+    text_item,
+)
+from websockets.exceptions import ConnectionClosed
+
+from tooltap.addon.harness.launch import Proxy
+from tooltap.addon.harness.sockets import Close, SocketReplay
+
+SECRET = "sk-test-SOCKET-0123456789"
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Look up the weather for a city.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+}
+STRICT_WEATHER = WEATHER | {"strict": True}
+FAN = "resp_0a76d7cc9190bb9d0069c5b9d1743c81a182203d3de7d50f01"
+FOLLOW = "resp_0a76d7cc9190bb9d0069c5b9d1743c81a182203d3de7d50f02"
+PARIS = call_item(
+    "fc_0a76d7cc01", "call_NnDOtgBLcomuxMOH1WLzvbU1", "get_weather", '{"city":"Paris"}'
+)
+ROME = call_item("fc_0a76d7cc02", "call_NnDOtgBLcomuxMOH1WLzvbU2", "get_weather", '{"city":"Rome"}')
+R1, R2 = "resp_Dz2piW4z2Mvytwhum8N01", "resp_Dz2piW4z2Mvytwhum8N02"
+REALTIME_CALLS = [
+    ("call_9ghqokxJmZFwiA01", "get_weather", '{"city":"Paris"}'),
+    ("call_9ghqokxJmZFwiA02", "get_weather", '{"city":"Rome"}'),
+]
+ERROR_STREAM = [
+    line.decode()
+    for line in (WIRE / "responses_stream_error_nested_then_failed.jsonl").read_bytes().splitlines()
+    if line.strip()
+]
+NOT_FOUND = responses_error(
+    400,
+    "previous_response_not_found",
+    "Previous response with id 'resp_abc' not found.",
+    "previous_response_id",
+)
+
+
+def scripts(path: str):
+    scenario = path.partition("scenario=")[2].partition("&")[0]
+    created, updated = realtime_session([WEATHER])
+    fan_out = responses_turn(FAN, [PARIS, ROME])
+    return {
+        "recorded": lambda: steps_of(recording(RESPONSES_CASSETTE)),
+        "fanout": lambda: script(
+            (None, []),
+            ("response.create", fan_out),
+            ("response.create", responses_turn(FOLLOW, [text_item("msg_f2", "Mild.")], FAN)),
+        ),
+        "errors": lambda: script(
+            (None, []), ("response.create", [NOT_FOUND]), ("response.create", ERROR_STREAM)
+        ),
+        "cut": lambda: script((None, []), ("response.create", [*fan_out[:6], Close(None)])),
+        "realtime": lambda: script(
+            (None, [created]),
+            ("session.update", [updated]),
+            ("response.create", realtime_turn(R1, REALTIME_CALLS)),
+            ("response.create", realtime_turn(R2, [], "Paris 12C, Rome 18C.")),
+        ),
+    }[scenario]()
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    with SocketReplay(scripts) as server:
+        yield server
+
+
+@pytest.fixture
+def proxy(upstream):
+    with Proxy.tooltap([upstream.url], "--log-format", "json") as running:
+        yield running
+
+
+def client(proxy: Proxy) -> openai.OpenAI:
+    return openai.OpenAI(base_url=proxy.url + "/v1", api_key=SECRET, max_retries=0)
+
+
+def until(connection, *final: str) -> list[bytes]:
+    """The raw frames received, up to and with the first of these types."""
+    frames = []
+    while True:
+        raw = connection.recv_bytes()
+        frames.append(raw)
+        if json.loads(raw)["type"] in final:
+            return frames
+
+
+def sent_by(upstream: SocketReplay, scenario: str) -> list[bytes]:
+    (connection,) = [c for c in upstream.connections if f"scenario={scenario}" in c.path]
+    connection.closed.wait(5)
+    return [m.encode() if isinstance(m, str) else m for m in connection.sent]
+
+
+def forget(upstream: SocketReplay, scenario: str) -> None:
+    upstream.connections[:] = [
+        c for c in upstream.connections if f"scenario={scenario}" not in c.path
+    ]
+
+
+def quiet(event: dict) -> dict:
+    return {k: v for k, v in event.items() if k not in ("timestamp", "inspect_ms", "repairs")}
+
+
+def by_event(proxy: Proxy, name: str, count: int) -> list[dict]:
+    return [quiet(e) for e in proxy.wait_for(name, count)]
+
+
+DONE = ("response.completed", "response.failed", "response.incomplete", "error")
+
+
+def test_the_recorded_session_through_responses_connect(upstream, proxy):
+    forget(upstream, "recorded")
+    creates = [event for direction, event in recording(RESPONSES_CASSETTE) if direction == "sent"]
+    received = []
+    with client(proxy).responses.connect(extra_query={"scenario": "recorded"}) as connection:
+        for create in creates:
+            connection.response.create(**{k: v for k, v in create.items() if k != "type"})
+            received += until(connection, *DONE)
+    assert received == sent_by(upstream, "recorded")
+    turns = by_event(proxy, "turn", 2)
+    base = {"api": "responses", "transport": "websocket", "host": "127.0.0.1",
+            "path": "/v1/responses", "status": 200, "stream": True,
+            "model": "gpt-4o-mini-2024-07-18", "outcome": "inspected", "reason": None,
+            "state": "strict-at-risk", "format_state": "free-text", "duplicates": {},
+            "unchecked": [], "event": "turn"}  # fmt: skip
+    assert turns == [
+        base | {"response_id": "resp_0a76d7cc9190bb9d0069c5b9d1743c81a182203d3de7d50b2d",
+                "calls": 1, "level": "info"},
+        base | {"response_id": "resp_0123ba578f5e03220069c5b9d2ecd481a2b2e77235daabd270",
+                "calls": 0, "level": "info"},
+    ]  # fmt: skip
+    assert by_event(proxy, "tool_call", 1) == [
+        {"api": "responses", "transport": "websocket",
+         "response_id": "resp_0a76d7cc9190bb9d0069c5b9d1743c81a182203d3de7d50b2d",
+         "call_id": "call_NnDOtgBLcomuxMOH1WLzvbUR", "name": "get_temperature",
+         "arguments_raw": '{"city":"Paris"}', "parse_error": None, "schema_errors": [],
+         "schema_problem": None, "event": "tool_call", "level": "info"}
+    ]  # fmt: skip
+    values = scrape(proxy)
+    model = {"api": "responses", "model": "gpt-4o-mini-2024-07-18"}
+    assert sample(values, "tooltap_turns_total", **model, state="strict-at-risk") == 2
+    assert sample(values, "tooltap_tool_calls_total", **model) == 1
+    assert sample(values, "tooltap_tool_results_total", api="responses", outcome="ok") == 1
+    assert sample(values, "tooltap_flows_total", api="responses", outcome="inspected") == 2
+
+
+def test_a_fan_out_under_strict_tools_then_a_follow_up_that_leaves_one_call_unanswered(
+    upstream, proxy
+):
+    forget(upstream, "fanout")
+    received = []
+    with client(proxy).responses.connect(extra_query={"scenario": "fanout"}) as connection:
+        connection.response.create(
+            model="gpt-4o-mini", input="Paris and Rome?", tools=[STRICT_WEATHER]
+        )
+        received += until(connection, *DONE)
+        connection.response.create(
+            model="gpt-4o-mini",
+            previous_response_id=FAN,
+            tools=[STRICT_WEATHER],
+            input=[{"type": "function_call_output", "call_id": PARIS["call_id"], "output": "12C"}],
+        )
+        received += until(connection, *DONE)
+    assert received == sent_by(upstream, "fanout")
+    fan, follow = by_event(proxy, "turn", 2)
+    assert (fan["state"], fan["calls"], fan["duplicates"], fan["level"]) == (
+        "strict-void", 2, {"get_weather": 2}, "warning",
+    )  # fmt: skip
+    assert (follow["response_id"], follow["state"], follow["calls"]) == (
+        FOLLOW,
+        "strict-at-risk",
+        0,
+    )
+    (error,) = by_event(proxy, "loop_error", 1)
+    assert {k: v for k, v in error.items() if k != "repair"} == {
+        "api": "responses", "rule": "unanswered-call", "ids": [ROME["call_id"]],
+        "where": f"previous_response_id {FAN}", "event": "loop_error", "level": "warning",
+    }  # fmt: skip
+    values = scrape(proxy)
+    model = {"api": "responses", "model": "gpt-4o-mini-2024-07-18"}
+    assert sample(values, "tooltap_turns_total", **model, state="strict-void") == 1
+    assert sample(values, "tooltap_unguaranteed_arguments_total", **model) == 2
+    assert sample(values, "tooltap_loop_errors_total", api="responses", rule="unanswered-call") == 1
+
+
+def test_error_events_are_a_rejected_request_and_an_error_inside_a_turn(upstream, proxy):
+    forget(upstream, "errors")
+    received = []
+    with client(proxy).responses.connect(extra_query={"scenario": "errors"}) as connection:
+        connection.response.create(model="gpt-4o-mini", previous_response_id="resp_abc", input=[])
+        received += until(connection, "error")
+        connection.response.create(model="gpt-4o-mini", input="hi")
+        received += until(connection, "response.failed")
+    assert received == sent_by(upstream, "errors")
+    (rejected,) = by_event(proxy, "request_rejected", 1)
+    assert rejected == {
+        "api": "responses", "status": 400, "type": "previous_response_not_found",
+        "message": "Previous response with id 'resp_abc' not found.", "blockers": [],
+        "event": "request_rejected", "level": "warning",
+    }  # fmt: skip
+    (stream_error,) = by_event(proxy, "stream_error", 1)
+    assert (stream_error["type"], stream_error["response_id"]) == (
+        "insufficient_quota",
+        "resp_05500b38c2cd9bfc00691c7c9d222481a3b595421266dab424",
+    )
+    values = scrape(proxy)
+    assert sample(values, "tooltap_rejected_requests_total", api="responses", status="400") == 1
+    assert sample(values, "tooltap_flows_total", api="responses", outcome="inspected") == 2
+
+
+def test_a_socket_the_server_drops_mid_turn_is_reported_as_the_upstreams_failure(upstream, proxy):
+    forget(upstream, "cut")
+    with client(proxy).responses.connect(extra_query={"scenario": "cut"}) as connection:
+        connection.response.create(
+            model="gpt-4o-mini", input="Paris and Rome?", tools=[STRICT_WEATHER]
+        )
+        with pytest.raises(ConnectionClosed):
+            until(connection, *DONE)
+    (turn,) = by_event(proxy, "turn", 1)
+    assert turn["outcome"] == "upstream_error"
+    assert turn["reason"].startswith("the upstream failed: ")
+    assert (turn["transport"], turn["calls"]) == ("websocket", 1)
+    assert (
+        sample(scrape(proxy), "tooltap_flows_total", api="responses", outcome="upstream_error") == 1
+    )
+    assert proxy.alive()
+
+
+def realtime_session_through(proxy: Proxy, answered: list[str]) -> list[bytes]:
+    received = []
+    realtime = client(proxy).realtime
+    with realtime.connect(model="gpt-realtime", extra_query={"scenario": "realtime"}) as connection:
+        received += until(connection, "session.created")
+        connection.session.update(session={"type": "realtime", "tools": [WEATHER]})
+        received += until(connection, "session.updated")
+        connection.conversation.item.create(
+            item={
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "Paris and Rome?"}],
+            }
+        )
+        connection.response.create()
+        received += until(connection, "response.done")
+        for call_id in answered:
+            connection.conversation.item.create(
+                item={"type": "function_call_output", "call_id": call_id, "output": "12C"}
+            )
+        connection.response.create()
+        received += until(connection, "response.done")
+    return received
+
+
+def test_a_realtime_session_with_two_calls_both_answered(upstream, proxy):
+    forget(upstream, "realtime")
+    received = realtime_session_through(proxy, [c for c, _, _ in REALTIME_CALLS])
+    assert received == sent_by(upstream, "realtime")
+    first, second = by_event(proxy, "turn", 2)
+    assert (first["api"], first["transport"], first["model"], first["path"]) == (
+        "realtime", "websocket", "gpt-realtime", "/v1/realtime?model=gpt-realtime",
+    )  # fmt: skip
+    assert (first["response_id"], first["state"], first["calls"]) == (R1, "fanout-no-strict", 2)
+    assert (second["response_id"], second["state"], second["calls"]) == (
+        R2,
+        "no-strict-declared",
+        0,
+    )
+    calls = by_event(proxy, "tool_call", 2)
+    assert [(c["call_id"], c["arguments_raw"], c["schema_errors"]) for c in calls] == [
+        (call_id, arguments, []) for call_id, _, arguments in REALTIME_CALLS
+    ]
+    assert proxy.wait_for("loop_error", timeout=0.5) == []
+    values = scrape(proxy)
+    model = {"api": "realtime", "model": "gpt-realtime"}
+    assert sample(values, "tooltap_turns_total", **model, state="fanout-no-strict") == 1
+    assert sample(values, "tooltap_tool_calls_total", **model) == 2
+    assert sample(values, "tooltap_tool_results_total", api="realtime", outcome="ok") == 2
+    assert sample(values, "tooltap_loop_errors_total", api="realtime", rule="unanswered-call") == 0
+
+
+def test_a_realtime_response_asked_for_while_a_call_is_unanswered(upstream, proxy):
+    forget(upstream, "realtime")
+    received = realtime_session_through(proxy, [REALTIME_CALLS[0][0]])
+    assert received == sent_by(upstream, "realtime")
+    (error,) = by_event(proxy, "loop_error", 1)
+    assert (error["api"], error["rule"], error["ids"], error["where"]) == (
+        "realtime", "unanswered-call", [REALTIME_CALLS[1][0]], f"response.create after {R1}",
+    )  # fmt: skip
+    values = scrape(proxy)
+    assert sample(values, "tooltap_loop_errors_total", api="realtime", rule="unanswered-call") == 1
+    assert sample(values, "tooltap_tool_results_total", api="realtime", outcome="ok") == 1
+
+
+def test_a_fault_in_the_websocket_hook_leaves_the_socket_working(upstream):
+    script_path = Path(__file__).parents[1] / "support" / "faulty_tap.py"
+    forget(upstream, "fanout")
+    with Proxy.mitmdump(
+        upstream.url,
+        "-s",
+        str(script_path),
+        "--set",
+        "tooltap_metrics_port=0",
+        "--set",
+        "tooltap_log_format=json",
+        has_metrics=True,
+        env={"TOOLTAP_FAULT": "hook"},
+    ) as faulty:
+        received = []
+        with client(faulty).responses.connect(extra_query={"scenario": "fanout"}) as connection:
+            connection.response.create(model="m", input="Paris and Rome?", tools=[STRICT_WEATHER])
+            received += until(connection, *DONE)
+        assert received == sent_by(upstream, "fanout")
+        # Every hook on the flow raised: the upgrade's request, responseheaders and
+        # response, then websocket_start, each message both ways, websocket_end.
+        expected = 3 + 1 + (1 + len(received)) + 1
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            errors = sample(scrape(faulty), "tooltap_internal_errors_total", where="hook")
+            if errors >= expected:
+                break
+            time.sleep(0.05)
+        assert errors == expected
+        assert faulty.alive()
+
+
+def test_regular_mode_over_tls_with_the_mitmproxy_ca(tmp_path):
+    ca = trustme.CA()
+    server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("127.0.0.1").configure_cert(server_tls)
+    upstream_ca = tmp_path / "upstream-ca.pem"
+    ca.cert_pem.write_to_path(str(upstream_ca))
+    with SocketReplay(scripts, tls=server_tls) as tls_upstream:
+        extra = (
+            "--set",
+            f"ssl_verify_upstream_trusted_ca={upstream_ca}",
+            "--set",
+            "tooltap_hosts=127.0.0.1",
+        )
+        with Proxy.tooltap([], "--regular", "--log-format", "json", extra=extra) as regular:
+            trusted = ssl.create_default_context(
+                cafile=os.path.join(regular.confdir, "mitmproxy-ca-cert.pem")
+            )
+            sdk = openai.OpenAI(base_url=tls_upstream.url + "/v1", api_key=SECRET, max_retries=0)
+            options = {"proxy": regular.url, "ssl": trusted}
+            received = []
+            with sdk.responses.connect(
+                extra_query={"scenario": "fanout"}, websocket_connection_options=options
+            ) as connection:
+                connection.response.create(
+                    model="m", input="Paris and Rome?", tools=[STRICT_WEATHER]
+                )
+                received += until(connection, *DONE)
+            assert received == sent_by(tls_upstream, "fanout")
+            (turn,) = regular.wait_for("turn")
+    assert (turn["host"], turn["transport"], turn["state"], turn["calls"]) == (
+        "127.0.0.1", "websocket", "strict-void", 2,
+    )  # fmt: skip
