@@ -116,7 +116,7 @@ def main(args: argparse.Namespace, out: Any = None) -> int:
                 if item.exchange is None:
                     report.unreadable(item)
                     continue
-                verdict = session.inspect(item.exchange)
+                verdict = item.inspect(session)
                 if verdict.outcome == "skipped":
                     continue
                 report.verdict(item, verdict)

@@ -11,7 +11,13 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from tooltap.core import Exchange
+from tooltap.core import Exchange, Verdict
+from tooltap.core.encoding import DEFAULT_MAX_DECODED
+from tooltap.core.sockets import SocketTurn, leading_type, needed, socket_reader
+from tooltap.core.wire import detect_socket
+
+from ..inspection.session import Session
+from ..inspection.sockets import ending, socket_verdict
 
 DEFAULT_BASE = "https://api.openai.com/v1"
 RETRIES = 4
@@ -60,6 +66,15 @@ class Item:
     label: str
     exchange: Exchange | None = None
     unreadable: str | None = None
+    turn: SocketTurn | None = None  # a turn read off a WebSocket
+    ended: tuple[str | None, str | None] = (None, None)  # how its socket ended: (note, failure)
+
+    def inspect(self, session: Session) -> Verdict:
+        if self.turn is not None:
+            return socket_verdict(session, self.turn, *self.ended)
+        if self.exchange is None:
+            raise ValueError(f"{self.label}: {self.unreadable}")
+        return session.inspect(self.exchange)
 
 
 # --- inputs -----------------------------------------------------------------
@@ -119,12 +134,15 @@ def _fetch(
 
 
 def flow_file(path: str) -> Iterator[Item]:
-    """Every HTTP exchange in a mitmproxy flow file or a HAR file."""
+    """Every HTTP exchange in a mitmproxy flow file or a HAR file, and every WebSocket turn."""
     from mitmproxy import http, io  # noqa: PLC0415 - only this input needs mitmproxy
 
     with open(path, "rb") as handle:
         for flow in io.FlowReader(handle).stream():
             if not isinstance(flow, http.HTTPFlow):
+                continue
+            if flow.websocket is not None:
+                yield from _socket_items(flow)
                 continue
             request, response = flow.request, flow.response
             exchange = Exchange(
@@ -137,6 +155,25 @@ def flow_file(path: str) -> Iterator[Item]:
                 response_body=(response.raw_content or b"") if response is not None else b"",
             )
             yield Item(f"{request.method} {request.path.partition('?')[0]}", exchange)
+
+
+def _socket_items(flow: Any) -> Iterator[Item]:
+    """A recorded WebSocket's turns, read from its messages as the live proxy reads them."""
+    api = detect_socket(flow.request.path)
+    if api is None:
+        return
+    ws = flow.websocket
+    reader = socket_reader(api, flow.request.url, DEFAULT_MAX_DECODED)
+    turns: list[SocketTurn] = []
+    for message in ws.messages:
+        if message.is_text and needed(api, message.content, leading_type(message.content)):
+            turns += reader.feed(message.content, message.from_client)
+    turns += reader.close()
+    error = flow.error.msg if flow.error is not None else None
+    ended = ending(ws.closed_by_client, ws.close_code, ws.close_reason or "", error)
+    label = f"WS {flow.request.path.partition('?')[0]}"
+    for number, turn in enumerate(turns, 1):
+        yield Item(f"{label} #{number}", turn.exchange, turn=turn, ended=ended)
 
 
 def jsonl_file(path: str) -> Iterator[Item]:

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 
 from tooltap.core import Verdict
-from tooltap.core.sockets import SocketTurn
 
 from ..handover.record import Record
 from ..sinks.log import LogSink
@@ -21,7 +20,7 @@ from ..sinks.metrics import Metrics
 from ..sinks.redaction import REDACTED
 from .scrub import scrub
 from .session import Session
-from .sockets import Sockets
+from .sockets import Sockets, socket_verdict
 
 MAX_TURN = 8 * 1024 * 1024  # tooltap_max_body's default
 BUDGET = 256 * 1024 * 1024  # tooltap_memory_budget's default
@@ -81,22 +80,9 @@ class Inspector:
             self.metrics.socket_skipped(api, reason, count)
         self.sockets.skipped.clear()
         for turn in turns:
-            self._emit(record, self._turn(record, turn), started)
+            verdict = socket_verdict(self.session, turn, record.note, record.failure)
+            self._emit(record, verdict, started)
             started = time.perf_counter()
-
-    def _turn(self, record: Record, turn: SocketTurn) -> Verdict:
-        exchange = turn.exchange
-        if turn.skipped is not None:
-            return Verdict(
-                api=exchange.api, outcome="skipped", reason=turn.skipped, transport="websocket"
-            )
-        verdict = self.session.inspect(exchange, turn.prior)
-        if turn.cut and record.failure is not None:
-            verdict.outcome = "upstream_error"
-            verdict.reason = f"the upstream failed: {record.failure}"
-        elif turn.cut and record.note is not None:
-            verdict.reason = f"{verdict.reason} ({record.note})" if verdict.reason else record.note
-        return verdict
 
     def _emit(self, record: Record, verdict: Verdict, started: float) -> None:
         path = record.logged_path()

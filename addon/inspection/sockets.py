@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 
-from tooltap.core import Api
+from tooltap.core import Api, Verdict
 from tooltap.core.sockets import RealtimeSocket, ResponsesSocket, SocketTurn, socket_reader
 
 from ..handover.record import SocketBatch
+from .session import Session
 
 MAX_SOCKETS = 10_000
 Reader = ResponsesSocket | RealtimeSocket
@@ -74,3 +75,33 @@ class Sockets:
             turns += reader.lost()
             self._count(reader)
         return turns
+
+
+def ending(
+    closed_by_client: bool | None, code: int | None, reason: str, error: str | None = None
+) -> tuple[str | None, str | None]:
+    """How a socket ended, as (note, failure): the client's doing, or the server's."""
+    how = f"code {code}" + (f": {reason}" if reason else "")
+    if closed_by_client:
+        return f"the client closed the socket ({how})", None
+    if error is not None:
+        return None, f"the socket failed: {error}"
+    return None, f"the server closed the socket ({how})"
+
+
+def socket_verdict(
+    session: Session, turn: SocketTurn, note: str | None = None, failure: str | None = None
+) -> Verdict:
+    """A socket's turn inspected; one its socket's end cut off says how it ended, as for HTTP."""
+    exchange = turn.exchange
+    if turn.skipped is not None:
+        return Verdict(
+            api=exchange.api, outcome="skipped", reason=turn.skipped, transport="websocket"
+        )
+    verdict = session.inspect(exchange, turn.prior)
+    if turn.cut and failure is not None:
+        verdict.outcome = "upstream_error"
+        verdict.reason = f"the upstream failed: {failure}"
+    elif turn.cut and note is not None:
+        verdict.reason = f"{verdict.reason} ({note})" if verdict.reason else note
+    return verdict

@@ -18,6 +18,7 @@ from tooltap.core.sockets import ENDS, leading_type, needed
 
 from ..handover.budget import Budget, MiB
 from ..handover.record import Record, SocketBatch
+from ..inspection.sockets import ending
 
 BATCH_MESSAGES = 256  # a batch goes at this many messages, or bytes, if no response ends first
 BATCH_BYTES = MiB
@@ -110,13 +111,8 @@ class SocketTap:
 
 
 def _close(flow: http.HTTPFlow) -> tuple[str | None, str | None]:
-    """How the socket ended, as (note, failure): the client's doing, or the server's."""
     ws = flow.websocket
     if ws is None:
         return None, None
-    how = f"code {ws.close_code}" + (f": {ws.close_reason}" if ws.close_reason else "")
-    if ws.closed_by_client:
-        return f"the client closed the socket ({how})", None
-    if flow.error is not None:
-        return None, f"the socket failed: {flow.error.msg}"
-    return None, f"the server closed the socket ({how})"
+    error = flow.error.msg if flow.error is not None else None
+    return ending(ws.closed_by_client, ws.close_code, ws.close_reason or "", error)

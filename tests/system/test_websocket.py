@@ -393,3 +393,47 @@ def test_regular_mode_over_tls_with_the_mitmproxy_ca(tmp_path):
     assert (turn["host"], turn["transport"], turn["state"], turn["calls"]) == (
         "127.0.0.1", "websocket", "strict-void", 2,
     )  # fmt: skip
+
+
+def test_audit_reads_the_sockets_of_a_flow_file_with_the_live_proxys_findings(upstream, tmp_path):
+    import subprocess
+    import sys
+
+    flows = tmp_path / "flows.mitm"
+    forget(upstream, "fanout")
+    forget(upstream, "realtime")
+    extra = ("--set", f"save_stream_file={flows}")
+    with Proxy.tooltap([upstream.url], "--log-format", "json", extra=extra) as recording_proxy:
+        with client(recording_proxy).responses.connect(extra_query={"scenario": "fanout"}) as conn:
+            conn.response.create(model="m", input="Paris and Rome?", tools=[STRICT_WEATHER])
+            until(conn, *DONE)
+            conn.response.create(
+                model="m",
+                previous_response_id=FAN,
+                input=[
+                    {"type": "function_call_output", "call_id": PARIS["call_id"], "output": "12C"}
+                ],
+            )
+            until(conn, *DONE)
+        realtime_session_through(recording_proxy, [REALTIME_CALLS[0][0]])
+        live = recording_proxy.wait_for("turn", 4)
+        live_errors = recording_proxy.wait_for("loop_error", 2)
+    audit = subprocess.run(
+        [sys.executable, "-m", "tooltap.addon.commands.cli", "audit", "-r", str(flows),
+         "--format", "json"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert audit.returncode == 1, audit.stderr  # findings
+    rows = [json.loads(line) for line in audit.stdout.splitlines()]
+    summary = rows.pop()
+    assert (summary["summary"], summary["read"]) == (True, 4)
+
+    def key(v):
+        return (v["api"], v["transport"], v["response_id"], v["state"], v["outcome"])
+
+    assert sorted(key(r) for r in rows) == sorted(key(t) for t in live)
+    audited_errors = [(e["rule"], e["ids"], e["where"]) for r in rows for e in r["loop_errors"]]
+    assert sorted(audited_errors) == sorted((e["rule"], e["ids"], e["where"]) for e in live_errors)
+    assert [r["label"] for r in rows] == [
+        "WS /v1/responses #1", "WS /v1/responses #2", "WS /v1/realtime #1", "WS /v1/realtime #2",
+    ]  # fmt: skip
