@@ -2,7 +2,8 @@
 
 Replies are byte-exact: a body is a list of chunks, written with
 Content-Length when there is one chunk and chunked transfer otherwise, with an
-optional pause between chunks so streams keep their cadence.
+optional pause between chunks so streams keep their cadence. With a socket
+script, a WebSocket upgrade plays it (harness/sockets.py) on the same port.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from .sockets import Connection, Script, SocketSession
 
 
 @dataclass
@@ -68,6 +71,12 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(int(self.headers.get("content-length") or 0))
 
     def _serve(self) -> None:
+        if (
+            self.server.sockets is not None
+            and "websocket" in self.headers.get("upgrade", "").lower()
+        ):
+            self._socket(self.server.sockets)
+            return
         seen = Seen(
             self.command,
             self.path,
@@ -101,21 +110,39 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 
+    def _socket(self, script: Script) -> None:
+        """Hand the connection to a WebSocket session: the upgrade's head, as it came."""
+        self.close_connection = True
+        head = self.raw_requestline + b"".join(
+            f"{name}: {value}\r\n".encode("latin-1") for name, value in self.headers.items()
+        )
+        connection = Connection(self.path, {k.lower(): v for k, v in self.headers.items()})
+        self.server.connections.append(connection)
+        SocketSession(self.connection, head + b"\r\n", script(self.path), connection).run()
+
     do_GET = do_POST = _serve
 
 
 class ReplayServer(ThreadingHTTPServer):
-    """Serves route(request) -> Reply on 127.0.0.1, in a background thread."""
+    """Serves route(request) -> Reply on 127.0.0.1, and sockets(path) to WebSockets, in threads."""
 
     daemon_threads = True
     request_queue_size = 128  # a burst of clients connecting at once is not refused
 
-    def __init__(self, route: Route, port: int = 0, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        route: Route,
+        port: int = 0,
+        tls: ssl.SSLContext | None = None,
+        sockets: Script | None = None,
+    ) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
         if tls is not None:
             self.socket = tls.wrap_socket(self.socket, server_side=True)
         self.route = route
+        self.sockets = sockets  # what a WebSocket connection plays, by its path
         self.seen: list[Seen] = []
+        self.connections: list[Connection] = []
         self.scheme = "https" if tls is not None else "http"
         self._thread = threading.Thread(target=self.serve_forever, name="replay", daemon=True)
 

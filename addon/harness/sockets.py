@@ -1,24 +1,28 @@
-"""A loopback WebSocket upstream that replays scripted server events: the demo's and the tests'.
+"""WebSocket replies for the loopback upstream: scripted server events, frame by frame.
 
-Each connection plays a script: steps, each played when the client sends a
+A connection plays a script: steps, each played when the client sends a
 message of its trigger type (or on connect), as the frames the server then
 sends: text, binary, a close, or a dropped connection. Every connection
-records what it received and sent, frame by frame, for byte-exact checks.
-Built on the `websockets` package, as the SDKs' own transport is.
+records what it received and sent, for byte-exact checks. The protocol is the
+`websockets` package's (sans-I/O), the library the SDKs' own transport is
+built on; ReplayServer hands an upgrade request here, so one upstream serves
+HTTP and WebSocket traffic on one port.
 """
 
 from __future__ import annotations
 
 import json
 import socket
-import ssl
 import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from websockets.exceptions import ConnectionClosed
-from websockets.sync.server import Server, ServerConnection, serve
+from websockets.frames import Frame as WireFrame
+from websockets.frames import Opcode
+from websockets.http11 import Request
+from websockets.protocol import State
+from websockets.server import ServerProtocol
 
 
 @dataclass(frozen=True)
@@ -63,72 +67,79 @@ def message_type(message: str | bytes) -> str | None:
     return value.get("type") if isinstance(value, dict) else None
 
 
-class SocketReplay:
-    """Serves a script per WebSocket connection on 127.0.0.1, in a background thread."""
+class SocketSession:
+    """Plays one connection's script over a socket whose upgrade request has been read."""
 
-    def __init__(
-        self, script: Script, tls: ssl.SSLContext | None = None, compression: str | None = None
-    ) -> None:
-        self.script = script
-        self.connections: list[Connection] = []
-        self.scheme = "https" if tls is not None else "http"
-        self._server: Server = serve(
-            self._handle,
-            "127.0.0.1",
-            0,
-            ssl=tls,
-            compression=compression,
-            max_size=None,
-            ping_interval=None,
-        )
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="socket-replay", daemon=True
-        )
+    def __init__(self, sock: socket.socket, head: bytes, steps: list[Step], connection: Connection):
+        self.sock = sock
+        self.steps = deque(steps)
+        self.connection = connection
+        self.protocol = ServerProtocol(max_size=None)
+        self.protocol.receive_data(head)
+        request = next(iter(self.protocol.events_received()), None)
+        if not isinstance(request, Request):
+            raise ValueError("not a WebSocket upgrade request")
+        self.protocol.send_response(self.protocol.accept(request))
+        self._flush()
+        self._pieces: list[bytes] = []  # a fragmented message so far
+        self._text = False
 
-    @property
-    def url(self) -> str:
-        return f"{self.scheme}://127.0.0.1:{self._server.socket.getsockname()[1]}"
-
-    def __enter__(self) -> SocketReplay:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._thread.join(timeout=5)
-
-    def _handle(self, ws: ServerConnection) -> None:
-        request = ws.request
-        path = request.path if request is not None else ""
-        headers = {k.lower(): v for k, v in request.headers.raw_items()} if request else {}
-        connection = Connection(path, headers)
-        self.connections.append(connection)
-        steps = deque(self.script(path))
+    def run(self) -> None:
         try:
-            while steps and steps[0].trigger is None:
-                if not self._play(ws, connection, steps.popleft().frames):
+            while self.steps and self.steps[0].trigger is None:
+                if not self._play(self.steps.popleft().frames):
                     return
-            for message in ws:
-                connection.received.append(message)
-                played = steps and steps[0].trigger == message_type(message)
-                if played and not self._play(ws, connection, steps.popleft().frames):
-                    return
-        except ConnectionClosed:
+            while self.protocol.state is not State.CLOSED:
+                data = self.sock.recv(65536)
+                if not data:
+                    self.protocol.receive_eof()
+                    break
+                self.protocol.receive_data(data)
+                for event in self.protocol.events_received():
+                    if isinstance(event, WireFrame) and not self._message(event):
+                        return
+                self._flush()
+        except OSError:
             pass
         finally:
-            connection.closed.set()
+            self.connection.closed.set()
 
-    @staticmethod
-    def _play(ws: ServerConnection, connection: Connection, frames: list[Frame]) -> bool:
-        """Send the frames; False once the script closed the socket."""
+    def _message(self, frame: WireFrame) -> bool:
+        """A frame in; a whole message plays its step. False once the script closed."""
+        if frame.opcode in (Opcode.TEXT, Opcode.BINARY):
+            self._pieces, self._text = [frame.data], frame.opcode is Opcode.TEXT
+        elif frame.opcode is Opcode.CONT:
+            self._pieces.append(frame.data)
+        else:
+            return True  # ping, pong and close are the protocol's
+        if not frame.fin:
+            return True
+        data = b"".join(self._pieces)
+        message: str | bytes = data.decode() if self._text else data
+        self.connection.received.append(message)
+        if self.steps and self.steps[0].trigger == message_type(message):
+            return self._play(self.steps.popleft().frames)
+        return True
+
+    def _play(self, frames: list[Frame]) -> bool:
         for frame in frames:
             if isinstance(frame, Close):
                 if frame.code is None:
-                    ws.socket.shutdown(socket.SHUT_RDWR)
-                    ws.socket.close()
-                else:
-                    ws.close(frame.code, frame.reason)
-                return False
-            ws.send(frame)
-            connection.sent.append(frame)
+                    self.sock.shutdown(socket.SHUT_RDWR)
+                    self.sock.close()
+                    return False
+                self.protocol.send_close(frame.code, frame.reason)
+                self._flush()
+                return True  # reading on: the client's close frame ends the session
+            if isinstance(frame, str):
+                self.protocol.send_text(frame.encode())
+            else:
+                self.protocol.send_binary(frame)
+            self.connection.sent.append(frame)
+            self._flush()
         return True
+
+    def _flush(self) -> None:
+        for data in self.protocol.data_to_send():
+            if data:
+                self.sock.sendall(data)

@@ -1,8 +1,8 @@
 """WebSocket transports through a real `tooltap run`: the official openai SDK as the client.
 
-The upstream is a loopback WebSocket server (the `websockets` package, the
-SDK's own transport) replaying the real recordings and turns built on them
-(tests/support/sockets.py). Each test checks that the client received exactly
+The upstream is the loopback replay server speaking WebSocket through the
+`websockets` package (the SDK's own transport), replaying the real recordings
+and turns built on them (tests/support/sockets.py). Each test checks that the client received exactly
 the frames the upstream sent, and the exact log events and /metrics values.
 """
 
@@ -34,7 +34,8 @@ from support.sockets import (
 from websockets.exceptions import ConnectionClosed
 
 from tooltap.addon.harness.launch import Proxy
-from tooltap.addon.harness.sockets import Close, SocketReplay
+from tooltap.addon.harness.replay import ReplayServer, Reply
+from tooltap.addon.harness.sockets import Close
 
 SECRET = "sk-test-SOCKET-0123456789"
 WEATHER = {
@@ -97,9 +98,13 @@ def scripts(path: str):
     }[scenario]()
 
 
+def no_http(_seen) -> Reply:
+    return Reply(404, chunks=[b'{"error": {"message": "WebSocket only"}}'])
+
+
 @pytest.fixture(scope="module")
 def upstream():
-    with SocketReplay(scripts) as server:
+    with ReplayServer(no_http, sockets=scripts) as server:
         yield server
 
 
@@ -123,13 +128,13 @@ def until(connection, *final: str) -> list[bytes]:
             return frames
 
 
-def sent_by(upstream: SocketReplay, scenario: str) -> list[bytes]:
+def sent_by(upstream: ReplayServer, scenario: str) -> list[bytes]:
     (connection,) = [c for c in upstream.connections if f"scenario={scenario}" in c.path]
     connection.closed.wait(5)
     return [m.encode() if isinstance(m, str) else m for m in connection.sent]
 
 
-def forget(upstream: SocketReplay, scenario: str) -> None:
+def forget(upstream: ReplayServer, scenario: str) -> None:
     upstream.connections[:] = [
         c for c in upstream.connections if f"scenario={scenario}" not in c.path
     ]
@@ -367,7 +372,7 @@ def test_regular_mode_over_tls_with_the_mitmproxy_ca(tmp_path):
     ca.issue_cert("127.0.0.1").configure_cert(server_tls)
     upstream_ca = tmp_path / "upstream-ca.pem"
     ca.cert_pem.write_to_path(str(upstream_ca))
-    with SocketReplay(scripts, tls=server_tls) as tls_upstream:
+    with ReplayServer(no_http, tls=server_tls, sockets=scripts) as tls_upstream:
         extra = (
             "--set",
             f"ssl_verify_upstream_trusted_ca={upstream_ca}",
