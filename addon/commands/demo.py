@@ -23,7 +23,7 @@ from rich.table import Table
 
 from ..harness.launch import Proxy
 from ..harness.replay import ReplayServer
-from .demo_steps import STEPS, route
+from .demo_steps import STEPS, route, socket_route
 
 QUIET_FIELDS = ("timestamp", "repairs", "host", "inspect_ms")
 
@@ -141,7 +141,7 @@ def run(console: Console, serve: bool = False) -> Summary:
     import openai  # noqa: PLC0415
 
     with (
-        ReplayServer(route) as upstream,
+        ReplayServer(route, sockets=socket_route) as upstream,
         Proxy.tooltap([upstream.url], "--log-format", "json") as proxy,
     ):
         console.print(f"upstream (replays bundled traffic): {upstream.url}")
@@ -152,7 +152,7 @@ def run(console: Console, serve: bool = False) -> Summary:
         an = anthropic.Anthropic(
             base_url=proxy.url, api_key="sk-ant-demo-not-a-real-key", max_retries=0
         )
-        shown = 0
+        shown = turns = 0
         for number, step in enumerate(STEPS, 1):
             console.rule(f"{number}. {step.shows}", align="left")
             headers = {"x-demo-step": step.name}
@@ -167,7 +167,8 @@ def run(console: Console, serve: bool = False) -> Summary:
                 console.print(
                     f"the client got HTTP {exc.status_code}, as this step intends", style="dim"
                 )
-            proxy.wait_for("turn", number)  # a flow's `turn` line comes after its other events
+            turns += step.turns
+            proxy.wait_for("turn", turns)  # a flow's `turn` line comes after its other events
             _render(console, proxy.events[shown:])
             shown = len(proxy.events)
         summary = read_summary(httpx.get(proxy.metrics_url, timeout=10).text, proxy.events)

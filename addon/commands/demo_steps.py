@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..harness.replay import Reply, Seen
+from ..harness.sockets import Step as SocketStep
 
 JSON = [("content-type", "application/json"), ("x-request-id", "req_demo")]
 SSE = [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache")]
@@ -232,43 +233,48 @@ def response_object(
     }
 
 
-def responses_stream(response: dict[str, Any]) -> list[bytes]:
+def responses_events(response: dict[str, Any]) -> list[dict[str, Any]]:
     """Responses events: created, each output item added/deltas/done, then completed."""
-
-    def event(body: dict[str, Any]) -> bytes:
-        return f"event: {body['type']}\n".encode() + b"data: " + json.dumps(body).encode() + b"\n\n"
-
     start = {**response, "status": "in_progress", "output": [], "usage": None}
-    out = [event({"type": "response.created", "response": start, "sequence_number": 0})]
+    out: list[dict[str, Any]] = [
+        {"type": "response.created", "response": start, "sequence_number": 0}
+    ]
     for index, item in enumerate(response["output"]):
         out.append(
-            event(
-                {
-                    "type": "response.output_item.added",
-                    "output_index": index,
-                    "item": {**item, "status": "in_progress"},
-                }
-            )
+            {
+                "type": "response.output_item.added",
+                "output_index": index,
+                "item": {**item, "status": "in_progress"},
+            }
         )
         if item["type"] == "message":
             text = item["content"][0]["text"]
             for start_at in range(0, len(text), 12):
                 out.append(
-                    event(
-                        {
-                            "type": "response.output_text.delta",
-                            "item_id": item["id"],
-                            "output_index": index,
-                            "content_index": 0,
-                            "delta": text[start_at : start_at + 12],
-                        }
-                    )
+                    {
+                        "type": "response.output_text.delta",
+                        "item_id": item["id"],
+                        "output_index": index,
+                        "content_index": 0,
+                        "delta": text[start_at : start_at + 12],
+                    }
                 )
-        out.append(
-            event({"type": "response.output_item.done", "output_index": index, "item": item})
-        )
-    out.append(event({"type": "response.completed", "response": response}))
+        out.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    out.append({"type": "response.completed", "response": response})
     return out
+
+
+def responses_stream(response: dict[str, Any]) -> list[bytes]:
+    """The events as an SSE stream: `event:` and `data:` lines."""
+    return [
+        f"event: {event['type']}\n".encode() + b"data: " + json.dumps(event).encode() + b"\n\n"
+        for event in responses_events(response)
+    ]
+
+
+def socket_frames(response: dict[str, Any]) -> list[str]:
+    """The events as WebSocket mode sends them: one compact JSON message each."""
+    return [json.dumps(event, separators=(",", ":")) for event in responses_events(response)]
 
 
 def message(
@@ -398,9 +404,10 @@ ALICE, BOB = "toolu_0167cfEnoQaPviGdVXA95zcu", "toolu_01EEe2V5HD1Ac4rKiUR4HD2T"
 class Step:
     name: str
     shows: str
-    reply: Reply
+    reply: Reply | None  # None: the step speaks WebSocket (SOCKET_STEPS has its script)
     call: Callable[[Any, Any], Any]  # (openai client, anthropic client) -> result
     expect_error: bool = False
+    turns: int = 1  # the turns it makes
 
 
 def _invoice_format(strict: bool | None) -> dict[str, Any]:
@@ -419,6 +426,55 @@ def _consume(stream: Any) -> Any:
 def _anthropic_stream(client: Any, **request: Any) -> Any:
     with client.messages.stream(**request) as stream:
         return _consume(stream)
+
+
+SOCKET_FIRST = "resp_0a76d7cc9190bb9d0069c5b9d1743c81a182203d3de7d50b2d"
+SOCKET_SECOND = "resp_0123ba578f5e03220069c5b9d2ecd481a2b2e77235daabd270"
+SOCKET_STEPS = {
+    "responses-websocket": [
+        SocketStep(None, []),
+        SocketStep(
+            "response.create",
+            socket_frames(
+                response_object(SOCKET_FIRST, [EDINBURGH, LISBON], responses_tools(True))
+            ),
+        ),
+        SocketStep(
+            "response.create",
+            socket_frames(
+                response_object(
+                    SOCKET_SECOND,
+                    [],
+                    responses_tools(True),
+                    text="Edinburgh: 12C and rain. I have no reading for Lisbon.",
+                )
+                | {"previous_response_id": SOCKET_FIRST}
+            ),
+        ),
+    ]
+}
+
+
+def _until_done(connection: Any) -> None:
+    for event in connection:
+        if event.type in ("response.completed", "response.failed", "error"):
+            return
+
+
+def _socket_session(client: Any) -> None:
+    """Two turns on one socket: a fan-out, then a follow-up that answers one call of two."""
+    with client.responses.connect() as connection:
+        connection.response.create(model="gpt-5.1", input=USER, tools=responses_tools(True))
+        _until_done(connection)
+        connection.response.create(
+            model="gpt-5.1",
+            previous_response_id=SOCKET_FIRST,
+            tools=responses_tools(True),
+            input=[
+                {"type": "function_call_output", "call_id": EDINBURGH[0], "output": "12C, rain"}
+            ],
+        )
+        _until_done(connection)
 
 
 STEPS: list[Step] = [
@@ -505,6 +561,13 @@ STEPS: list[Step] = [
                 text={"format": _invoice_format(None)},
             )
         ),
+    ),
+    Step(
+        "responses-websocket",
+        "WebSocket mode: two turns on one socket; the follow-up leaves a call unanswered",
+        None,
+        lambda o, a: _socket_session(o),
+        turns=2,
     ),
     Step(
         "chat-rejected",
@@ -684,6 +747,14 @@ DEFAULTS = {
 }
 
 
+def socket_route(path: str, headers: dict[str, str]) -> list[SocketStep]:
+    """What a WebSocket plays: its step's script, or WebSocket mode's for any /responses socket."""
+    name = headers.get("x-demo-step", "")
+    if name not in SOCKET_STEPS and path.partition("?")[0].rstrip("/").endswith("/responses"):
+        name = "responses-websocket"
+    return list(SOCKET_STEPS.get(name, []))
+
+
 def route(seen: Seen) -> Reply:
     step = BY_NAME.get(seen.headers.get("x-demo-step", ""))
     if step is None:
@@ -691,7 +762,7 @@ def route(seen: Seen) -> Reply:
         step = next(
             (BY_NAME[name] for suffix, name in DEFAULTS.items() if path.endswith(suffix)), None
         )
-    if step is None:
+    if step is None or step.reply is None:
         return json_reply(
             {
                 "error": {

@@ -118,7 +118,8 @@ class _Handler(BaseHTTPRequestHandler):
         )
         connection = Connection(self.path, {k.lower(): v for k, v in self.headers.items()})
         self.server.connections.append(connection)
-        SocketSession(self.connection, head + b"\r\n", script(self.path), connection).run()
+        steps = script(self.path, connection.headers)
+        SocketSession(self.connection, head + b"\r\n", steps, connection).run()
 
     do_GET = do_POST = _serve
 

@@ -53,7 +53,7 @@ class Connection:
     closed: threading.Event = field(default_factory=threading.Event)
 
 
-Script = Callable[[str], list[Step]]  # the request path -> the steps of one connection
+Script = Callable[[str, dict[str, str]], list[Step]]  # (path, headers) -> one connection's steps
 
 
 def message_type(message: str | bytes) -> str | None:

@@ -20,21 +20,21 @@ def test_the_demo_summary_matches_the_scripted_scenario():
     out = io.StringIO()
     summary = run(Console(file=out, width=200))
     assert summary.turns == {
-        "strict-void": 1,
-        "strict-at-risk": 2,
+        "strict-void": 2,
+        "strict-at-risk": 3,
         "strict-serialised": 1,
         "fanout-no-strict": 2,
         "no-strict-declared": 2,
         "no-tools": 1,
     }
-    assert summary.exposure == 1 / 3
-    assert summary.unguaranteed == 3
-    assert summary.formats == {"free-text": 8, "advisory-schema": 1}
+    assert summary.exposure == 2 / 5
+    assert summary.unguaranteed == 5
+    assert summary.formats == {"free-text": 10, "advisory-schema": 1}
     assert summary.argument_errors == {"schema": 2, "parse": 1}
-    assert summary.loop_errors == {"unanswered-call": 1, "orphan-result": 1}
-    assert summary.tool_results == {"ok": 4, "error": 1}
+    assert summary.loop_errors == {"unanswered-call": 2, "orphan-result": 1}
+    assert summary.tool_results == {"ok": 5, "error": 1}
     assert summary.rejected == {"400": 3}
-    assert summary.flows == {"inspected": len(STEPS)}
+    assert summary.flows == {"inspected": sum(step.turns for step in STEPS)}
     assert summary.internal_errors == 0
     repairs = "\n".join(summary.repairs)
     assert "set parallel_tool_calls false whenever strict schemas matter" in repairs
@@ -53,7 +53,7 @@ def test_the_demo_summary_matches_the_scripted_scenario():
     ):
         assert f"] {event} " in text, event  # the live log, in the console renderer's shape
     assert (
-        "exposure rate (strict-void / at-risk turns): 33%, 3 argument object(s) with no guarantee"
+        "exposure rate (strict-void / at-risk turns): 40%, 5 argument object(s) with no guarantee"
         in text
     )
 
@@ -66,7 +66,7 @@ def test_the_readme_quick_start_demo_command_runs_as_written():
         command, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "exposure rate (strict-void / at-risk turns): 33%" in done.stdout
+    assert "exposure rate (strict-void / at-risk turns): 40%" in done.stdout
     assert "every process and port is closed" in done.stdout
 
 

@@ -74,7 +74,7 @@ NOT_FOUND = responses_error(
 )
 
 
-def scripts(path: str):
+def scripts(path: str, _headers: dict[str, str]):
     scenario = path.partition("scenario=")[2].partition("&")[0]
     created, updated = realtime_session([WEATHER])
     fan_out = responses_turn(FAN, [PARIS, ROME])
