@@ -75,6 +75,16 @@ HEAD = 256  # bytes of a message looked at to place it
 
 _LEADING_TYPE = re.compile(rb'\s*\{\s*"type"\s*:\s*"([^"\\]{1,100})"')
 
+# Why a reader did not use a message (its `skipped` counts).
+READER_SKIPS = (
+    "not_json",
+    "turn_too_large",
+    "too_many_lanes",
+    "too_many_waiting",
+    "too_many_items",
+    "joined_late",
+    "lost",
+)
 MAX_LANES = 64  # Responses stream_id lanes followed per socket
 MAX_WAITING = 16  # response.create messages waiting for their response, per lane
 MAX_ITEMS = 1_000  # Realtime results kept between two response.create messages

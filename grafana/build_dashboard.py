@@ -120,7 +120,8 @@ def variables() -> list[Any]:
             "api",
             "API",
             "label_values(tooltap_flows_total, api)",
-            "Which model API: responses, chat (Chat Completions) or messages (Anthropic).",
+            "Which model API: responses (over HTTP or WebSocket), chat (Chat Completions),"
+            " messages (Anthropic) or realtime (the Realtime API).",
         ),
         label(
             "model",
@@ -370,6 +371,23 @@ def health_panels() -> list[Any]:
                 query(
                     f"sum by (outcome) (rate(tooltap_flows_total{{{API}}}[$__rate_interval]))",
                     "{{outcome}}",
+                )
+            ],
+            width=12,
+            stacked=True,
+        ),
+        series(
+            "WebSocket messages skipped",
+            "WebSocket messages inspection needed and did not use, per second, by why: binary"
+            " frames, the memory budget or the inspection queue full, unreadable JSON, a turn"
+            " above tooltap_max_body, more lanes or waiting requests than a socket may hold. A"
+            " turn that lost messages is counted as skipped, never misread. Audio, images and"
+            " text deltas are never held, and are not counted here.",
+            [
+                query(
+                    "sum by (reason) (rate(tooltap_websocket_messages_skipped_total"
+                    f"{{{API}}}[$__rate_interval]))",
+                    "{{reason}}",
                 )
             ],
             width=12,

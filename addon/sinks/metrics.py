@@ -15,9 +15,14 @@ from prometheus_client.metrics_core import Metric
 
 from tooltap.core import APIS, Verdict, parallel, schema
 from tooltap.core.loop import RULES
+from tooltap.core.sockets import READER_SKIPS
 
 OUTCOMES = ("inspected", "skipped", "unparseable", "upstream_error", "dropped")
 WHERE = ("hook", "tap", "worker")
+SOCKET_APIS = ("responses", "realtime")  # the APIs that have a WebSocket transport
+# Why a WebSocket message went unused: in the proxy (binary frames, the budget or the queue
+# full), then in the inspector's readers.
+SOCKET_SKIPS = ("binary", "over_budget", "queue_full", *READER_SKIPS)
 OTHER_MODEL = "other"
 
 
@@ -167,6 +172,9 @@ class Metrics:
                 self.tool_results.labels(api, result)
         for where in WHERE:
             self.internal_errors.labels(where)
+        for api in SOCKET_APIS:
+            for reason in SOCKET_SKIPS:
+                self.socket_skips.labels(api, reason)
         self._server: Any = None
 
     def model(self, name: str | None) -> str:

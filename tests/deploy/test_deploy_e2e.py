@@ -50,7 +50,9 @@ from support.captures import WIRE, pairs, stream_bytes
 from support.scenarios import JSON_HEADERS, SSE_HEADERS, events
 from test_deploy_metric_names import (
     APIS,
+    COUNTERS,
     FLOW_OUTCOMES,
+    HTTP_APIS,
     LOOP_RULES,
     concrete,
     dashboard_expressions,
@@ -333,6 +335,12 @@ def expected_samples(buckets: list[float], passes: int = 1) -> Samples:
             found[("tooltap_tool_results_total", _labels(api=api, outcome=outcome))] += 0
     for where in ("hook", "tap", "worker"):
         found[("tooltap_internal_errors_total", _labels(where=where))] += 0
+    skips = COUNTERS["tooltap_websocket_messages_skipped_total"]
+    for api in skips["api"] or ():
+        for reason in skips["reason"] or ():
+            found[
+                ("tooltap_websocket_messages_skipped_total", _labels(api=api, reason=reason))
+            ] += 0
     found[("tooltap_inspector_restarts_total", ())] += 0  # the inspector was never restarted
     for step in SCRIPT:
         api, model = step.api, step.model
@@ -765,6 +773,10 @@ def expectations(buckets: list[float]) -> dict[str, Expect]:
         board + "Memory held for inspection/A": Expect("budget"),
         board + "Memory held for inspection/B": Expect("budget"),
         board + "Flows by outcome/A": counts("tooltap_flows_total", ("outcome",)),
+        # The script is HTTP only: every reason's series is there, at 0.
+        board + "WebSocket messages skipped/A": counts(
+            "tooltap_websocket_messages_skipped_total", ("reason",)
+        ),
         board + "Inspection latency/A": Expect("quantile"),
         board + "Inspection latency/B": Expect("quantile"),
         board + "Inspection latency/C": Expect("quantile"),
@@ -802,10 +814,10 @@ def test_the_script_is_the_known_mix():
     assert exposure(one) == {(): EXPOSURE}
     assert exposure(one, ("model",)) == {(("model", m),): v for m, v in EXPOSURE_BY_MODEL.items()}
     assert exposure(one, ("api",)) == {(("api", a),): v for a, v in EXPOSURE_BY_API.items()}
-    assert {step.api for step in SCRIPT} == APIS
+    assert {step.api for step in SCRIPT} == HTTP_APIS
     streamed = {step.api for step in SCRIPT if step.request.get("stream")}
-    assert streamed == APIS  # every API both streamed and not
-    assert {step.api for step in SCRIPT if not step.request.get("stream")} == APIS
+    assert streamed == HTTP_APIS  # every HTTP API both streamed and not
+    assert {step.api for step in SCRIPT if not step.request.get("stream")} == HTTP_APIS
 
 
 def test_every_series_rises_by_its_first_sample_or_not_at_all():

@@ -21,7 +21,8 @@ RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
 DASHBOARDS = ROOT / "grafana" / "dashboards"
 
 ANY = None  # a label whose values are open (model, status, le, ...)
-APIS = {"responses", "chat", "messages"}
+APIS = {"responses", "chat", "messages", "realtime"}
+HTTP_APIS = APIS - {"realtime"}  # realtime is only ever a WebSocket
 TURN_STATES = {
     "no-tools",
     "no-strict-declared",
@@ -62,6 +63,21 @@ COUNTERS: dict[str, dict[str, set[str] | None]] = {
     "tooltap_flows_total": {"api": APIS, "outcome": FLOW_OUTCOMES},
     "tooltap_internal_errors_total": {"where": {"hook", "tap", "worker"}},
     "tooltap_inspector_restarts_total": {},
+    "tooltap_websocket_messages_skipped_total": {
+        "api": {"responses", "realtime"},
+        "reason": {
+            "binary",
+            "over_budget",
+            "queue_full",
+            "not_json",
+            "turn_too_large",
+            "too_many_lanes",
+            "too_many_waiting",
+            "too_many_items",
+            "joined_late",
+            "lost",
+        },
+    },
 }
 GAUGES: dict[str, dict[str, set[str] | None]] = {
     "tooltap_held_bytes": {},
