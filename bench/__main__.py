@@ -1,4 +1,4 @@
-"""Run the benchmarks: `python -m bench [--quick] [--only json,stream,memory,core,profile,stress,why]`.
+"""Run the benchmarks: `python -m bench [--quick] [--only json,stream,memory,core,profile,websocket,stress,why]`.
 
 Results go to bench/out/<name>.json (bench/out/quick/ for --quick); the
 report step then writes results.md there, and for full runs (or with
@@ -21,13 +21,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import core_cost, json_load, memory, profile_worker, report, streaming, stress, why
+from . import (
+    core_cost,
+    json_load,
+    memory,
+    profile_worker,
+    report,
+    streaming,
+    stress,
+    websocket,
+    why,
+)
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
 SNAPSHOT_ENV = "TOOLTAP_BENCH_SNAPSHOT"
-ALL = ("json", "stream", "memory", "core", "profile", "stress", "why")
-QUICK = ALL[:5]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
+ALL = ("json", "stream", "memory", "core", "profile", "websocket", "stress", "why")
+QUICK = ALL[:6]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
 
 
 def _git(*args: str) -> str:
@@ -153,6 +163,7 @@ def main() -> int:
         "memory": lambda: asyncio.run(memory.run(args.quick)),
         "core": lambda: core_cost.run(args.quick),
         "profile": lambda: profile_worker.run(args.quick, out),
+        "websocket": lambda: asyncio.run(websocket.run(args.quick)),
         "stress": lambda: asyncio.run(stress.run(args.quick)),
         "why": lambda: asyncio.run(why.run(args.quick)),
     }

@@ -300,6 +300,42 @@ def stress_section(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def websocket_section(data: dict[str, Any]) -> str:
+    lines = [
+        f"### WebSocket messages ({data['events']:,} small events per socket, one socket per run,"
+        f" {data['rounds']} interleaved rounds, medians)",
+        "",
+        f"Delay: when the client had a message minus when the upstream sent it (paced: one every"
+        f" {data['gap_ms']:g} ms). Per message: the burst's 1,000 back to back, first send to last"
+        f" receipt, divided by 1,000. tooltap inspected {data['turns_inspected']} of"
+        f" {data['sockets_per_target']} turns.",
+        "",
+        "| turn | direct p50 / p99 | mitmdump p50 / p99 | tooltap p50 / p99 | tooltap added p50 / p99 |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, row in data["rows"].items():
+        if not name.endswith("paced"):
+            continue
+        cells = [
+            f"{row[t]['delay_p50_ms']} / {row[t]['delay_p99_ms']} ms"
+            for t in ("direct", "mitmdump", "tooltap")
+        ]
+        lines.append(
+            f"| {name} | {' | '.join(cells)} | {row['added_p50_ms']} / {row['added_p99_ms']} ms |"
+        )
+    lines += [
+        "",
+        "| turn | direct per message | mitmdump per message | tooltap per message | tooltap added |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, row in data["rows"].items():
+        if not name.endswith("burst"):
+            continue
+        cells = [f"{row[t]['per_message_ms']} ms" for t in ("direct", "mitmdump", "tooltap")]
+        lines.append(f"| {name} | {' | '.join(cells)} | {row['added_per_message_ms']} ms |")
+    return "\n".join(lines) + "\n"
+
+
 STRESS_AFTER = (
     "5 s after the burst, tooltap is back within the budget of where it started (or of plain"
     " mitmdump after the same burst, whichever is higher: mitmproxy keeps part of a burst of"
@@ -406,6 +442,7 @@ def write(out: Path, here: Path, readme: bool) -> None:
             sections.append(render(data, targets))
     for name, render_plain in (
         ("profile", profile_section),
+        ("websocket", websocket_section),
         ("stress", stress_section),
         ("why", why_section),
     ):
