@@ -85,6 +85,17 @@ READER_SKIPS = (
     "joined_late",
     "lost",
 )
+# The HTTP status OpenAI sends with each error type (its error codes guide).
+ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "rate_limit_error": 429,
+    "rate_limit_exceeded": 429,
+    "insufficient_quota": 429,
+    "server_error": 500,
+}
 MAX_LANES = 64  # Responses stream_id lanes followed per socket
 MAX_WAITING = 16  # response.create messages waiting for their response, per lane
 MAX_ITEMS = 1_000  # Realtime results kept between two response.create messages
@@ -137,7 +148,7 @@ def error_status(event: dict[str, Any]) -> int | None:
     status = event.get("status")
     if isinstance(status, int) and not isinstance(status, bool) and status >= 400:
         return status
-    return {"invalid_request_error": 400, "server_error": 500}.get(api_error(event).type)
+    return ERROR_STATUS.get(api_error(event).type)
 
 
 @dataclass(slots=True)
@@ -182,14 +193,13 @@ class _Reader:
         self.skipped: Counter[str] = Counter()  # messages not used, by reason
         self.held = 0  # bytes of messages held now
 
-    def _exchange(
-        self, request: bytes, events: list[bytes] | None, status: int | None = 200
-    ) -> Exchange:
+    def _exchange(self, request: bytes, events: list[bytes] | None) -> Exchange:
+        """A turn as an exchange: events None when no response came at all."""
         return Exchange(
             method="POST",
             url=self.url,
             request_body=request,
-            status=status if events is not None else None,
+            status=200 if events is not None else None,
             response_headers={"content-type": "text/event-stream"},
             response_body=sse(events or []),
             api=self.api,

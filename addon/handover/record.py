@@ -84,10 +84,14 @@ class Record:
     held: int = 0  # bytes taken from the memory budget for this record (proxy side)
     socket: SocketBatch | None = None  # a batch of one socket's messages, in chunks
 
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}{self.path}"
+
     def exchange(self) -> Exchange:
         return Exchange(
             method=self.method,
-            url=f"{self.scheme}://{self.host}:{self.port}{self.path}",
+            url=self.url,
             request_body=self.request_body,
             request_headers={
                 "content-encoding": _header(self.request_headers, b"content-encoding")

@@ -19,7 +19,7 @@ from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from ..sinks.redaction import REDACTED
 from .scrub import scrub
-from .session import Session
+from .session import Session, with_ending
 from .sockets import Sockets, socket_verdict
 
 MAX_TURN = 8 * 1024 * 1024  # tooltap_max_body's default
@@ -58,13 +58,7 @@ class Inspector:
             )
         else:
             verdict = self.session.inspect(record.exchange())
-            if record.failure is not None:
-                # What did arrive (a cut stream's calls, the request's loop) is
-                # still reported; the flow counts as the upstream's failure.
-                verdict.outcome = "upstream_error"
-                verdict.reason = f"the upstream failed: {record.failure}"
-            elif record.note is not None and verdict.reason is not None:
-                verdict.reason = f"{verdict.reason} ({record.note})"
+            verdict = with_ending(verdict, record.note, record.failure)
         self._emit(record, verdict, started)
 
     def _socket(self, record: Record) -> None:
@@ -75,7 +69,7 @@ class Inspector:
         started = time.perf_counter()
         for reason, count in batch.skipped.items():
             self.metrics.socket_skipped(record.api, reason, count)
-        turns = self.sockets.read(record.api, record.exchange().url, batch, record.chunks)
+        turns = self.sockets.read(record.api, record.url, batch, record.chunks)
         for (api, reason), count in self.sockets.skipped.items():
             self.metrics.socket_skipped(api, reason, count)
         self.sockets.skipped.clear()

@@ -72,3 +72,17 @@ class Session:
         if verdict.awaiting:
             self.recent.remember(response_id, verdict.awaiting)
         return verdict
+
+
+def with_ending(verdict: Verdict, note: str | None, failure: str | None) -> Verdict:
+    """What arrived is still reported; how the exchange was cut off says whose doing it was.
+
+    failure: the upstream broke it off (the flow counts as its error). note: the
+    client did (said beside the reason).
+    """
+    if failure is not None:
+        verdict.outcome = "upstream_error"
+        verdict.reason = f"the upstream failed: {failure}"
+    elif note is not None and verdict.reason is not None:
+        verdict.reason = f"{verdict.reason} ({note})"
+    return verdict

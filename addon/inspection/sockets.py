@@ -14,7 +14,7 @@ from tooltap.core import Api, Verdict
 from tooltap.core.sockets import RealtimeSocket, ResponsesSocket, SocketTurn, socket_reader
 
 from ..handover.record import SocketBatch
-from .session import Session
+from .session import Session, with_ending
 
 MAX_SOCKETS = 10_000
 Reader = ResponsesSocket | RealtimeSocket
@@ -99,9 +99,4 @@ def socket_verdict(
             api=exchange.api, outcome="skipped", reason=turn.skipped, transport="websocket"
         )
     verdict = session.inspect(exchange, turn.prior)
-    if turn.cut and failure is not None:
-        verdict.outcome = "upstream_error"
-        verdict.reason = f"the upstream failed: {failure}"
-    elif turn.cut and note is not None:
-        verdict.reason = f"{verdict.reason} ({note})" if verdict.reason else note
-    return verdict
+    return with_ending(verdict, note, failure) if turn.cut else verdict
