@@ -89,6 +89,11 @@ def scripts(path: str, _headers: dict[str, str]):
             (None, []), ("response.create", [NOT_FOUND]), ("response.create", ERROR_STREAM)
         ),
         "cut": lambda: script((None, []), ("response.create", [*fan_out[:6], Close(None)])),
+        "hang": lambda: script((None, []), ("response.create", fan_out[:6])),
+        "frames": lambda: script(
+            (None, [b"\x00\x01 binary from the server", "not json at all"]),
+            ("response.create", [*fan_out, b"\xff" * 70_000]),
+        ),
         "realtime": lambda: script(
             (None, [created]),
             ("session.update", [updated]),
@@ -267,6 +272,55 @@ def test_a_socket_the_server_drops_mid_turn_is_reported_as_the_upstreams_failure
         sample(scrape(proxy), "tooltap_flows_total", api="responses", outcome="upstream_error") == 1
     )
     assert proxy.alive()
+
+
+def test_a_client_that_closes_mid_turn_gets_the_turn_reported_with_its_doing(upstream, proxy):
+    forget(upstream, "hang")
+    with client(proxy).responses.connect(extra_query={"scenario": "hang"}) as connection:
+        connection.response.create(
+            model="gpt-4o-mini", input="Paris and Rome?", tools=[STRICT_WEATHER]
+        )
+        for _ in range(6):
+            connection.recv_bytes()
+    (turn,) = by_event(proxy, "turn", 1)
+    assert (turn["outcome"], turn["calls"]) == ("inspected", 1)
+    assert turn["reason"] == (
+        "the turn ended before its final event (the client closed the socket (code 1000))"
+    )
+
+
+def test_text_and_binary_frames_both_ways_go_by_unchanged_and_in_order(upstream, proxy):
+    from websockets.sync.client import connect
+
+    forget(upstream, "frames")
+    url = proxy.url.replace("http://", "ws://") + "/v1/responses?scenario=frames"
+    create = json.dumps({"type": "response.create", "model": "m", "tools": [STRICT_WEATHER]})
+    received: list[str | bytes] = []
+    with connect(url, proxy=None, max_size=None, compression=None) as ws:
+        received += [ws.recv(), ws.recv()]
+        ws.send(b"\x00 binary from the client")
+        ws.send(create)
+        while len(received) < len(sent_by_script("frames")):
+            received.append(ws.recv(timeout=10))
+    (connection,) = [c for c in upstream.connections if "scenario=frames" in c.path]
+    connection.closed.wait(5)
+    assert received == connection.sent  # str stays text, bytes stay binary
+    assert connection.received == [b"\x00 binary from the client", create]
+    (turn,) = by_event(proxy, "turn", 1)
+    assert (turn["state"], turn["calls"]) == ("strict-void", 2)
+    values = scrape(proxy)
+    skipped = {"api": "responses", "reason": "binary"}
+    assert sample(values, "tooltap_websocket_messages_skipped_total", **skipped) == 3
+    assert (
+        sample(
+            values, "tooltap_websocket_messages_skipped_total", api="responses", reason="not_json"
+        )
+        == 1
+    )
+
+
+def sent_by_script(scenario: str) -> list:
+    return [f for step in scripts(f"/v1/responses?scenario={scenario}", {}) for f in step.frames]
 
 
 def realtime_session_through(proxy: Proxy, answered: list[str]) -> list[bytes]:
