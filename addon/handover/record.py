@@ -12,6 +12,7 @@ import io
 import pickle
 import struct
 from dataclasses import dataclass, field, replace
+from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from tooltap.core import Api, Exchange
@@ -83,6 +84,20 @@ class Record:
     note: str | None = None  # the client broke it off: mitmproxy's words
     held: int = 0  # bytes taken from the memory budget for this record (proxy side)
     socket: SocketBatch | None = None  # a batch of one socket's messages, in chunks
+
+    @classmethod
+    def of(cls, api: Api | None, request: Any, **fields: Any) -> Record:
+        """A record of a mitmproxy Request: its method, address, path and headers (referenced)."""
+        return cls(
+            api,
+            method=request.method,
+            scheme=request.scheme,
+            host=request.host,
+            port=request.port,
+            path=request.path,
+            request_headers=request.headers.fields,
+            **fields,
+        )
 
     @property
     def url(self) -> str:

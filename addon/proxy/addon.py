@@ -359,14 +359,9 @@ class Tooltap:
         limit = ctx.options.tooltap_max_body
         error = flow.error.msg if flow.error is not None else None
         failed = _upstream_failed(flow)
-        record = Record(
+        record = Record.of(
             pending.api,
-            method=request.method,
-            scheme=request.scheme,
-            host=request.host,
-            port=request.port,
-            path=request.path,
-            request_headers=request.headers.fields,
+            request,
             request_body=request.raw_content or b"",
             failure=error if failed else None,
             note=None if failed else error,

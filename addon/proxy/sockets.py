@@ -71,16 +71,10 @@ class SocketTap:
         ended: the socket closed after them. let_go: tooltap stops following it, and why.
         """
         flow = self.flow
-        request = flow.request
         closed_by = flow.websocket.closed_by_client if flow.websocket is not None else None
-        record = Record(
+        record = Record.of(
             self.api,
-            method=request.method,
-            scheme=request.scheme,
-            host=request.host,
-            port=request.port,
-            path=request.path,
-            request_headers=request.headers.fields,
+            flow.request,
             chunks=self.messages,
             held=self.held,
             socket=SocketBatch(

@@ -15,6 +15,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support.scenarios import SCENARIOS, route
+from support.tls import regular_proxy, upstream_tls
 
 from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.harness.replay import ReplayServer
@@ -362,38 +363,24 @@ def test_faults_in_the_inspector_and_the_tap_leave_every_flow_intact(upstream):
 
 def test_regular_mode_with_a_tls_upstream_and_the_mitmproxy_ca_trusted(tmp_path):
     import os
-    import ssl
 
-    import trustme
-
-    ca = trustme.CA()
-    server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ca.issue_cert("127.0.0.1").configure_cert(server_tls)
-    upstream_ca = tmp_path / "upstream-ca.pem"
-    ca.cert_pem.write_to_path(str(upstream_ca))
-    with ReplayServer(route, tls=server_tls) as tls_upstream:
-        extra = (
-            "--set",
-            f"ssl_verify_upstream_trusted_ca={upstream_ca}",
-            "--set",
-            "tooltap_hosts=127.0.0.1",
+    upstream_ca, server_tls = upstream_tls(tmp_path)
+    with (
+        ReplayServer(route, tls=server_tls) as tls_upstream,
+        regular_proxy(upstream_ca) as (regular, trusted),
+    ):
+        assert (
+            oct(os.stat(os.path.join(regular.confdir, "mitmproxy-ca.pem")).st_mode & 0o777)
+            == "0o600"
         )
-        with Proxy.tooltap([], "--regular", "--log-format", "json", extra=extra) as regular:
-            mitm_ca = os.path.join(regular.confdir, "mitmproxy-ca-cert.pem")
-            assert (
-                oct(os.stat(os.path.join(regular.confdir, "mitmproxy-ca.pem")).st_mode & 0o777)
-                == "0o600"
+        with httpx.Client(proxy=regular.url, verify=trusted, timeout=10) as client:
+            response = client.post(
+                tls_upstream.url + "/v1/chat/completions",
+                json={"model": "m", "tools": TOOLS},
+                headers={"x-scenario": "chat-json"},
             )
-            with httpx.Client(
-                proxy=regular.url, verify=ssl.create_default_context(cafile=mitm_ca), timeout=10
-            ) as client:
-                response = client.post(
-                    tls_upstream.url + "/v1/chat/completions",
-                    json={"model": "m", "tools": TOOLS},
-                    headers={"x-scenario": "chat-json"},
-                )
-            assert response.content == SCENARIOS["chat-json"].body
-            turn = regular.wait_for("turn")[0]
+        assert response.content == SCENARIOS["chat-json"].body
+        turn = regular.wait_for("turn")[0]
     assert (turn["host"], turn["state"], turn["calls"]) == ("127.0.0.1", "strict-void", 2)
 
 

@@ -20,7 +20,6 @@ import itertools
 import json
 import os
 import socket
-import ssl
 import sys
 import threading
 import time
@@ -42,6 +41,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.captures import SSE, WIRE, stream_bytes
 from support.scenarios import SCENARIOS, events
 from support.scenarios import route as scenario_route
+from support.tls import regular_proxy, upstream_tls
 from support.upstreams import (
     CLOSE,
     RESET,
@@ -1141,14 +1141,7 @@ def test_http2_prior_knowledge_is_refused_by_mitmproxy_itself_as_without_tooltap
 
 @pytest.fixture(scope="module")
 def tls_ca(tmp_path_factory):
-    import trustme
-
-    ca = trustme.CA()
-    path = tmp_path_factory.mktemp("ca") / "upstream-ca.pem"
-    ca.cert_pem.write_to_path(str(path))
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ca.issue_cert("127.0.0.1").configure_cert(context)
-    return path, context
+    return upstream_tls(tmp_path_factory.mktemp("ca"))
 
 
 def test_http2_end_to_end_in_regular_mode_byte_for_byte_and_inspected(tls_ca):
@@ -1156,34 +1149,27 @@ def test_http2_end_to_end_in_regular_mode_byte_for_byte_and_inspected(tls_ca):
     # upstream both negotiate h2 with mitmproxy (ALPN); tooltap's hooks and
     # stream tap run on HTTP/2 flows.
     ca_path, context = tls_ca
-    with H2Upstream(scenario_route, context) as upstream:
-        extra = (
-            "--set",
-            f"ssl_verify_upstream_trusted_ca={ca_path}",
-            "--set",
-            "tooltap_hosts=127.0.0.1",
-        )
-        with Proxy.tooltap([], "--regular", "--log-format", "json", extra=extra) as proxy:
-            trust = ssl.create_default_context(
-                cafile=os.path.join(proxy.confdir, "mitmproxy-ca-cert.pem")
-            )
-            with httpx.Client(proxy=proxy.url, verify=trust, http2=True, timeout=TIMEOUT) as client:
-                got = {}
-                for name in ("chat-json", "chat-sse", "messages-sse"):
-                    path = "/v1/messages" if name.startswith("messages") else "/v1/chat/completions"
-                    with client.stream(
-                        "POST",
-                        upstream.url + path,
-                        json={"model": "m"},
-                        headers={"x-scenario": name},
-                    ) as response:
-                        got[name] = (
-                            response.http_version,
-                            response.status_code,
-                            b"".join(response.iter_raw()),
-                        )
-            turns = proxy.wait_for("turn", 3)
-            assert internal_errors(proxy) == 0
+    with (
+        H2Upstream(scenario_route, context) as upstream,
+        regular_proxy(ca_path) as (proxy, trust),
+    ):
+        with httpx.Client(proxy=proxy.url, verify=trust, http2=True, timeout=TIMEOUT) as client:
+            got = {}
+            for name in ("chat-json", "chat-sse", "messages-sse"):
+                path = "/v1/messages" if name.startswith("messages") else "/v1/chat/completions"
+                with client.stream(
+                    "POST",
+                    upstream.url + path,
+                    json={"model": "m"},
+                    headers={"x-scenario": name},
+                ) as response:
+                    got[name] = (
+                        response.http_version,
+                        response.status_code,
+                        b"".join(response.iter_raw()),
+                    )
+        turns = proxy.wait_for("turn", 3)
+        assert internal_errors(proxy) == 0
     for name, (version, status, body) in got.items():
         assert (version, status, body) == ("HTTP/2", 200, SCENARIOS[name].body), name
     assert set(upstream.protocols) == {"h2"}

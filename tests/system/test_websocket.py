@@ -9,14 +9,11 @@ the frames the upstream sent, and the exact log events and /metrics values.
 from __future__ import annotations
 
 import json
-import os
-import ssl
 import time
 from pathlib import Path
 
 import openai
 import pytest
-import trustme
 from support.captures import WIRE
 from support.prom import sample, scrape
 from support.sockets import (
@@ -31,6 +28,7 @@ from support.sockets import (
     steps_of,
     text_item,
 )
+from support.tls import regular_proxy, upstream_tls
 from websockets.exceptions import ConnectionClosed
 
 from tooltap.addon.harness.launch import Proxy
@@ -421,34 +419,21 @@ def test_a_fault_in_the_websocket_hook_leaves_the_socket_working(upstream):
 
 
 def test_regular_mode_over_tls_with_the_mitmproxy_ca(tmp_path):
-    ca = trustme.CA()
-    server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ca.issue_cert("127.0.0.1").configure_cert(server_tls)
-    upstream_ca = tmp_path / "upstream-ca.pem"
-    ca.cert_pem.write_to_path(str(upstream_ca))
-    with ReplayServer(no_http, tls=server_tls, sockets=scripts) as tls_upstream:
-        extra = (
-            "--set",
-            f"ssl_verify_upstream_trusted_ca={upstream_ca}",
-            "--set",
-            "tooltap_hosts=127.0.0.1",
-        )
-        with Proxy.tooltap([], "--regular", "--log-format", "json", extra=extra) as regular:
-            trusted = ssl.create_default_context(
-                cafile=os.path.join(regular.confdir, "mitmproxy-ca-cert.pem")
-            )
-            sdk = openai.OpenAI(base_url=tls_upstream.url + "/v1", api_key=SECRET, max_retries=0)
-            options = {"proxy": regular.url, "ssl": trusted}
-            received = []
-            with sdk.responses.connect(
-                extra_query={"scenario": "fanout"}, websocket_connection_options=options
-            ) as connection:
-                connection.response.create(
-                    model="m", input="Paris and Rome?", tools=[STRICT_WEATHER]
-                )
-                received += until(connection, *DONE)
-            assert received == sent_by(tls_upstream, "fanout")
-            (turn,) = regular.wait_for("turn")
+    upstream_ca, server_tls = upstream_tls(tmp_path)
+    with (
+        ReplayServer(no_http, tls=server_tls, sockets=scripts) as tls_upstream,
+        regular_proxy(upstream_ca) as (regular, trusted),
+    ):
+        sdk = openai.OpenAI(base_url=tls_upstream.url + "/v1", api_key=SECRET, max_retries=0)
+        options = {"proxy": regular.url, "ssl": trusted}
+        received = []
+        with sdk.responses.connect(
+            extra_query={"scenario": "fanout"}, websocket_connection_options=options
+        ) as connection:
+            connection.response.create(model="m", input="Paris and Rome?", tools=[STRICT_WEATHER])
+            received += until(connection, *DONE)
+        assert received == sent_by(tls_upstream, "fanout")
+        (turn,) = regular.wait_for("turn")
     assert (turn["host"], turn["transport"], turn["state"], turn["calls"]) == (
         "127.0.0.1", "websocket", "strict-void", 2,
     )  # fmt: skip
