@@ -69,9 +69,13 @@ ENDS = frozenset(
     {"response.completed", "response.incomplete", "response.failed", "response.done", "error"}
 )
 # Item types a Realtime client creates that the loop check reads.
-_CALL_ITEMS = (b'"function_call"', b'"function_call_output"')
+_CALL_ITEMS = (b"function_call", b"function_call_output")
 _MEDIA = (b'"input_audio"', b'"input_image"', b'"audio"')
+_ITEM_TYPE = re.compile(
+    rb'"item"\s*:\s*\{\s*(?:"[^"\\]*"\s*:\s*"[^"\\]*"\s*,\s*)*"type"\s*:\s*"([^"\\]{1,100})"'
+)
 HEAD = 256  # bytes of a message looked at to place it
+LOST = "messages of this turn were not kept for inspection"
 
 _LEADING_TYPE = re.compile(rb'\s*\{\s*"type"\s*:\s*"([^"\\]{1,100})"')
 
@@ -96,7 +100,7 @@ ERROR_STATUS = {
     "insufficient_quota": 429,
     "server_error": 500,
 }
-MAX_LANES = 64  # Responses stream_id lanes followed per socket
+MAX_LANES = 64  # Responses stream_id lanes, or Realtime responses running, per socket
 MAX_WAITING = 16  # response.create messages waiting for their response, per lane
 MAX_ITEMS = 1_000  # Realtime results kept between two response.create messages
 MAX_OPEN = 10_000  # Realtime calls remembered as owed, or as answerable
@@ -124,7 +128,10 @@ def needed(api: str, message: bytes, kind: str | None) -> bool:
         return False
     if kind == "conversation.item.create":
         head = message[:HEAD]
-        return any(m in head for m in _CALL_ITEMS) or not any(m in head for m in _MEDIA)
+        item = _ITEM_TYPE.search(head)
+        if item is not None:
+            return item.group(1) in _CALL_ITEMS
+        return not any(m in head for m in _MEDIA)
     return True
 
 
@@ -180,6 +187,7 @@ class _Create:
     prior: dict[str, list[str]] | None = None
     detached: bool = False
     event_id: str = ""  # Realtime: the client's id for the event, if it gave one
+    skipped: str | None = None  # why its turn is not inspected
 
 
 class _Reader:
@@ -308,12 +316,12 @@ class ResponsesSocket(_Reader):
         self.active, self.waiting, self.held = {}, {}, 0
         return turns
 
-    def lost(self) -> list[SocketTurn]:
+    def lost(self, why: str = LOST) -> list[SocketTurn]:
         """Messages went by unread: forget what was in flight rather than misread it."""
         turns = []
         for turn in self.active.values():
             if turn.skipped is None:
-                turn.events, turn.skipped = [], "messages of this turn were not kept for inspection"
+                turn.events, turn.skipped = [], why
             turns.append(self._done(turn))
         self.skipped["lost"] += sum(len(q) for q in self.waiting.values())
         self.active, self.waiting, self.held = {}, {}, 0
@@ -328,8 +336,12 @@ class ResponsesSocket(_Reader):
         if len(queue) >= MAX_WAITING:
             self.held -= len(queue.popleft().request)
             self.skipped["too_many_waiting"] += 1
-        queue.append(_Create(message, previous))
-        self.held += len(message)
+        if len(message) > self.max_turn:  # kept as a place in the line, not as bytes
+            create = _Create(b"{}", previous, skipped="the request passed tooltap_max_body")
+        else:
+            create = _Create(message, previous)
+        queue.append(create)
+        self.held += len(create.request)
 
     def _take(self, lane: str, previous: str | None = None) -> _Create | None:
         """The request a new response on this lane answers, if one is known to."""
@@ -338,9 +350,12 @@ class ResponsesSocket(_Reader):
             # The first response on a lane after joining may answer a request sent
             # before: the ones seen so far cannot be matched to it with certainty.
             self._late.add(lane)
-            while queue:
-                self.held -= len(queue.popleft().request)
+            if len(self._late) > MAX_LANES:
+                self._late = None  # long enough: every lane running now was seen
+            for create in self.waiting.pop(lane, ()):
+                self.held -= len(create.request)
                 self.skipped["joined_late"] += 1
+            return None
         if not queue:
             return None
         # An automatic successor names the response it continues; a request
@@ -356,6 +371,7 @@ class ResponsesSocket(_Reader):
     def _start(self, lane: str, message: bytes, response: Mapping[str, Any]) -> None:
         create = self._take(lane, as_str(response.get("previous_response_id")))
         turn = _Turn(create.request if create else b"{}", response_id=as_str(response.get("id")))
+        turn.skipped = create.skipped if create else None
         self.active[lane] = turn
         self._add(turn, message)
 
@@ -370,7 +386,7 @@ class ResponsesSocket(_Reader):
         """
         turn = self.active.get(lane)
         waiting = self.waiting.get(lane)
-        if turn is not None and ("sequence_number" in event or not waiting):
+        if turn is not None and (event.get("sequence_number") is not None or not waiting):
             self._add(turn, message)
             turn.errored = True
             return []
@@ -393,8 +409,10 @@ class RealtimeSocket(_Reader):
     A turn's request is the session's tool settings (with the response.create's
     own, when it sets them), the function_call_output items the client created
     since it last asked for a response, and the calls it owed then: those of the
-    finished responses since. The server's session echo wins over the client's
-    update.
+    responses completed in the conversation since. The server's session echo
+    wins over the client's update. Responses can run side by side (one out of
+    band beside one in the conversation): their events are told apart by
+    response id.
     """
 
     api: Api = "realtime"
@@ -410,12 +428,13 @@ class RealtimeSocket(_Reader):
         self.items_size = 0
         self.owed: OrderedDict[str, None] = OrderedDict()  # calls owed a result
         # Calls a result may answer without being owed one: written by the client
-        # itself (replayed history), or made out of band or in a response that
-        # did not complete. A result for one is not an orphan, and not checked.
+        # itself (replayed history), made out of band or in a response that did
+        # not complete, or owed before and already reported. A result for one is
+        # neither an orphan nor checked.
         self.unowed: OrderedDict[str, None] = OrderedDict()
         self.last_response = ""
         self.waiting: deque[_Create] = deque()
-        self.turn: _Turn | None = None
+        self.turns: dict[str, _Turn] = {}  # by response id, the responses running
 
     def feed(self, message: bytes, from_client: bool) -> list[SocketTurn]:
         value, error = loads(message)
@@ -436,37 +455,40 @@ class RealtimeSocket(_Reader):
             return []
         if kind == "error":
             return self._error(message, value)
+        response = as_dict(value.get("response"))
         if kind == "response.created":
-            done = [self._done(self.turn)] if self.turn is not None else []
-            self._start(message, as_dict(value.get("response")))
-            return done
-        if self.turn is None:
+            self._start(message, response)
             return []
-        self._add(self.turn, message)
+        response_id = as_str(response.get("id") if response else value.get("response_id"))
+        turn = self.turns.get(response_id)
+        if turn is None and not response_id and len(self.turns) == 1:
+            response_id, turn = next(iter(self.turns.items()))
+        if turn is None:
+            return []  # a response that began before tooltap followed the socket
+        self._add(turn, message)
         if kind == "response.done":
-            turn, self.turn = self.turn, None
-            self._owe(turn, as_dict(value.get("response")))
+            del self.turns[response_id]
+            self._owe(turn, response)
             return [self._done(turn)]
         return []
 
     def close(self) -> list[SocketTurn]:
-        turns = [self._done(self.turn, cut=True)] if self.turn is not None else []
+        turns = [self._done(turn, cut=True) for turn in self.turns.values()]
         turns += (
             SocketTurn(self._exchange(c.request, None), c.prior, cut=True) for c in self.waiting
         )
-        self.turn, self.waiting, self.items, self.items_size, self.held = None, deque(), [], 0, 0
+        self.turns, self.waiting, self.items, self.items_size, self.held = {}, deque(), [], 0, 0
         return turns
 
-    def lost(self) -> list[SocketTurn]:
+    def lost(self, why: str = LOST) -> list[SocketTurn]:
         """Messages went by unread: the tools and the loop are unknown until shown again."""
         turns = []
-        if self.turn is not None:
-            turn = self.turn
+        for turn in self.turns.values():
             if turn.skipped is None:
-                turn.events, turn.skipped = [], "messages of this turn were not kept for inspection"
+                turn.events, turn.skipped = [], why
             turns.append(self._done(turn))
         self.skipped["lost"] += len(self.waiting)
-        self.turn, self.waiting, self.items, self.items_size, self.held = None, deque(), [], 0, 0
+        self.turns, self.waiting, self.items, self.items_size, self.held = {}, deque(), [], 0, 0
         self.known, self.blind = False, True
         return turns
 
@@ -485,7 +507,7 @@ class RealtimeSocket(_Reader):
         elif kind == "function_call_output":
             if call_id in self.unowed and call_id not in self.owed:
                 return
-            if len(self.items) >= MAX_ITEMS:
+            if len(self.items) >= MAX_ITEMS or self.items_size + size > self.max_turn:
                 self.blind = True
                 self.skipped["too_many_items"] += 1
                 return
@@ -498,16 +520,21 @@ class RealtimeSocket(_Reader):
         request.update((k, params[k]) for k in self.SETTINGS if k in params)
         # Out of band (conversation "none") or with its own input, the response
         # does not continue the conversation: nothing is owed to it, and the
-        # results written so far wait for the next request that does.
+        # results written so far wait for the next request that does. Asked for
+        # while a response runs in the conversation, it is refused (or waits),
+        # and the calls of the running one are not owed yet: its loop is
+        # checked with the next request.
         detached = params.get("conversation") == "none" or "input" in params
+        running = any(not turn.detached for turn in self.turns.values())
         prior = None
-        if not detached:
+        if not detached and not running:
             previous = self.last_response or "(the session's start)"
+            owed = self._owed_then()
             request["previous_response_id"] = previous
             request["input"] = self.items
             # Blind (joined late, or messages went by unread): no call is known
             # to be owed and no result can be called an orphan.
-            prior = {} if self.blind else {previous: self._owed_then()}
+            prior = {} if self.blind else {previous: owed}
             self.held -= self.items_size
             self.items, self.items_size, self.blind = [], 0, False
         body = dumps(request).encode()
@@ -526,20 +553,24 @@ class RealtimeSocket(_Reader):
         return ids
 
     def _start(self, message: bytes, response: Mapping[str, Any]) -> None:
+        response_id = as_str(response.get("id"))
+        if response_id in self.turns:
+            return
+        if len(self.turns) >= MAX_LANES:
+            self.skipped["too_many_lanes"] += 1
+            return
         if self.waiting:
             create = self.waiting.popleft()
             self.held -= len(create.request)
         else:  # started by the server (voice activity): the session's settings, no loop
             create = _Create(dumps(self.session).encode())
-        self.turn = _Turn(
-            create.request,
-            create.prior,
-            response_id=as_str(response.get("id")),
-            detached=create.detached,
+        turn = _Turn(
+            create.request, create.prior, response_id=response_id, detached=create.detached
         )
         if not self.known:
-            self.turn.skipped = "the session's tools were set before tooltap followed this socket"
-        self._add(self.turn, message)
+            turn.skipped = "the session's tools were set before tooltap followed this socket"
+        self.turns[response_id] = turn
+        self._add(turn, message)
 
     def _owe(self, turn: _Turn, response: Mapping[str, Any]) -> None:
         """A response finished: its calls are owed a result if it completed in the conversation."""
@@ -558,15 +589,18 @@ class RealtimeSocket(_Reader):
     def _error(self, message: bytes, event: dict[str, Any]) -> list[SocketTurn]:
         """An error event: a waiting response.create's rejection, or the session's own.
 
-        Realtime errors answer client events; a response that fails ends with
-        response.done. An error names the client event it answers when the
-        client gave ids; without one, the oldest waiting request is taken to be it.
+        Realtime errors answer client events (a response that fails ends with
+        response.done). One answers a waiting request when it names the request's
+        event id, or, when it names none, when its code or parameter is about a
+        response; any other is the session's, and leaves the requests waiting.
         """
-        answers = as_str(as_dict(event.get("error")).get("event_id"))
+        error = as_dict(event.get("error"))
+        answers = as_str(error.get("event_id"))
+        about = f"{as_str(error.get('code'))} {as_str(error.get('param'))}"
         create = None
         if answers:
             create = next((c for c in self.waiting if c.event_id == answers), None)
-        elif self.waiting:
+        elif self.waiting and "response" in about:
             create = self.waiting[0]
         if create is not None:
             self.waiting.remove(create)

@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from tooltap.core import parallel
@@ -118,6 +119,8 @@ def main(args: argparse.Namespace, out: Any = None) -> int:
                     continue
                 verdict = item.inspect(session)
                 if verdict.outcome == "skipped":
+                    if item.turn is not None:  # a turn a socket carried, said not inspected
+                        report.unreadable(replace(item, unreadable=verdict.reason), "skipped")
                     continue
                 report.verdict(item, verdict)
     except AccessError as exc:

@@ -12,12 +12,12 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from tooltap.core import Exchange, Verdict
-from tooltap.core.encoding import DEFAULT_MAX_DECODED
 from tooltap.core.sockets import SocketTurn, leading_type, needed, socket_reader
 from tooltap.core.wire import detect_socket
 
 from ..inspection.session import Session
 from ..inspection.sockets import ending, socket_verdict
+from ..options import BY_NAME
 
 DEFAULT_BASE = "https://api.openai.com/v1"
 RETRIES = 4
@@ -163,12 +163,16 @@ def _socket_items(flow: Any) -> Iterator[Item]:
     if api is None:
         return
     ws = flow.websocket
-    reader = socket_reader(api, flow.request.url, DEFAULT_MAX_DECODED)
+    # The live proxy's default bound on a turn, so that both skip the same turns.
+    reader = socket_reader(api, flow.request.url, BY_NAME["tooltap_max_body"].default)
     turns: list[SocketTurn] = []
     for message in ws.messages:
         if message.is_text and needed(api, message.content, leading_type(message.content)):
             turns += reader.feed(message.content, message.from_client)
-    turns += reader.close()
+    if ws.timestamp_end is None:  # saved while open: what was in flight had not ended
+        turns += reader.lost("the socket was still open when the flow was saved")
+    else:
+        turns += reader.close()
     error = flow.error.msg if flow.error is not None else None
     ended = ending(ws.closed_by_client, ws.close_code, ws.close_reason or "", error)
     label = f"WS {flow.request.path.partition('?')[0]}"

@@ -26,15 +26,14 @@ class Report:
         if not self.as_json:
             print(text, file=self.out)
 
-    def unreadable(self, item: Item) -> None:
+    def unreadable(self, item: Item, outcome: str = "unreadable") -> None:
+        """An item without a verdict: unreadable, or a socket's turn skipped, and why."""
         if self.as_json:
             print(
-                json.dumps(
-                    {"label": item.label, "outcome": "unreadable", "reason": item.unreadable}
-                ),
+                json.dumps({"label": item.label, "outcome": outcome, "reason": item.unreadable}),
                 file=self.out,
             )
-        self.line(f"{'unreadable':<19} {item.label}  {item.unreadable}")
+        self.line(f"{outcome:<19} {item.label}  {item.unreadable}")
 
     def verdict(self, item: Item, verdict: Verdict) -> None:
         self.read += 1

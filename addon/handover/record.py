@@ -56,6 +56,7 @@ class SocketBatch:
     ended: bool = False  # the socket closed after this batch
     closed_by_client: bool | None = None
     skipped: dict[str, int] = field(default_factory=dict)  # messages not kept, by reason
+    let_go: str | None = None  # why tooltap stops following the socket after this batch
 
 
 @dataclass(slots=True)

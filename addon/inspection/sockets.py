@@ -52,6 +52,9 @@ class Sockets:
         if batch.ended:
             turns += reader.close()
             del self._readers[key]
+        elif batch.let_go is not None:  # what is in flight will not be seen to its end
+            turns += reader.lost(batch.let_go)
+            del self._readers[key]
         self.held += reader.held - before
         self._count(reader)
         turns += self._trim(key)
@@ -71,6 +74,12 @@ class Sockets:
             if key == keep:
                 continue
             reader = self._readers.pop(key)
+            self.held -= reader.held
+            turns += reader.lost()
+            self._count(reader)
+        reader = self._readers.get(keep)
+        if reader is not None and self.held > self.limit:
+            # This socket alone holds too much: it lets go of its turns in flight.
             self.held -= reader.held
             turns += reader.lost()
             self._count(reader)

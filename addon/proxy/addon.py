@@ -339,6 +339,9 @@ class Tooltap:
         self._bodies += record.held
         if not self._hand_over(record):
             tap.refused(record)
+            batch = record.socket
+            if batch is not None and (batch.ended or batch.let_go is not None):
+                self._dropped(record.api)  # the socket's last batch: nothing comes after it
 
     def _finish(self, flow: http.HTTPFlow) -> None:
         # References only: the inspection side builds everything else.

@@ -82,14 +82,13 @@ class SocketTap:
                 bytes(self.sources),
                 self.first,
                 self.lost,
-                ended or let_go is not None,
+                ended,
                 closed_by if ended else None,
                 dict(self.skipped),
+                let_go,
             ),
         )
-        if let_go is not None:
-            record.note = let_go
-        elif ended:
+        if ended:
             record.note, record.failure = _close(flow)
         self.messages, self.sources, self.held = [], bytearray(), 0
         self.first, self.lost, self._losing = self.seen, self._losing, False

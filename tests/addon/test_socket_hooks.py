@@ -15,6 +15,8 @@ from support.sockets import (
 )
 
 import tooltap.addon.proxy.addon as addon_module
+from tooltap.addon.handover.record import SocketBatch
+from tooltap.addon.inspection.sockets import Sockets
 
 RECORDED = [
     (direction == "sent", frame(event)) for direction, event in recording(RESPONSES_CASSETTE)
@@ -129,7 +131,7 @@ async def test_a_socket_on_another_path_or_host_is_left_alone(harness):
     assert harness.events() == [] and harness.addon._sockets == {}
 
 
-async def test_past_the_socket_limit_the_oldest_is_let_go_and_what_it_held_is_inspected(
+async def test_past_the_socket_limit_the_oldest_is_let_go_and_its_turn_in_flight_skipped(
     harness, monkeypatch
 ):
     monkeypatch.setattr(addon_module, "MAX_SOCKETS", 1)
@@ -140,10 +142,11 @@ async def test_past_the_socket_limit_the_oldest_is_let_go_and_what_it_held_is_in
     assert list(harness.addon._sockets) == [second.id]
     relay(harness.addon, first, RECORDED[6:])  # no longer followed
     assert harness.addon.flush(5)
+    # Not read as cut short: the turn went on, unseen.
     (turn,) = [e for e in harness.events() if e["event"] == "turn"]
-    assert turn["reason"] == (
-        "the turn ended before its final event (tooltap stopped following the socket: "
-        "more than 1 were open)"
+    assert (turn["outcome"], turn["reason"]) == (
+        "skipped",
+        "tooltap stopped following the socket: more than 1 were open",
     )
     assert harness.addon.budget.used == 0
 
@@ -162,3 +165,30 @@ async def test_the_realtime_recording_through_the_hooks(harness):
     ]
     assert turns[0]["path"] == "/v1/realtime?model=gpt-realtime"
     assert harness.value("tooltap_tool_results_total", api="realtime", outcome="ok") == 1
+
+
+async def test_a_sockets_last_batch_refused_by_a_full_hand_over_is_counted_dropped(harness):
+    harness.tctx.configure(harness.addon, tooltap_queue_size=1)
+    await harness.addon.restarting
+    harness.addon.inspection.worker.stop()  # nothing drains the queue now
+    flow = socket_flow("/v1/responses")
+    harness.addon.websocket_start(flow)
+    relay(harness.addon, flow, RECORDED)  # its turns fill the queue, the rest is refused
+    harness.addon.websocket_end(flow)
+    assert harness.value("tooltap_flows_total", api="responses", outcome="dropped") == 1
+
+
+def test_one_socket_holding_more_than_the_limit_lets_go_of_its_turn_in_flight():
+    sockets = Sockets(max_turn=1 << 20, limit=2_000)
+    created, updated = realtime_session([])
+    turn = realtime_turn(
+        "resp_large0000001", [("call_l", "get_weather", '{"city":"' + "x" * 3_000 + '"}')]
+    )
+    messages = [created.encode(), updated.encode(), frame({"type": "response.create"}).encode()]
+    messages += [m.encode() for m in turn[:-1]]
+    sources = bytes([0, 0, 1] + [0] * (len(turn) - 1))
+    batch = SocketBatch("socket", sources)
+    (lost,) = sockets.read("realtime", "wss://api.openai.com/v1/realtime", batch, messages)
+    assert lost.skipped == "messages of this turn were not kept for inspection"
+    assert sockets.held == 0 and len(sockets) == 1
+    assert sockets.skipped[("realtime", "lost")] == 0  # its request had been answered

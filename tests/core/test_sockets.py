@@ -30,6 +30,7 @@ from support.sockets import (
 from tooltap.addon.inspection.session import Session
 from tooltap.core import Exchange, inspect
 from tooltap.core.sockets import (
+    MAX_LANES,
     MAX_WAITING,
     SocketTurn,
     leading_type,
@@ -343,6 +344,40 @@ def test_joining_late_reads_the_first_response_from_its_echo_and_checks_no_loop(
     assert (verdict.state, verdict.loop_errors) == ("strict-at-risk", [])
 
 
+def test_joining_late_forgets_each_lane_once_and_then_matches_in_order():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20, late=True)
+    for lane in range(MAX_LANES + 6):
+        stream = f"lane{lane}"
+        reader.feed(frame({"type": "response.create", "stream_id": stream}).encode(), True)
+        for m in responses_turn(f"resp_{lane}", [], stream_id=stream):
+            reader.feed(m.encode(), False)
+    # A request on each lane first seen late was dropped, not left waiting.
+    assert reader.waiting == {} and reader.held == 0
+    assert reader.skipped == {"joined_late": MAX_LANES + 1}
+    # Past that many lanes, every lane running was seen: requests are matched again.
+    request = frame({"type": "response.create", "stream_id": "new", "input": "x"}).encode()
+    turns = reader.feed(request, True)
+    for m in responses_turn("resp_new", [], stream_id="new"):
+        turns += reader.feed(m.encode(), False)
+    (turn,) = turns
+    assert turn.exchange.request_body == request
+
+
+def test_a_request_past_the_byte_bound_keeps_its_place_and_its_turn_is_skipped():
+    reader = socket_reader("responses", RESPONSES_URL, 20_000)
+    reader.feed(frame({"type": "response.create", "input": "x" * 30_000}).encode(), True)
+    small = frame({"type": "response.create", "input": "hi"}).encode()
+    reader.feed(small, True)
+    turns = []
+    for response_id in ("resp_big", "resp_small"):
+        for m in responses_turn(response_id, [text_item("msg_" + response_id, "ok")]):
+            turns += reader.feed(m.encode(), False)
+    big, answered = turns
+    assert big.skipped == "the request passed tooltap_max_body"
+    assert (answered.skipped, answered.exchange.request_body) == (None, small)
+    assert reader.held == 0
+
+
 # --- the Realtime API ---------------------------------------------------------
 
 
@@ -477,6 +512,143 @@ def test_out_of_band_responses_owe_nothing_and_are_not_owed_to():
     for m in realtime_turn("resp_next00000001", [], "hello"):
         turns += reader.feed(m.encode(), False)
     assert all(v.loop_errors == [] for v in verdicts(turns))
+
+
+def realtime_events(response_id, calls=()):
+    return [(False, m.encode()) for m in realtime_turn(response_id, list(calls))]
+
+
+def realtime_output(call_id):
+    item = {"type": "function_call_output", "call_id": call_id, "output": "12C"}
+    return (True, {"type": "conversation.item.create", "item": item})
+
+
+def realtime_started(late=False):
+    reader = socket_reader("realtime", REALTIME_URL, 8 << 20, late=late)
+    _, updated = realtime_session([WEATHER])
+    reader.feed(updated.encode(), False)
+    return reader
+
+
+PARIS = ("call_one", "get_weather", '{"city":"Paris"}')
+
+
+def test_a_response_asked_for_before_the_last_one_finished_is_refused_and_owes_nothing():
+    # The client answers the call and asks again before response.done: the API refuses.
+    reader = realtime_started()
+    first = realtime_events("resp_first0000001", [PARIS])
+    busy = {
+        "type": "error",
+        "event_id": "event_busy",
+        "error": {
+            "type": "invalid_request_error",
+            "code": "conversation_already_has_active_response",
+            "message": "Conversation already has an active response in progress.",
+            "param": None,
+            "event_id": "early",
+        },
+    }
+    messages = [
+        (True, {"type": "response.create"}),
+        *first[:-1],
+        realtime_output("call_one"),
+        (True, {"type": "response.create", "event_id": "early"}),
+        (False, busy),
+        first[-1],
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_second000001"),
+    ]
+    turns, session = feed(reader, messages)
+    refused, first_verdict, second = verdicts(turns, session)
+    assert first_verdict.call_count == 1
+    assert refused.rejected is not None and refused.rejected.status == 400
+    # The result written early answers the call owed when the next request is made.
+    assert second.loop_errors == [] and len(second.tool_results) == 1
+
+
+def test_after_joining_late_a_call_owed_is_checked_from_the_next_request_on():
+    reader = realtime_started(late=True)
+    messages = [
+        *realtime_events("resp_seen00000001", [PARIS]),  # its request went by unseen
+        realtime_output("call_one"),
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_seen00000002"),
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_seen00000003"),
+    ]
+    turns, session = feed(reader, messages)
+    # Not one reported unanswered twice, nor its result an orphan.
+    assert [v.loop_errors for v in verdicts(turns, session)] == [[], [], []]
+
+
+def test_an_out_of_band_response_beside_one_in_the_conversation_keeps_them_apart():
+    reader = realtime_started()
+    in_conversation = realtime_events("resp_conv00000001", [PARIS])
+    out_of_band = realtime_events("resp_oob000000001")
+    oob = {"type": "response.create", "response": {"conversation": "none"}}
+    messages = [
+        (True, {"type": "response.create"}),
+        in_conversation[0],
+        (True, oob),
+        out_of_band[0],
+        *in_conversation[1:-1],
+        out_of_band[-1],
+        in_conversation[-1],
+        realtime_output("call_one"),
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_conv00000002"),
+    ]
+    turns, session = feed(reader, messages)
+    out, conversation, follow_up = verdicts(turns, session)
+    assert (out.response_id, out.call_count) == ("resp_oob000000001", 0)
+    assert (conversation.response_id, conversation.call_count) == ("resp_conv00000001", 1)
+    assert follow_up.loop_errors == [] and len(follow_up.tool_results) == 1
+    assert reader.held == 0
+
+
+def test_a_session_error_without_an_event_id_leaves_the_request_waiting():
+    reader = realtime_started()
+    empty = {
+        "type": "error",
+        "event_id": "event_empty",
+        "error": {
+            "type": "invalid_request_error",
+            "code": "input_audio_buffer_commit_empty",
+            "message": "buffer too small",
+            "param": None,
+            "event_id": None,
+        },
+    }
+    messages = [
+        (True, {"type": "input_audio_buffer.commit"}),
+        (True, {"type": "response.create"}),
+        (False, empty),
+        *realtime_events("resp_after0000001", [PARIS]),
+    ]
+    turns, session = feed(reader, messages)
+    session_error, answered = verdicts(turns, session)
+    assert (
+        session_error.rejected is not None and session_error.rejected.message == "buffer too small"
+    )
+    # The response answers the request: its tools are the session's.
+    assert (answered.response_id, answered.call_count) == ("resp_after0000001", 1)
+    assert json.loads(answered_request(turns[1]))["tools"] == [WEATHER]
+
+
+def answered_request(turn):
+    return turn.exchange.request_body
+
+
+def test_a_realtime_item_is_held_only_when_it_may_be_a_call_or_a_result():
+    def item(body):
+        return b'{"type":"conversation.item.create","item":' + body + b"}"
+
+    kind = "conversation.item.create"
+    assert needed("realtime", item(b'{"type":"function_call_output","call_id":"c"}'), kind)
+    assert needed("realtime", item(b'{"id":"i","type":"function_call","call_id":"c"}'), kind)
+    assert not needed("realtime", item(b'{"type":"message","role":"user","content":[]}'), kind)
+    # The type not in the head: held unless it carries media.
+    assert needed("realtime", item(b'{"content":[{"text":"hi"}],"type":"message"}'), kind)
 
 
 def test_audio_and_images_are_never_held():

@@ -331,3 +331,31 @@ def test_the_cli_runs_as_a_process(api):
     )
     assert done.returncode == 1
     assert done.stdout.startswith("strict-void         resp_void")
+
+
+def test_a_socket_saved_while_open_skips_its_turn_in_flight_rather_than_call_it_cut(
+    tmp_path, capsys
+):
+    from mitmproxy import io
+    from mitmproxy.websocket import WebSocketMessage
+    from support.flows import socket_flow
+    from support.sockets import RESPONSES_CASSETTE, frame, recording
+    from wsproto.frame_protocol import Opcode
+
+    flow = socket_flow("/v1/responses")
+    flow.websocket.timestamp_end = None  # mitmdump -w wrote it before the socket closed
+    events = recording(RESPONSES_CASSETTE)
+    for direction, event in events[: len(events) - 2]:  # the last turn not finished
+        content = frame(event).encode()
+        flow.websocket.messages.append(WebSocketMessage(Opcode.TEXT, direction == "sent", content))
+    path = tmp_path / "open.mitm"
+    with path.open("wb") as handle:
+        io.FlowWriter(handle).add(flow)
+    assert main(["audit", "-r", str(path), "--format", "json"]) in (0, 1)
+    *turns, summary = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(t["label"], t["outcome"]) for t in turns] == [
+        ("WS /v1/responses #1", "inspected"),
+        ("WS /v1/responses #2", "skipped"),
+    ]
+    assert turns[1]["reason"] == "the socket was still open when the flow was saved"
+    assert summary["read"] == 1
