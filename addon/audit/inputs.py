@@ -12,12 +12,11 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from tooltap.core import Exchange, Verdict
-from tooltap.core.sockets import SocketTurn, leading_type, needed, socket_reader
-from tooltap.core.wire import detect_socket
+from tooltap.core.sockets import SocketTurn
 
+from ..inspection.flows import flow_exchange, socket_ending, socket_turns
 from ..inspection.session import Session
-from ..inspection.sockets import ending, socket_verdict
-from ..options import BY_NAME
+from ..inspection.sockets import socket_verdict
 
 DEFAULT_BASE = "https://api.openai.com/v1"
 RETRIES = 4
@@ -144,39 +143,15 @@ def flow_file(path: str) -> Iterator[Item]:
             if flow.websocket is not None:
                 yield from _socket_items(flow)
                 continue
-            request, response = flow.request, flow.response
-            exchange = Exchange(
-                method=request.method,
-                url=request.url,
-                request_body=request.raw_content or b"",
-                request_headers={"content-encoding": request.headers.get("content-encoding", "")},
-                status=response.status_code if response is not None else None,
-                response_headers=dict(response.headers.items()) if response is not None else {},
-                response_body=(response.raw_content or b"") if response is not None else b"",
-            )
-            yield Item(f"{request.method} {request.path.partition('?')[0]}", exchange)
+            request = flow.request
+            yield Item(f"{request.method} {request.path.partition('?')[0]}", flow_exchange(flow))
 
 
 def _socket_items(flow: Any) -> Iterator[Item]:
-    """A recorded WebSocket's turns, read from its messages as the live proxy reads them."""
-    api = detect_socket(flow.request.path)
-    if api is None:
-        return
-    ws = flow.websocket
-    # The live proxy's default bound on a turn, so that both skip the same turns.
-    reader = socket_reader(api, flow.request.url, BY_NAME["tooltap_max_body"].default)
-    turns: list[SocketTurn] = []
-    for message in ws.messages:
-        if message.is_text and needed(api, message.content, leading_type(message.content)):
-            turns += reader.feed(message.content, message.from_client)
-    if ws.timestamp_end is None:  # saved while open: what was in flight had not ended
-        turns += reader.lost("the socket was still open when the flow was saved")
-    else:
-        turns += reader.close()
-    error = flow.error.msg if flow.error is not None else None
-    ended = ending(ws.closed_by_client, ws.close_code, ws.close_reason or "", error)
+    """A recorded WebSocket's turns, each with how its socket ended."""
+    ended = socket_ending(flow)
     label = f"WS {flow.request.path.partition('?')[0]}"
-    for number, turn in enumerate(turns, 1):
+    for number, turn in enumerate(socket_turns(flow), 1):
         yield Item(f"{label} #{number}", turn.exchange, turn=turn, ended=ended)
 
 

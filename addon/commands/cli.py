@@ -1,4 +1,4 @@
-"""The `tooltap` command: run, audit, demo, script-path."""
+"""The `tooltap` command: run, web, audit, demo, script-path."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..options import OPTIONS
-from .run import SCRIPT, _run, host_port
+from .run import SCRIPT, _run, _web, host_port
 
 
 def parser() -> argparse.ArgumentParser:
@@ -21,6 +21,40 @@ def parser() -> argparse.ArgumentParser:
         help="run the proxy (reverse to https://api.openai.com on 127.0.0.1:8080 by default)",
         description="Run mitmdump with the tooltap addon. Arguments after -- go to mitmdump.",
     )
+    proxy_arguments(run)
+    web = sub.add_parser(
+        "web",
+        help="the proxy in mitmweb: each flow's verdict in a 'tooltap' view, findings marked",
+        description="Run mitmweb with the tooltap addon: the same options as `tooltap run`. "
+        "Flows with findings are marked and commented; the tooltap view shows each verdict. "
+        "Arguments after -- go to mitmweb.",
+    )
+    proxy_arguments(web)
+    web.add_argument(
+        "--web",
+        type=lambda t: host_port(t, "--web"),
+        default=("127.0.0.1", 8081),
+        metavar="HOST:PORT",
+        help="where the web UI listens (default 127.0.0.1:8081; it asks for a token or password)",
+    )
+    web.add_argument("-r", "--read", metavar="FLOWS", help="load a flow file (mitmdump -w) first")
+
+    sub.add_parser("script-path", help="print the path to pass to `mitmdump -s` or `mitmweb -s`")
+
+    from ..audit.command import add_arguments as audit_arguments  # noqa: PLC0415 - keep `run` startup light
+    from .demo import add_arguments as demo_arguments  # noqa: PLC0415
+
+    audit_arguments(
+        sub.add_parser(
+            "audit", help="the same rules offline: stored responses, flow/HAR/JSONL files"
+        )
+    )
+    demo_arguments(sub.add_parser("demo", help="everything on bundled traffic: no key, no network"))
+    return top
+
+
+def proxy_arguments(run: argparse.ArgumentParser) -> None:
+    """The options `tooltap run` and `tooltap web` share."""
     run.add_argument(
         "--upstream",
         action="append",
@@ -57,19 +91,6 @@ def parser() -> argparse.ArgumentParser:
             )
     run.add_argument("--confdir", default="~/.mitmproxy", help=argparse.SUPPRESS)
 
-    sub.add_parser("script-path", help="print the path to pass to `mitmdump -s`")
-
-    from ..audit.command import add_arguments as audit_arguments  # noqa: PLC0415 - keep `run` startup light
-    from .demo import add_arguments as demo_arguments  # noqa: PLC0415
-
-    audit_arguments(
-        sub.add_parser(
-            "audit", help="the same rules offline: stored responses, flow/HAR/JSONL files"
-        )
-    )
-    demo_arguments(sub.add_parser("demo", help="everything on bundled traffic: no key, no network"))
-    return top
-
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -81,11 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "script-path":
         print(SCRIPT)
         return 0
-    if args.command == "run":
+    if args.command in ("run", "web"):
         for item in extra:
             if item.startswith("confdir="):
                 args.confdir = item.split("=", 1)[1]
-        return _run(args, extra)
+        return _run(args, extra) if args.command == "run" else _web(args, extra)
     if args.command == "audit":
         from ..audit.command import main as audit  # noqa: PLC0415
 

@@ -34,6 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep the upstream and the proxy running afterwards, for your own client",
     )
+    parser.add_argument(
+        "--web",
+        action="store_true",
+        help="run the proxy as `tooltap web` and keep it up: the demo's flows in mitmweb",
+    )
 
 
 @dataclass
@@ -136,46 +141,52 @@ def print_summary(console: Console, summary: Summary) -> None:
         console.print(f"- {repair}", markup=False, highlight=False)
 
 
-def run(console: Console, serve: bool = False) -> Summary:
-    import anthropic  # noqa: PLC0415 - the SDKs are the demo extra
-    import openai  # noqa: PLC0415
-
+def run(console: Console, serve: bool = False, web: bool = False) -> Summary:
     with (
         ReplayServer(route, sockets=socket_route) as upstream,
-        Proxy.tooltap([upstream.url], "--log-format", "json") as proxy,
+        Proxy.tooltap([upstream.url], "--log-format", "json", web=web) as proxy,
     ):
         console.print(f"upstream (replays bundled traffic): {upstream.url}")
         console.print(f"tooltap proxy: {proxy.url}   metrics: {proxy.metrics_url}")
-        oa = openai.OpenAI(
-            base_url=proxy.url + "/v1", api_key="sk-demo-not-a-real-key", max_retries=0
-        )
-        an = anthropic.Anthropic(
-            base_url=proxy.url, api_key="sk-ant-demo-not-a-real-key", max_retries=0
-        )
-        shown = turns = 0
-        for number, step in enumerate(STEPS, 1):
-            console.rule(f"{number}. {step.shows}", align="left")
-            headers = {"x-demo-step": step.name}
-            try:
-                step.call(
-                    oa.with_options(default_headers=headers),
-                    an.with_options(default_headers=headers),
-                )
-            except (openai.APIStatusError, anthropic.APIStatusError) as exc:
-                if not step.expect_error:
-                    raise
-                console.print(
-                    f"the client got HTTP {exc.status_code}, as this step intends", style="dim"
-                )
-            turns += step.turns
-            proxy.wait_for("turn", turns)  # a flow's `turn` line comes after its other events
-            _render(console, proxy.events[shown:])
-            shown = len(proxy.events)
+        if web:
+            console.print(f"mitmweb: {proxy.web_url}", markup=False)
+        shown = drive(console, proxy)
         summary = read_summary(httpx.get(proxy.metrics_url, timeout=10).text, proxy.events)
         print_summary(console, summary)
-        if serve:
+        if serve or web:
             _serve(console, proxy, shown)
     return summary
+
+
+def drive(console: Console, proxy: Proxy) -> int:
+    """Every step through the proxy with the official SDKs, its log shown as it arrives."""
+    import anthropic  # noqa: PLC0415 - the SDKs are the demo extra
+    import openai  # noqa: PLC0415
+
+    oa = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-demo-not-a-real-key", max_retries=0)
+    an = anthropic.Anthropic(
+        base_url=proxy.url, api_key="sk-ant-demo-not-a-real-key", max_retries=0
+    )
+    shown = turns = 0
+    for number, step in enumerate(STEPS, 1):
+        console.rule(f"{number}. {step.shows}", align="left")
+        headers = {"x-demo-step": step.name}
+        try:
+            step.call(
+                oa.with_options(default_headers=headers),
+                an.with_options(default_headers=headers),
+            )
+        except (openai.APIStatusError, anthropic.APIStatusError) as exc:
+            if not step.expect_error:
+                raise
+            console.print(
+                f"the client got HTTP {exc.status_code}, as this step intends", style="dim"
+            )
+        turns += step.turns
+        proxy.wait_for("turn", turns)  # a flow's `turn` line comes after its other events
+        _render(console, proxy.events[shown:])
+        shown = len(proxy.events)
+    return shown
 
 
 def _serve(console: Console, proxy: Proxy, shown: int) -> None:
@@ -188,6 +199,12 @@ def _serve(console: Console, proxy: Proxy, shown: int) -> None:
     stopped: list[int] = []
     previous = signal.signal(signal.SIGINT, lambda number, _frame: stopped.append(number))
     console.print(f"metrics: {proxy.metrics_url}   Ctrl-C stops everything")
+    if proxy.web_url:
+        console.print(
+            f"mitmweb: {proxy.web_url}  (marked flows have findings; try the filter "
+            "~comment strict-void)",
+            markup=False,
+        )
     try:
         while proxy.alive() and not stopped:
             time.sleep(0.5)
@@ -207,6 +224,6 @@ def main(args: argparse.Namespace) -> int:
         return 2
     console = Console()
     started = time.monotonic()
-    run(console, serve=args.serve)
+    run(console, serve=args.serve, web=args.web)
     console.print(f"done in {time.monotonic() - started:.1f}s; every process and port is closed.")
     return 0

@@ -29,8 +29,11 @@ def _client_hint(upstream: str, url: str) -> str:
     return f"base URL {url} (forwarded to {upstream})"
 
 
-def mitmdump_args(args: argparse.Namespace, extra: list[str]) -> tuple[list[str], list[str]]:
-    """The mitmdump command line for `tooltap run`, and the lines that tell the user where to point."""
+def mitmdump_args(
+    args: argparse.Namespace, extra: list[str], web: tuple[str, int] | None = None
+) -> tuple[list[str], list[str]]:
+    """The mitmdump command line for `tooltap run` (mitmweb's for `tooltap web`, which
+    listens there), and the lines that tell the user where to point."""
     host, port = args.listen
     metrics_host, metrics_port = args.metrics
     argv = ["--listen-host", host]
@@ -64,11 +67,16 @@ def mitmdump_args(args: argparse.Namespace, extra: list[str]) -> tuple[list[str]
         )
     argv += ["-s", str(SCRIPT)]
     settings: dict[str, Any] = {
-        # mitmdump's own flow lines would mix into the JSON on stdout.
-        "flow_detail": 0,
         "tooltap_metrics_host": metrics_host,
         "tooltap_metrics_port": metrics_port,
     }
+    if web is None:
+        settings["flow_detail"] = 0  # mitmdump's own flow lines would mix into the JSON on stdout
+    else:
+        # The web UI shows streamed bodies, and the verdicts beside them are read from them.
+        settings |= {"web_host": web[0], "web_port": web[1], "store_streamed_bodies": "true"}
+        if getattr(args, "read", None):
+            argv += ["--rfile", args.read]
     for option in OPTIONS:
         if option.flag is not None:
             settings[option.name] = getattr(args, option.flag.lstrip("-").replace("-", "_"))
@@ -81,6 +89,21 @@ def mitmdump_args(args: argparse.Namespace, extra: list[str]) -> tuple[list[str]
         f"metrics at http://{metrics_host}:{metrics_port}/metrics; JSON log lines on stdout"
     )
     return argv + extra, hints
+
+
+def run_mitmweb(argv: list[str]) -> int:
+    """mitmweb, in this process, its own log on stderr; it prints the web UI's address there."""
+    from mitmproxy.addons import termlog  # noqa: PLC0415
+    from mitmproxy.tools import cmdline, main  # noqa: PLC0415
+    from mitmproxy.tools.web.master import WebMaster  # noqa: PLC0415
+
+    class Master(WebMaster):
+        def __init__(self, options: Any) -> None:
+            super().__init__(options, with_termlog=False)
+            self.addons.add(termlog.TermLog(out=sys.stderr))
+
+    main.run(Master, cmdline.mitmweb, argv, None)
+    return 0
 
 
 def run_mitmdump(argv: list[str]) -> int:
@@ -116,3 +139,15 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     for hint in hints:
         print(f"tooltap: {hint}", file=sys.stderr)
     return run_mitmdump(argv)
+
+
+def _web(args: argparse.Namespace, extra: list[str]) -> int:
+    argv, hints = mitmdump_args(args, extra, web=args.web)
+    for hint in hints:
+        print(f"tooltap: {hint}", file=sys.stderr)
+    print(
+        f"tooltap: the web UI at http://{args.web[0]}:{args.web[1]}/ (mitmweb prints the address "
+        "with its login token below; set web_password to choose one)",
+        file=sys.stderr,
+    )
+    return run_mitmweb(argv)

@@ -1,5 +1,6 @@
-"""The file to pass to `mitmdump -s` (`tooltap script-path` prints its path)."""
+"""The file to pass to `mitmdump -s` or `mitmweb -s` (`tooltap script-path` prints its path)."""
 
 from tooltap.addon.proxy.addon import Tooltap
+from tooltap.addon.web.annotate import WebAnnotations
 
-addons = [Tooltap()]
+addons = [Tooltap(), WebAnnotations()]

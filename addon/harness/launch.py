@@ -1,4 +1,4 @@
-"""Start `tooltap run` (or plain mitmdump) as a child process on loopback, and stop it.
+"""Start `tooltap run` (`tooltap web`, or plain mitmdump) as a child process on loopback, and stop it.
 
 Used by the demo, the benchmarks and the tests: each reads the real ports
 from the process's own "listening at" lines, collects its JSON log lines, and
@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,14 @@ from typing import IO, Any
 
 LISTENING = re.compile(r"listening at (?:.*?):(\d+)")
 METRICS = re.compile(r"tooltap metrics at (http://\S+/metrics)")
+WEB = re.compile(r"Web server listening at (http://\S+)")
+
+
+def free_port() -> int:
+    """A loopback port free now (for servers that print the port they were given, not the real one)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 class Proxy:
@@ -33,10 +42,13 @@ class Proxy:
         modes: int,
         env: dict[str, str] | None = None,
         has_metrics: bool = True,
+        has_web: bool = False,
     ) -> None:
         self.argv = argv
         self.modes = modes
         self.has_metrics = has_metrics
+        self.has_web = has_web
+        self.web_url: str | None = None  # with its login token
         self.env = {**os.environ, **(env or {})}
         self.ports: list[int] = []
         self.metrics_url: str | None = None
@@ -49,14 +61,21 @@ class Proxy:
 
     @classmethod
     def tooltap(
-        cls, upstreams: list[str], *options: str, extra: tuple[str, ...] = (), **kw: Any
+        cls,
+        upstreams: list[str],
+        *options: str,
+        extra: tuple[str, ...] = (),
+        web: bool = False,
+        **kw: Any,
     ) -> Proxy:
-        """`tooltap run` on a free loopback port: reverse mode to one upstream, or none with --regular."""
+        """`tooltap run` on a free loopback port: reverse mode to one upstream, or none with
+        --regular. web: `tooltap web` instead, its UI on another free port, no browser opened."""
+        command = ["web", "--web", f"127.0.0.1:{free_port()}"] if web else ["run"]
         argv = [
             sys.executable,
             "-m",
             "tooltap.addon.commands.cli",
-            "run",
+            *command,
             "--listen",
             "127.0.0.1:0",
             "--metrics",
@@ -64,7 +83,10 @@ class Proxy:
         ]
         for upstream in upstreams:
             argv += ["--upstream", upstream]
-        return cls([*argv, *options, "--", *extra], modes=max(1, len(upstreams)), **kw)
+        if web:
+            extra = ("--set", "web_open_browser=false", *extra)
+        modes = max(1, len(upstreams))
+        return cls([*argv, *options, "--", *extra], modes=modes, has_web=web, **kw)
 
     @classmethod
     def mitmdump(cls, upstream: str, *extra: str, has_metrics: bool = False, **kw: Any) -> Proxy:
@@ -115,7 +137,13 @@ class Proxy:
                     self.ports.append(int(match.group(1)))
                 if match := METRICS.search(line):
                     self.metrics_url = match.group(1)
-                if len(self.ports) >= self.modes and (self.metrics_url or not self.has_metrics):
+                if match := WEB.search(line):
+                    self.web_url = match.group(1)
+                if (
+                    len(self.ports) >= self.modes
+                    and (self.metrics_url or not self.has_metrics)
+                    and (self.web_url or not self.has_web)
+                ):
                     self._ready.set()
 
     def wait_for(

@@ -15,7 +15,7 @@ import fnmatch
 import functools
 import logging
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -116,6 +116,11 @@ def _guarded(hook: Callable[..., None]) -> Callable[..., None]:
             self._hook_error()
 
     return guarded
+
+
+def watched(mode: ProxyMode, host: str, hosts: Sequence[str]) -> bool:
+    """Is a flow followed: every flow of a reverse proxy, and on other modes those to these hosts."""
+    return isinstance(mode, ReverseMode) or any(fnmatch.fnmatch(host, p) for p in hosts)
 
 
 class Tooltap:
@@ -432,7 +437,7 @@ class Tooltap:
             return True
         decision = self._hosts.get(host)
         if decision is None:
-            decision = any(fnmatch.fnmatch(host, p) for p in ctx.options.tooltap_hosts)
+            decision = watched(mode, host, ctx.options.tooltap_hosts)
             self._hosts[host] = decision
             if len(self._hosts) > MAX_HOSTS:
                 self._hosts.popitem(last=False)

@@ -18,7 +18,7 @@ from tooltap.core.sockets import ENDS, leading_type, needed
 
 from ..handover.budget import Budget, MiB
 from ..handover.record import Record, SocketBatch
-from ..inspection.sockets import ending
+from ..inspection.flows import socket_ending
 
 BATCH_MESSAGES = 256  # a batch goes at this many messages, or bytes, if no response ends first
 BATCH_BYTES = MiB
@@ -88,8 +88,8 @@ class SocketTap:
                 let_go,
             ),
         )
-        if ended:
-            record.note, record.failure = _close(flow)
+        if ended and flow.websocket is not None:
+            record.note, record.failure = socket_ending(flow)
         self.messages, self.sources, self.held = [], bytearray(), 0
         self.first, self.lost, self._losing = self.seen, self._losing, False
         self.skipped.clear()
@@ -101,11 +101,3 @@ class SocketTap:
             self.skipped.update(record.socket.skipped)
         self.skipped["queue_full"] += len(record.chunks)
         self.lost = True
-
-
-def _close(flow: http.HTTPFlow) -> tuple[str | None, str | None]:
-    ws = flow.websocket
-    if ws is None:
-        return None, None
-    error = flow.error.msg if flow.error is not None else None
-    return ending(ws.closed_by_client, ws.close_code, ws.close_reason or "", error)

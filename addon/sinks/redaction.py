@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from tooltap.core import SchemaError, Verdict
 from tooltap.core.jsontext import loads
 
 ARGUMENT_MODES = ("raw", "redact", "hash", "omit")
@@ -98,3 +99,28 @@ class ArgumentPolicy:
         if self.mode == "redact" and not SECRET_KEY.search(str(error["path"])):
             return {"path": error["path"], "message": self.message(str(error["message"]))}
         return {"path": error["path"], "message": REDACTED}
+
+    def verdict(self, verdict: Verdict) -> Verdict:
+        """The verdict with what the log would not show masked: for views beside the log."""
+        if self.mode == "raw":
+            return verdict
+        calls = [
+            call.model_copy(
+                update={
+                    "arguments_raw": self.arguments(call.arguments_raw) or "",
+                    "schema_errors": [
+                        SchemaError(**self.schema_error(e.model_dump())) for e in call.schema_errors
+                    ],
+                }
+            )
+            for call in verdict.calls
+        ]
+        rejected = verdict.rejected
+        if rejected is not None:
+            rejected = rejected.model_copy(update={"message": self.message(rejected.message)})
+        errors = [
+            e.model_copy(update={"message": self.message(e.message)}) for e in verdict.stream_errors
+        ]
+        return verdict.model_copy(
+            update={"calls": calls, "rejected": rejected, "stream_errors": errors}
+        )

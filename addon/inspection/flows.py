@@ -1,0 +1,52 @@
+"""mitmproxy flows read as exchanges: for the audit of a flow file and for the mitmweb view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tooltap.core import Exchange
+from tooltap.core.sockets import SocketTurn, leading_type, needed, socket_reader
+from tooltap.core.wire import detect_socket
+
+from ..options import BY_NAME
+from .sockets import ending
+
+
+def flow_exchange(flow: Any) -> Exchange:
+    """An HTTP flow's request and response (if any) as recorded, still encoded."""
+    request, response = flow.request, flow.response
+    return Exchange(
+        method=request.method,
+        url=request.url,
+        request_body=request.raw_content or b"",
+        request_headers={"content-encoding": request.headers.get("content-encoding", "")},
+        status=response.status_code if response is not None else None,
+        response_headers=dict(response.headers.items()) if response is not None else {},
+        response_body=(response.raw_content or b"") if response is not None else b"",
+    )
+
+
+def socket_ending(flow: Any) -> tuple[str | None, str | None]:
+    """How a WebSocket flow ended, as (note, failure)."""
+    ws = flow.websocket
+    error = flow.error.msg if flow.error is not None else None
+    return ending(ws.closed_by_client, ws.close_code, ws.close_reason or "", error)
+
+
+def socket_turns(flow: Any) -> list[SocketTurn]:
+    """A recorded WebSocket's turns, read from its messages as the live proxy reads them."""
+    api = detect_socket(flow.request.path)
+    if api is None:
+        return []
+    ws = flow.websocket
+    # The live proxy's default bound on a turn, so that both skip the same turns.
+    reader = socket_reader(api, flow.request.url, BY_NAME["tooltap_max_body"].default)
+    turns: list[SocketTurn] = []
+    for message in ws.messages:
+        if message.is_text and needed(api, message.content, leading_type(message.content)):
+            turns += reader.feed(message.content, message.from_client)
+    if ws.timestamp_end is None:  # saved while open: what was in flight had not ended
+        turns += reader.lost("the socket was still open when the flow was saved")
+    else:
+        turns += reader.close()
+    return turns

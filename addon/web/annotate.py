@@ -1,0 +1,184 @@
+"""Under mitmweb, each finished turn's verdict goes back onto its flow.
+
+The flow gets a mark per severity (red: a finding that fails an audit; yellow:
+one that is only reported), a comment with the findings (`~comment strict-void`
+finds them), and the verdicts the tooltap view shows, in its metadata. Marks,
+comments and metadata are mitmproxy's, never traffic.
+
+The turns are inspected here, in the proxy process, on one worker thread with
+its own session: mitmweb is interactive and its rates are low, and this keeps
+`tooltap run` (mitmdump, where this addon stays idle) free of the cost. The
+thread hands each result back to the event loop, which alone touches flows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from mitmproxy import ctx, hooks, http
+
+from tooltap.core import Verdict, detect_api
+from tooltap.core.sockets import (
+    RealtimeSocket,
+    ResponsesSocket,
+    leading_type,
+    needed,
+    socket_reader,
+)
+from tooltap.core.wire import detect_socket
+
+from ..handover.record import Record
+from ..inspection.flows import flow_exchange, socket_ending
+from ..inspection.scrub import scrub
+from ..inspection.session import Session
+from ..inspection.sockets import socket_verdict
+from ..proxy.addon import watched
+from ..sinks.redaction import ArgumentPolicy
+from .view import KEY, TooltapContentview, annotations, headline, severity
+
+logger = logging.getLogger("tooltap")
+
+MARKS = {"error": ":red_circle:", "warning": ":yellow_circle:"}
+NOT_KEPT = "the streamed body was not kept: set store_streamed_bodies=true (tooltap web does)"
+
+
+class WebAnnotations:
+    """Verdicts onto flows, when the master is mitmweb."""
+
+    def __init__(self) -> None:
+        self.view = TooltapContentview()
+        self.active = False
+        self.session = Session()
+        self.readers: dict[str, ResponsesSocket | RealtimeSocket] = {}
+        self._worker: ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def load(self, loader: Any) -> None:
+        from mitmproxy import contentviews  # noqa: PLC0415 - the registry is process-wide
+
+        contentviews.add(self.view)
+
+    def configure(self, updated: set[str]) -> None:
+        if "tooltap_log_arguments" in updated:
+            self.view.arguments = ctx.options.tooltap_log_arguments
+
+    def running(self) -> None:
+        self.active = ctx.master.addons.get("webaddon") is not None
+        if self.active and self._worker is None:
+            self._loop = asyncio.get_running_loop()
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="tooltap-web")
+
+    def done(self) -> None:
+        if self._worker is not None:
+            self._worker.shutdown(wait=False, cancel_futures=True)
+            self._worker = None
+        from mitmproxy import contentviews  # noqa: PLC0415
+
+        contentviews.remove(self.view)
+
+    # --- hooks: bookkeeping, then the worker ---------------------------------
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        if flow.websocket is None and self._followed(flow, http_api=True):
+            self._submit(flow, self._inspect, flow)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        if flow.websocket is None and KEY not in flow.metadata and self._followed(flow, True):
+            self._submit(flow, self._inspect, flow)
+
+    def websocket_start(self, flow: http.HTTPFlow) -> None:
+        api = detect_socket(flow.request.path)
+        if api is not None and self._followed(flow, http_api=False):
+            limit = ctx.options.tooltap_max_body
+            self.readers[flow.id] = socket_reader(api, flow.request.url, limit)
+
+    def websocket_message(self, flow: http.HTTPFlow) -> None:
+        reader = self.readers.get(flow.id)
+        if reader is None or flow.websocket is None:
+            return
+        message = flow.websocket.messages[-1]
+        content = message.content
+        if message.is_text and needed(reader.api, content, leading_type(content)):
+            self._submit(flow, self._feed, flow, reader, content, message.from_client)
+
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        reader = self.readers.pop(flow.id, None)
+        if reader is not None:
+            self._submit(flow, self._close, flow, reader)
+
+    def _followed(self, flow: http.HTTPFlow, http_api: bool) -> bool:
+        if not self.active:
+            return False
+        request = flow.request
+        if http_api and detect_api(request.method, request.path) is None:
+            return False
+        hosts = ctx.options.tooltap_hosts
+        return watched(flow.client_conn.proxy_mode, request.pretty_host, hosts)
+
+    def _submit(self, flow: http.HTTPFlow, work: Callable[..., list[Verdict]], *args: Any) -> None:
+        if self._worker is None or self._loop is None:
+            return
+        policy = ArgumentPolicy(ctx.options.tooltap_log_arguments)
+        credentials = _credentials(flow)
+        loop = self._loop
+
+        def run() -> None:
+            try:
+                verdicts = work(*args)
+                verdicts = [policy.verdict(scrub(v, credentials)) for v in verdicts]
+            except Exception:
+                logger.exception("tooltap: could not annotate a flow in mitmweb")
+                return
+            if verdicts:
+                loop.call_soon_threadsafe(self._annotate, flow, verdicts, policy.mode)
+
+        self._worker.submit(run)
+
+    # --- on the worker thread -------------------------------------------------
+
+    def _inspect(self, flow: http.HTTPFlow) -> list[Verdict]:
+        if flow.response is not None and flow.response.raw_content is None:
+            api = detect_api(flow.request.method, flow.request.path)
+            return [Verdict(api=api, outcome="skipped", reason=NOT_KEPT)]
+        return [self.session.inspect(flow_exchange(flow))]
+
+    def _feed(
+        self,
+        flow: http.HTTPFlow,
+        reader: ResponsesSocket | RealtimeSocket,
+        content: bytes,
+        from_client: bool,
+    ) -> list[Verdict]:
+        turns = reader.feed(content, from_client)
+        return [socket_verdict(self.session, turn) for turn in turns]
+
+    def _close(
+        self, flow: http.HTTPFlow, reader: ResponsesSocket | RealtimeSocket
+    ) -> list[Verdict]:
+        note, failure = socket_ending(flow)
+        return [socket_verdict(self.session, t, note, failure) for t in reader.close()]
+
+    # --- back on the event loop -----------------------------------------------
+
+    def _annotate(self, flow: http.HTTPFlow, verdicts: list[Verdict], arguments: str) -> None:
+        stored = annotations(flow)
+        if stored is not None:  # a socket's earlier turns stay
+            verdicts = stored[0] + verdicts
+        flow.metadata[KEY] = {
+            "arguments": arguments,
+            "verdicts": [v.model_dump(mode="json") for v in verdicts],
+        }
+        level = severity(verdicts)
+        flow.marked = MARKS[level] if level else ""
+        lines = [c for c in flow.comment.splitlines() if not c.startswith("tooltap: ")]
+        summary = "; ".join(headline(v) for v in verdicts)
+        flow.comment = "\n".join([*lines, f"tooltap: {summary}"])
+        ctx.master.addons.trigger(hooks.UpdateHook([flow]))
+
+
+def _credentials(flow: http.HTTPFlow) -> tuple[str, ...]:
+    return Record.of(None, flow.request).credentials()

@@ -1,0 +1,161 @@
+"""The tooltap content view: a flow's verdicts as text, the finding first, then the detail.
+
+Only what the verdict holds is shown (never a header), and the arguments as
+tooltap_log_arguments lets the log show them. Verdicts come from the flow's
+annotations (tooltap web); a flow without them is read on the spot, alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mitmproxy import contentviews, http
+from mitmproxy.contentviews import Metadata
+
+from tooltap.core import Verdict
+from tooltap.core.findings import DEFAULT, findings
+from tooltap.core.wire import detect_api, detect_socket
+
+from ..inspection.flows import flow_exchange, socket_turns
+from ..inspection.session import Session
+from ..inspection.sockets import socket_verdict
+from ..sinks.redaction import ArgumentPolicy
+
+KEY = "tooltap"  # the flow's metadata: {"arguments": mode, "verdicts": [Verdict as JSON]}
+
+
+def severity(verdicts: list[Verdict]) -> str | None:
+    """`error` when a finding fails an audit, `warning` for one that is only reported."""
+    found = {name for verdict in verdicts for name in findings(verdict)}
+    if found & DEFAULT:
+        return "error"
+    return "warning" if found else None
+
+
+def headline(verdict: Verdict) -> str:
+    """One line: the findings, else the state; or why the turn was not inspected."""
+    if verdict.outcome != "inspected":
+        return f"{verdict.outcome}: {verdict.reason or 'no reason given'}"
+    names = list(dict.fromkeys(findings(verdict)))
+    if names:
+        return ", ".join(names)
+    return f"no finding ({verdict.state or 'not a turn'})"
+
+
+def describe(verdicts: list[Verdict], arguments: str) -> str:
+    """The text of the view for one flow's verdicts (one per turn on a WebSocket)."""
+    if not verdicts:
+        return "tooltap: no turn finished on this flow yet"
+    blocks = []
+    for number, verdict in enumerate(verdicts, 1):
+        title = f"turn {number} of {len(verdicts)}: " if len(verdicts) > 1 else ""
+        blocks.append(f"tooltap {title}{headline(verdict)}\n\n{_detail(verdict, arguments)}")
+    return "\n\n".join(blocks)
+
+
+def _detail(verdict: Verdict, arguments: str) -> str:
+    lines: list[str] = []
+
+    def field(name: str, value: Any) -> None:
+        if value not in (None, "", [], {}):
+            lines.append(f"{name:<10} {value}")
+
+    field("api", f"{verdict.api} over {verdict.transport}")
+    field("model", verdict.model)
+    field("response", verdict.response_id)
+    field("status", verdict.status)
+    field("reason", verdict.reason)
+    if verdict.state is not None:
+        field("state", f"{verdict.state}: {verdict.detail}" if verdict.detail else verdict.state)
+    if verdict.format_state is not None:
+        fmt = verdict.format_state
+        field("format", f"{fmt}: {verdict.format_detail}" if verdict.format_detail else fmt)
+    if verdict.rejected is not None:
+        rejected = verdict.rejected
+        lines += ["", f"REJECTED  {rejected.status} {rejected.type}: {rejected.message}"]
+        lines += [f"  blocker: {b}" for b in rejected.blockers]
+    if verdict.loop_errors:
+        lines += ["", "LOOP ERRORS"]
+        for error in verdict.loop_errors:
+            lines.append(f"  {error.rule}  {', '.join(error.ids)}  at {error.where}")
+            lines.append(f"    repair: {error.repair}")
+    if verdict.calls:
+        lines += ["", f"CALLS ({len(verdict.calls)})"]
+        for call in verdict.calls:
+            lines.append(f"  {call.call_id or '(no id)'}  {call.name}  [{call.type}]")
+            shown = call.arguments_raw if arguments != "omit" else None
+            lines.append(f"    arguments: {shown}" if shown else "    arguments: (not shown)")
+            if call.parse_error is not None:
+                lines.append(
+                    f"    parse error: {call.parse_error.type}: {call.parse_error.message}"
+                )
+            for error in call.schema_errors:
+                lines.append(f"    schema error at {error.path}: {error.message}")
+            if call.schema_problem:
+                lines.append(f"    schema not applied: {call.schema_problem}")
+    if verdict.tool_results:
+        lines += ["", "TOOL RESULTS"]
+        for result in verdict.tool_results:
+            failed = "  (a tool failure)" if result.outcome == "error" else ""
+            lines.append(f"  {result.call_id}  {result.outcome} at {result.where}{failed}")
+    if verdict.stream_errors:
+        lines += ["", "STREAM ERRORS"]
+        lines += [f"  {e.type}: {e.message}" for e in verdict.stream_errors]
+    if verdict.repairs:
+        lines += ["", "REPAIRS"]
+        lines += [f"  - {repair}" for repair in verdict.repairs]
+    if arguments != "raw":
+        lines += ["", f"(arguments as tooltap_log_arguments={arguments} shows them)"]
+    return "\n".join(lines)
+
+
+def annotations(flow: Any) -> tuple[list[Verdict], str] | None:
+    """The verdicts stored on the flow, and the arguments policy they were stored under."""
+    stored = flow.metadata.get(KEY)
+    if not isinstance(stored, dict):
+        return None
+    return [Verdict.model_validate(v) for v in stored["verdicts"]], stored["arguments"]
+
+
+def read_alone(flow: http.HTTPFlow, policy: ArgumentPolicy) -> list[Verdict]:
+    """A flow no one annotated, inspected on its own (no earlier turn to follow)."""
+    session = Session()
+    if flow.websocket is not None:
+        turns = socket_turns(flow)
+        verdicts = [socket_verdict(session, turn) for turn in turns]
+    elif flow.response is not None or flow.error is not None:
+        verdicts = [session.inspect(flow_exchange(flow))]
+    else:
+        verdicts = []
+    return [policy.verdict(v) for v in verdicts]
+
+
+def is_model_call(flow: Any) -> bool:
+    if not isinstance(flow, http.HTTPFlow):
+        return False
+    if flow.websocket is not None:
+        return detect_socket(flow.request.path) is not None
+    return detect_api(flow.request.method, flow.request.path) is not None
+
+
+class TooltapContentview(contentviews.Contentview):
+    """Chosen for the requests, responses and socket messages of the model APIs."""
+
+    def __init__(self, arguments: str = "redact") -> None:
+        self.arguments = arguments  # the policy for flows read on the spot
+
+    def render_priority(self, data: bytes, metadata: Metadata) -> float:
+        flow = metadata.flow
+        if flow is None or not (KEY in flow.metadata or is_model_call(flow)):
+            return -1
+        return 2  # above JSON's 1: the verdict first, the body one click away
+
+    def prettify(self, data: bytes, metadata: Metadata) -> str:
+        flow = metadata.flow
+        if not isinstance(flow, http.HTTPFlow):
+            raise ValueError("not an HTTP flow")
+        stored = annotations(flow)
+        if stored is not None:
+            return describe(*stored)
+        verdicts = read_alone(flow, ArgumentPolicy(self.arguments))
+        return describe(verdicts, self.arguments)
