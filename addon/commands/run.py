@@ -12,6 +12,7 @@ from ..options import OPTIONS
 
 UPSTREAMS = {"openai": "https://api.openai.com", "anthropic": "https://api.anthropic.com"}
 SCRIPT = Path(__file__).with_name("script.py")
+WEB_COLUMNS = ("tls", "icon", "path", "method", "status", "comment", "size", "time")
 
 
 def host_port(text: str, option: str) -> tuple[str, int]:
@@ -85,6 +86,9 @@ def mitmdump_args(
     for name, value in settings.items():
         if value is not None and name not in theirs:
             argv += ["--set", f"{name}={value}"]
+    if web is not None and "web_columns" not in theirs:
+        # mitmweb's columns, and the comment that names each flow's findings.
+        argv += [f"--set=web_columns={column}" for column in WEB_COLUMNS]
     hints.append(
         f"metrics at http://{metrics_host}:{metrics_port}/metrics; JSON log lines on stdout"
     )

@@ -38,11 +38,12 @@ from ..inspection.session import Session
 from ..inspection.sockets import socket_verdict
 from ..proxy.addon import watched
 from ..sinks.redaction import ArgumentPolicy
-from .view import KEY, TooltapContentview, annotations, headline, severity
+from .view import KEY, TooltapContentview, headline, severity
 
 logger = logging.getLogger("tooltap")
 
-MARKS = {"error": ":red_circle:", "warning": ":yellow_circle:"}
+MARKS = {"error": ":red_circle:", "warning": ":yellow_circle:"}  # the worst first
+PREFIX = "tooltap: "  # the comment's line that tooltap writes; the user's lines stay
 NOT_KEPT = "the streamed body was not kept: set store_streamed_bodies=true (tooltap web does)"
 
 
@@ -84,11 +85,11 @@ class WebAnnotations:
 
     def response(self, flow: http.HTTPFlow) -> None:
         if flow.websocket is None and self._followed(flow, http_api=True):
-            self._submit(flow, self._inspect, flow)
+            self._submit(flow, self._inspect, None, flow)
 
     def error(self, flow: http.HTTPFlow) -> None:
         if flow.websocket is None and KEY not in flow.metadata and self._followed(flow, True):
-            self._submit(flow, self._inspect, flow)
+            self._submit(flow, self._inspect, None, flow)
 
     def websocket_start(self, flow: http.HTTPFlow) -> None:
         api = detect_socket(flow.request.path)
@@ -103,12 +104,15 @@ class WebAnnotations:
         message = flow.websocket.messages[-1]
         content = message.content
         if message.is_text and needed(reader.api, content, leading_type(content)):
-            self._submit(flow, self._feed, flow, reader, content, message.from_client)
+            feed = self._feed
+            self._submit(flow, feed, message.timestamp, flow, reader, content, message.from_client)
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         reader = self.readers.pop(flow.id, None)
-        if reader is not None:
-            self._submit(flow, self._close, flow, reader)
+        if reader is not None and flow.websocket is not None:
+            messages = flow.websocket.messages
+            last = messages[-1].timestamp if messages else None
+            self._submit(flow, self._close, last, flow, reader)
 
     def _followed(self, flow: http.HTTPFlow, http_api: bool) -> bool:
         if not self.active:
@@ -119,7 +123,15 @@ class WebAnnotations:
         hosts = ctx.options.tooltap_hosts
         return watched(flow.client_conn.proxy_mode, request.pretty_host, hosts)
 
-    def _submit(self, flow: http.HTTPFlow, work: Callable[..., list[Verdict]], *args: Any) -> None:
+    def _submit(
+        self,
+        flow: http.HTTPFlow,
+        work: Callable[..., list[Verdict]],
+        at: float | None,
+        *args: Any,
+    ) -> None:
+        """Run work(*args) on the worker; its verdicts go onto the flow. at: the timestamp of
+        the socket message that ended the turns, where the view shows them."""
         if self._worker is None or self._loop is None:
             return
         policy = ArgumentPolicy(ctx.options.tooltap_log_arguments)
@@ -134,7 +146,7 @@ class WebAnnotations:
                 logger.exception("tooltap: could not annotate a flow in mitmweb")
                 return
             if verdicts:
-                loop.call_soon_threadsafe(self._annotate, flow, verdicts, policy.mode)
+                loop.call_soon_threadsafe(self._annotate, flow, verdicts, policy.mode, at)
 
         self._worker.submit(run)
 
@@ -164,19 +176,25 @@ class WebAnnotations:
 
     # --- back on the event loop -----------------------------------------------
 
-    def _annotate(self, flow: http.HTTPFlow, verdicts: list[Verdict], arguments: str) -> None:
-        stored = annotations(flow)
-        if stored is not None:  # a socket's earlier turns stay
-            verdicts = stored[0] + verdicts
-        flow.metadata[KEY] = {
-            "arguments": arguments,
-            "verdicts": [v.model_dump(mode="json") for v in verdicts],
-        }
-        level = severity(verdicts)
-        flow.marked = MARKS[level] if level else ""
-        lines = [c for c in flow.comment.splitlines() if not c.startswith("tooltap: ")]
-        summary = "; ".join(headline(v) for v in verdicts)
-        flow.comment = "\n".join([*lines, f"tooltap: {summary}"])
+    def _annotate(
+        self, flow: http.HTTPFlow, verdicts: list[Verdict], arguments: str, at: float | None
+    ) -> None:
+        stored = flow.metadata.get(KEY) or {"arguments": arguments, "verdicts": [], "ends": []}
+        stored["verdicts"] += [v.model_dump(mode="json") for v in verdicts]  # a socket's add up
+        stored["ends"] += [at] * len(verdicts)
+        flow.metadata[KEY] = stored
+        # A socket's later turns add to what its earlier ones marked and said.
+        levels = {severity(verdicts)} | {k for k, mark in MARKS.items() if flow.marked == mark}
+        level = next((k for k in MARKS if k in levels), None)
+        flow.marked = MARKS[level] if level else flow.marked
+        lines, said = [], []
+        for line in flow.comment.splitlines():
+            if line.startswith(PREFIX):
+                said.append(line.removeprefix(PREFIX))
+            else:
+                lines.append(line)
+        said += (headline(v) for v in verdicts)
+        flow.comment = "\n".join([*lines, PREFIX + "; ".join(said)])
         ctx.master.addons.trigger(hooks.UpdateHook([flow]))
 
 

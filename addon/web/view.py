@@ -7,6 +7,7 @@ annotations (tooltap web); a flow without them is read on the spot, alone.
 
 from __future__ import annotations
 
+from textwrap import wrap
 from typing import Any
 
 from mitmproxy import contentviews, http
@@ -21,7 +22,10 @@ from ..inspection.session import Session
 from ..inspection.sockets import socket_verdict
 from ..sinks.redaction import ArgumentPolicy
 
-KEY = "tooltap"  # the flow's metadata: {"arguments": mode, "verdicts": [Verdict as JSON]}
+# The flow's metadata: {"arguments": the policy, "verdicts": [Verdict as JSON], "ends": [the
+# timestamp of the socket message that ended each turn, None over HTTP]}.
+KEY = "tooltap"
+WIDTH = 88  # the prose is wrapped to fit beside the flow list; arguments are shown whole
 
 
 def severity(verdicts: list[Verdict]) -> str | None:
@@ -37,9 +41,9 @@ def headline(verdict: Verdict) -> str:
     if verdict.outcome != "inspected":
         return f"{verdict.outcome}: {verdict.reason or 'no reason given'}"
     names = list(dict.fromkeys(findings(verdict)))
-    if names:
-        return ", ".join(names)
-    return f"no finding ({verdict.state or 'not a turn'})"
+    said = ", ".join(names) if names else f"no finding ({verdict.state or 'not a turn'})"
+    failures = sum(1 for result in verdict.tool_results if result.outcome == "error")
+    return said + (f", {failures} tool failure(s)" if failures else "")
 
 
 def describe(verdicts: list[Verdict], arguments: str) -> str:
@@ -58,7 +62,7 @@ def _detail(verdict: Verdict, arguments: str) -> str:
 
     def field(name: str, value: Any) -> None:
         if value not in (None, "", [], {}):
-            lines.append(f"{name:<10} {value}")
+            lines.extend(wrap(f"{name:<10} {value}", WIDTH, subsequent_indent=" " * 11))
 
     field("api", f"{verdict.api} over {verdict.transport}")
     field("model", verdict.model)
@@ -72,13 +76,15 @@ def _detail(verdict: Verdict, arguments: str) -> str:
         field("format", f"{fmt}: {verdict.format_detail}" if verdict.format_detail else fmt)
     if verdict.rejected is not None:
         rejected = verdict.rejected
-        lines += ["", f"REJECTED  {rejected.status} {rejected.type}: {rejected.message}"]
-        lines += [f"  blocker: {b}" for b in rejected.blockers]
+        lines.append("")
+        lines += wrap(f"REJECTED  {rejected.status} {rejected.type}: {rejected.message}", WIDTH)
+        for blocker in rejected.blockers:
+            lines += wrap(f"  blocker: {blocker}", WIDTH, subsequent_indent="    ")
     if verdict.loop_errors:
         lines += ["", "LOOP ERRORS"]
         for error in verdict.loop_errors:
             lines.append(f"  {error.rule}  {', '.join(error.ids)}  at {error.where}")
-            lines.append(f"    repair: {error.repair}")
+            lines += wrap(f"    repair: {error.repair}", WIDTH, subsequent_indent="      ")
     if verdict.calls:
         lines += ["", f"CALLS ({len(verdict.calls)})"]
         for call in verdict.calls:
@@ -103,18 +109,22 @@ def _detail(verdict: Verdict, arguments: str) -> str:
         lines += [f"  {e.type}: {e.message}" for e in verdict.stream_errors]
     if verdict.repairs:
         lines += ["", "REPAIRS"]
-        lines += [f"  - {repair}" for repair in verdict.repairs]
+        for repair in verdict.repairs:
+            lines += wrap(f"  - {repair}", WIDTH, subsequent_indent="    ")
     if arguments != "raw":
         lines += ["", f"(arguments as tooltap_log_arguments={arguments} shows them)"]
     return "\n".join(lines)
 
 
-def annotations(flow: Any) -> tuple[list[Verdict], str] | None:
-    """The verdicts stored on the flow, and the arguments policy they were stored under."""
+def annotations(flow: Any, ended_at: float | None = None) -> tuple[list[Verdict], str] | None:
+    """The verdicts stored on the flow (ended_at: only the turns a socket message ended), and
+    the arguments policy they were stored under."""
     stored = flow.metadata.get(KEY)
     if not isinstance(stored, dict):
         return None
-    return [Verdict.model_validate(v) for v in stored["verdicts"]], stored["arguments"]
+    pairs = zip(stored["verdicts"], stored["ends"], strict=True)
+    verdicts = [v for v, end in pairs if ended_at is None or end == ended_at]
+    return [Verdict.model_validate(v) for v in verdicts], stored["arguments"]
 
 
 def read_alone(flow: http.HTTPFlow, policy: ArgumentPolicy) -> list[Verdict]:
@@ -141,21 +151,30 @@ def is_model_call(flow: Any) -> bool:
 class TooltapContentview(contentviews.Contentview):
     """Chosen for the requests, responses and socket messages of the model APIs."""
 
-    def __init__(self, arguments: str = "redact") -> None:
+    name = "tooltap"
+
+    def __init__(self, arguments: str = "raw") -> None:
         self.arguments = arguments  # the policy for flows read on the spot
 
     def render_priority(self, data: bytes, metadata: Metadata) -> float:
         flow = metadata.flow
         if flow is None or not (KEY in flow.metadata or is_model_call(flow)):
             return -1
+        message = metadata.websocket_message
+        if message is not None:  # only on the message that ended a turn
+            stored = annotations(flow, message.timestamp)
+            return 2 if stored is not None and stored[0] else -1
         return 2  # above JSON's 1: the verdict first, the body one click away
 
     def prettify(self, data: bytes, metadata: Metadata) -> str:
         flow = metadata.flow
         if not isinstance(flow, http.HTTPFlow):
             raise ValueError("not an HTTP flow")
-        stored = annotations(flow)
+        message = metadata.websocket_message
+        stored = annotations(flow, message.timestamp if message is not None else None)
         if stored is not None:
             return describe(*stored)
+        if message is not None:
+            return "tooltap: no turn ended at this message"
         verdicts = read_alone(flow, ArgumentPolicy(self.arguments))
         return describe(verdicts, self.arguments)

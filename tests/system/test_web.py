@@ -1,0 +1,258 @@
+"""tooltap web: each verdict beside its flow in a real mitmweb, read over its REST API and in
+Debian's chromium; the demo's traffic driven through it by the official SDKs."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mitmproxy import io as flow_io
+from rich.console import Console
+
+from tooltap.addon.commands.demo import drive
+from tooltap.addon.commands.demo_steps import route, socket_route
+from tooltap.addon.harness.launch import Proxy
+from tooltap.addon.harness.replay import ReplayServer
+from tooltap.addon.web.view import KEY
+
+RED, YELLOW = "\N{LARGE RED CIRCLE}", "\N{LARGE YELLOW CIRCLE}"
+# What each demo step's flow says in mitmweb's list, in the demo's order.
+DEMO_FLOWS = [
+    ("/v1/chat/completions", RED, "tooltap: strict-void"),
+    ("/v1/chat/completions", YELLOW, "tooltap: strict-at-risk"),
+    ("/v1/chat/completions", "", "tooltap: no finding (strict-serialised)"),
+    ("/v1/responses", RED, "tooltap: fanout-no-strict, argument-schema"),
+    ("/v1/responses", "", "tooltap: no finding (no-strict-declared), 1 tool failure(s)"),
+    ("/v1/responses", RED, "tooltap: advisory-schema"),
+    ("/v1/responses", RED, "tooltap: strict-void; strict-at-risk, unanswered-call"),
+    ("/v1/chat/completions", RED, "tooltap: rejected"),
+    ("/v1/chat/completions", RED, "tooltap: unanswered-call, rejected"),
+    ("/v1/messages", YELLOW, "tooltap: fanout-no-strict"),
+    ("/v1/responses", RED, "tooltap: strict-at-risk, argument-schema"),
+    ("/v1/messages", RED, "tooltap: argument-parse"),
+    ("/v1/messages", RED, "tooltap: orphan-result, rejected"),
+]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# As root, in a closed network: no sandbox, and none of chromium's own connections.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+class Web:
+    """mitmweb's REST API, with the login token `tooltap web` printed."""
+
+    def __init__(self, url: str) -> None:
+        base, _, token = url.partition("?token=")
+        self.client = httpx.Client(base_url=base.rstrip("/"), params={"token": token}, timeout=10)
+
+    def flows(self) -> list[dict[str, Any]]:
+        return self.client.get("/flows").json()
+
+    def view(self, flow_id: str, message: str = "response", name: str = "auto") -> Any:
+        return self.client.get(f"/flows/{flow_id}/{message}/content/{name}.json").json()
+
+    def annotated(self, count: int, timeout: float = 20.0) -> list[dict[str, Any]]:
+        """The flows, once `count` of them carry tooltap's comment (the worker is asynchronous)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            flows = self.flows()
+            done = [f for f in flows if "tooltap: " in (f.get("comment") or "")]
+            if len(done) >= count or time.monotonic() > deadline:
+                return flows
+            time.sleep(0.1)
+
+
+def listed(flows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    return [(f["request"]["path"], f["marked"], f["comment"]) for f in flows]
+
+
+@pytest.fixture(scope="module")
+def demo_web():
+    """The demo's traffic through a real `tooltap web`."""
+    with (
+        ReplayServer(route, sockets=socket_route) as upstream,
+        Proxy.tooltap([upstream.url], "--log-format", "json", web=True) as proxy,
+    ):
+        drive(Console(file=io.StringIO()), proxy)
+        web = Web(proxy.web_url or "")
+        web.annotated(len(DEMO_FLOWS))
+        yield proxy, upstream, web
+
+
+def test_flows_with_findings_are_marked_per_severity_and_commented(demo_web):
+    _, _, web = demo_web
+    assert listed(web.flows())[: len(DEMO_FLOWS)] == DEMO_FLOWS
+
+
+def test_the_tooltap_view_is_chosen_for_the_model_apis_and_says_the_finding_first(demo_web):
+    _, _, web = demo_web
+    flows = web.flows()[: len(DEMO_FLOWS)]
+    views = [web.view(f["id"]) for f in flows]
+    assert {v["view_name"] for v in views} == {"tooltap"}
+    for view, (_, _, comment) in zip(views, DEMO_FLOWS, strict=True):
+        first_turn = comment.removeprefix("tooltap: ").split("; ")[0]
+        assert view["text"].splitlines()[0].endswith(first_turn)
+    # The request side shows the same verdict.
+    assert web.view(flows[0]["id"], "request")["text"] == views[0]["text"]
+
+    strict_void = views[0]["text"]
+    assert "state      strict-void: 3 function_call item(s) in one turn" in strict_void
+    assert "  call_fdNz3vOBKYgOIpMdWotB9MjY  get_weather  [function_call]" in strict_void
+    assert '    arguments: {"city": "Edinburgh", "country": "GB", "units": "c"}' in strict_void
+    assert "REPAIRS\n  - set parallel_tool_calls false" in strict_void
+    assert "call_tsc_5Qm2rR0xDq9LkTn3Wz" not in strict_void
+
+    schema = views[10]["text"]  # Responses: a required property missing
+    assert '    schema error at $: "to_currency" is a required property' in schema
+    failure = views[4]["text"]
+    assert "(a tool failure)" in failure and "TOOL RESULTS" in failure
+    parse = views[11]["text"]  # Messages: arguments cut off by max_tokens
+    assert "    parse error: JSONDecodeError: unexpected end of data" in parse
+    loop = views[8]["text"]  # Chat: the API's own 400 and the loop error that explains it
+    assert "LOOP ERRORS\n  unanswered-call  call_h1DWI1POMJLb0KwIyQHWXD4p  at messages.1" in loop
+    assert "REJECTED  400 invalid_request_error: An assistant message with 'tool_calls'" in loop
+    orphan = views[12]["text"]
+    assert "  orphan-result  toolu_01GHndag5wQmbzNihYmV2UBj  at messages.1.content.0" in orphan
+    advisory = views[5]["text"]
+    assert "format     advisory-schema:" in advisory
+    # Never a header: the demo's keys are in the requests, not in the view.
+    assert not any("sk-demo" in v["text"] or "sk-ant-demo" in v["text"] for v in views)
+
+
+def test_a_sockets_turns_show_on_the_messages_that_ended_them(demo_web):
+    _, _, web = demo_web
+    (socket,) = [f for f in web.flows() if f.get("websocket")]
+    messages = web.view(socket["id"], "messages")
+    shown = [(i, m["text"].splitlines()[0]) for i, m in enumerate(messages)
+             if m["view_name"] == "tooltap"]  # fmt: skip
+    raw = web.view(socket["id"], "messages", "raw")
+    finals = [i for i, m in enumerate(raw) if '"type":"response.completed"' in m["text"]]
+    assert [i for i, _ in shown] == finals
+    assert [line for _, line in shown] == [
+        "tooltap strict-void",
+        "tooltap strict-at-risk, unanswered-call",
+    ]
+    upgrade = web.view(socket["id"], "response")["text"]
+    assert upgrade.startswith("tooltap turn 1 of 2: strict-void")
+    assert "\n\ntooltap turn 2 of 2: strict-at-risk, unanswered-call" in upgrade
+
+
+def test_marks_and_comments_leave_the_bytes_on_the_wire_unchanged():
+    with (
+        ReplayServer(route, sockets=socket_route) as upstream,
+        Proxy.tooltap([upstream.url], "--log-format", "json", web=True) as proxy,
+    ):
+        drive(Console(file=io.StringIO()), proxy)
+        web = Web(proxy.web_url or "")
+        before = len(web.annotated(len(DEMO_FLOWS)))
+        replay_every_step(proxy, upstream)
+        recorded = len(DEMO_FLOWS) - 1  # every HTTP step
+        flows = web.annotated(before + recorded)
+    # The same requests, marked and commented as the first time.
+    originals = [f for f in flows[:before] if not f.get("websocket")]
+    assert listed(flows[before:]) == listed(originals)
+
+
+def replay_every_step(proxy: Proxy, upstream: ReplayServer) -> None:
+    """Each HTTP request the upstream saw, sent again through the proxy as raw bytes: the
+    upstream gets the same request and the client the same response, byte for byte."""
+    recorded = list(upstream.seen)
+    with httpx.Client(base_url=proxy.url, timeout=10) as client:
+        for seen in recorded:
+            headers = {k: v for k, v in seen.headers.items() if k not in ("host", "content-length")}
+            request = client.build_request(
+                seen.method, seen.path, headers=headers, content=seen.body
+            )
+            response = client.send(request, stream=True)
+            got = b"".join(response.iter_raw())
+            response.close()
+            assert seen.reply is not None
+            assert (response.status_code, got) == (seen.reply.status, seen.reply.body)
+            again = upstream.seen[-1]
+            assert (again.method, again.path, again.body) == (seen.method, seen.path, seen.body)
+
+
+def test_a_flow_file_loaded_by_tooltap_web_is_marked_as_live_and_tooltap_run_marks_nothing(
+    tmp_path: Path,
+):
+    saved = tmp_path / "demo.mitm"
+    with (
+        ReplayServer(route, sockets=socket_route) as upstream,
+        Proxy.tooltap(
+            [upstream.url],
+            "--log-format",
+            "json",
+            # tooltap streams SSE through: a flow file keeps those bodies only when asked to.
+            extra=("--set", f"save_stream_file={saved}", "--set", "store_streamed_bodies=true"),
+        ) as proxy,
+    ):
+        drive(Console(file=io.StringIO()), proxy)
+    with saved.open("rb") as handle:
+        recorded = list(flow_io.FlowReader(handle).stream())
+    assert len(recorded) == len(DEMO_FLOWS)
+    # `tooltap run` (mitmdump) leaves flows as they were: no mark, no comment, no verdict.
+    assert [(f.marked, f.comment, KEY in f.metadata) for f in recorded] == [("", "", False)] * len(
+        DEMO_FLOWS
+    )
+    with Proxy.tooltap(["http://127.0.0.1:9"], "--read", str(saved), web=True) as loaded:
+        web = Web(loaded.web_url or "")
+        assert listed(web.annotated(len(DEMO_FLOWS))) == DEMO_FLOWS
+
+
+def test_in_a_browser_the_strict_void_flow_is_marked_its_view_readable_and_the_filter_finds_it(
+    demo_web, tmp_path: Path
+):
+    from playwright.sync_api import expect, sync_playwright
+
+    proxy, _, _ = demo_web
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.set_default_timeout(10_000)
+            page.goto(proxy.web_url or "")
+            rows = page.locator(".flow-table tbody tr.has-request")
+            rows.first.wait_for()
+            row = rows.filter(has_text="tooltap: strict-void").first
+            assert row.locator(".marker").inner_text() == RED
+            row.click()
+            page.get_by_text("Response", exact=True).click()
+            view = page.locator(".contentview")
+            assert view.locator("h5").inner_text().lower() == "tooltap"
+            text = view.locator("pre").inner_text()
+            assert text.startswith("tooltap strict-void")
+            assert "call_h1DWI1POMJLb0KwIyQHWXD4p  get_stock_price  [function_call]" in text
+            page.screenshot(path=str(tmp_path / "mitmweb.png"))
+            if os.environ.get("TOOLTAP_SCREENSHOT"):  # how docs/mitmweb.png is made
+                page.screenshot(path=os.environ["TOOLTAP_SCREENSHOT"])
+
+            page.get_by_text("Flow List", exact=True).click()  # where the search box is
+            page.get_by_placeholder("Search").fill("~comment strict-void")
+            page.keyboard.press("Enter")
+            expect(rows).to_have_count(2)
+            comments = rows.locator(".col-comment").all_inner_texts()
+            assert comments == [
+                "tooltap: strict-void",
+                "tooltap: strict-void; strict-at-risk, unanswered-call",
+            ]
+            page.get_by_placeholder("Search").fill("~marked")
+            page.keyboard.press("Enter")
+            marked = sum(1 for _, mark, _ in DEMO_FLOWS if mark)
+            expect(rows).to_have_count(marked)
+        finally:
+            browser.close()
+    assert (tmp_path / "mitmweb.png").stat().st_size > 10_000
