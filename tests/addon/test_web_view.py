@@ -1,0 +1,158 @@
+"""The tooltap content view and the mitmweb annotations, with mitmproxy's own test flows.
+
+The traffic is the real captured chat turn (two strict calls in one response), with a
+planted secret in one argument and the request's own credential echoed in another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from mitmproxy import contentviews, io
+from mitmproxy.test import taddons
+from support.captures import WIRE
+from support.flows import CHAT_REQUEST, make_flow
+
+from tooltap.addon.options import add_options
+from tooltap.addon.sinks.redaction import ArgumentPolicy
+from tooltap.addon.web.annotate import WebAnnotations
+from tooltap.addon.web.view import KEY, TooltapContentview, describe, read_alone
+
+CREDENTIAL = "sk-proj-HEADERTOKEN-0123456789abcdef"
+SECRET = "sk-live-PLANTED-0123456789abcdef"
+
+
+def strict_void_flow(path: str = "/v1/chat/completions"):
+    body = json.loads((WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes())
+    calls = body["choices"][0]["message"]["tool_calls"]
+    calls[0]["function"]["arguments"] = json.dumps({"city": "Edinburgh", "note": CREDENTIAL})
+    calls[1]["function"]["arguments"] = json.dumps({"ticker": "AAPL", "api_key": SECRET})
+    flow = make_flow(path, CHAT_REQUEST, json.dumps(body).encode())
+    flow.request.headers["authorization"] = f"Bearer {CREDENTIAL}"
+    return flow
+
+
+class WebAddon:
+    """Stands in for mitmweb's own addon: the annotations follow flows only under mitmweb."""
+
+    name = "webaddon"
+
+
+class TooltapOptions:
+    """tooltap's options, which the proxy addon registers beside the annotations."""
+
+    def load(self, loader):
+        add_options(loader)
+
+
+def pretty(flow, message=None):
+    return contentviews.prettify_message(message or flow.response, flow)
+
+
+async def annotated(annotations, flow, timeout=5.0):
+    annotations.response(flow)
+    for _ in range(int(timeout / 0.01)):
+        if KEY in flow.metadata:
+            return flow
+        await asyncio.sleep(0.01)
+    raise AssertionError("the flow was not annotated")
+
+
+@pytest.fixture
+def web():
+    annotations = WebAnnotations()
+    with taddons.context(TooltapOptions(), annotations) as tctx:
+        tctx.master.addons.add(WebAddon())
+        tctx.configure(annotations, tooltap_log_arguments="raw")
+        yield annotations, tctx
+
+
+async def test_a_finding_marks_the_flow_and_says_so_in_its_comment_after_the_users_own(web):
+    annotations, _ = web
+    annotations.running()
+    flow = strict_void_flow()
+    flow.comment = "retry storm on Tuesday"
+    await annotated(annotations, flow)
+    assert flow.marked == ":red_circle:"
+    assert flow.comment == "retry storm on Tuesday\ntooltap: strict-void, argument-schema"
+    result = pretty(flow)
+    assert result.view_name == "tooltap"
+    lines = result.text.splitlines()
+    assert lines[0] == "tooltap strict-void, argument-schema"
+    assert "CALLS (2)" in lines
+    assert (
+        "    schema error at $: Additional properties are not allowed ('note' was unexpected)"
+        in lines
+    )
+
+
+@pytest.mark.parametrize("mode", ["raw", "redact", "hash", "omit"])
+async def test_the_view_shows_arguments_only_as_the_log_would_and_never_a_credential(web, mode):
+    annotations, tctx = web
+    tctx.configure(annotations, tooltap_log_arguments=mode)
+    annotations.running()
+    flow = await annotated(annotations, strict_void_flow())
+    text = pretty(flow).text
+    assert CREDENTIAL not in text and CREDENTIAL not in flow.comment
+    assert (SECRET in text) == (mode == "raw")
+    shown = [line for line in text.splitlines() if line.startswith("    arguments: ")]
+    assert len(shown) == 2
+    expected = {
+        "raw": f'    arguments: {{"ticker": "AAPL", "api_key": "{SECRET}"}}',
+        "redact": '    arguments: {"ticker":"AAPL","api_key":"[redacted]"}',
+        "omit": "    arguments: (not shown)",
+    }
+    if mode == "hash":
+        assert all(line.startswith("    arguments: hmac-sha256:") for line in shown)
+    else:
+        assert shown[1] == expected[mode]
+    assert ("(arguments as tooltap_log_arguments=" in text) == (mode != "raw")
+
+
+async def test_a_flow_from_a_file_keeps_its_annotations_and_one_without_is_read_on_the_spot(
+    web, tmp_path
+):
+    annotations, _ = web
+    annotations.running()
+    marked = await annotated(annotations, strict_void_flow())
+    plain = strict_void_flow()
+    path = tmp_path / "flows.mitm"
+    with path.open("wb") as handle:
+        writer = io.FlowWriter(handle)
+        writer.add(marked)
+        writer.add(plain)
+    with path.open("rb") as handle:
+        kept, read = list(io.FlowReader(handle).stream())
+    assert (kept.marked, KEY in kept.metadata, read.marked, KEY in read.metadata) == (
+        ":red_circle:",
+        True,
+        "",
+        False,
+    )
+    assert pretty(kept).text == pretty(marked).text
+    # Not annotated: inspected alone, under the configured policy.
+    assert pretty(read).text == describe(read_alone(read, ArgumentPolicy("raw")), "raw")
+    assert pretty(read).text.startswith("tooltap strict-void, argument-schema")
+
+
+async def test_under_mitmdump_nothing_is_annotated_and_the_view_still_reads_a_flow():
+    annotations = WebAnnotations()
+    with taddons.context(TooltapOptions(), annotations):
+        annotations.running()  # no mitmweb here
+        flow = strict_void_flow()
+        annotations.response(flow)
+        await asyncio.sleep(0.2)
+        assert (flow.marked, flow.comment, KEY in flow.metadata) == ("", "", False)
+        assert annotations._worker is None
+        assert pretty(flow).text.startswith("tooltap strict-void")
+
+
+def test_the_view_is_chosen_only_for_the_model_apis():
+    view = TooltapContentview()
+    metadata = contentviews.Metadata(flow=strict_void_flow())
+    assert view.render_priority(b"{}", metadata) > 1  # above the JSON view
+    other = contentviews.Metadata(flow=strict_void_flow("/v1/embeddings"))
+    assert view.render_priority(b"{}", other) < 0
+    assert view.render_priority(b"{}", contentviews.Metadata()) < 0
