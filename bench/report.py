@@ -336,6 +336,41 @@ def websocket_section(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def web_section(data: dict[str, Any]) -> str:
+    rows = data["rows"]
+    plan = data["settings"]
+    lines = [
+        f"### tooltap web beside mitmweb ({plan['requests']} sequential chat JSON turns per batch,"
+        f" {plan['rounds']} interleaved rounds, medians)",
+        "",
+        "CPU: the proxy process; children: tooltap's inspector. Under mitmweb, tooltap also"
+        " inspects each flow on a worker thread in the proxy process, for the marks, comments and"
+        " the tooltap view.",
+        "",
+        "| proxy | p50 / p99 | CPU per request | children's CPU | inspected |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, row in rows.items():
+        lines.append(
+            f"| {name} | {row['p50_ms']:.3f} / {row['p99_ms']:.3f} ms |"
+            f" {row['cpu_ms_per_req']:.2f} ms | {row['child_cpu_ms_per_req']:.2f} ms |"
+            f" {row['inspected']} of {row['requests']} |"
+        )
+
+    def added(a: str, b: str, key: str) -> float:
+        return float(rows[a][key] - rows[b][key])
+
+    lines += [
+        "",
+        f"Added CPU per request in the proxy process: tooltap run over mitmdump"
+        f" {added('tooltap run', 'mitmdump', 'cpu_ms_per_req'):+.2f} ms, tooltap web over mitmweb"
+        f" {added('tooltap web', 'mitmweb', 'cpu_ms_per_req'):+.2f} ms. The annotation work alone"
+        f" (inspect, mask, store the verdict; in this process, {plan['annotations']:,} times):"
+        f" {data['annotation_ms']:.3f} ms per flow.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 STRESS_AFTER = (
     "5 s after the burst, tooltap is back within the budget of where it started (or of plain"
     " mitmdump after the same burst, whichever is higher: mitmproxy keeps part of a burst of"
@@ -443,6 +478,7 @@ def write(out: Path, here: Path, readme: bool) -> None:
     for name, render_plain in (
         ("profile", profile_section),
         ("websocket", websocket_section),
+        ("web", web_section),
         ("stress", stress_section),
         ("why", why_section),
     ):

@@ -3,6 +3,7 @@ Debian's chromium; the demo's traffic driven through it by the official SDKs."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 from mitmproxy import io as flow_io
 from rich.console import Console
@@ -256,3 +258,40 @@ def test_in_a_browser_the_strict_void_flow_is_marked_its_view_readable_and_the_f
         finally:
             browser.close()
     assert (tmp_path / "mitmweb.png").stat().st_size > 10_000
+
+
+def test_demo_web_keeps_the_demo_flows_up_in_mitmweb_until_ctrl_c():
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "tooltap.addon.commands.cli", "demo", "--web"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "COLUMNS": "400"},  # one line per printed URL
+    )
+    try:
+        assert demo.stdout is not None
+        url = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and demo.poll() is None:
+            line = demo.stdout.readline()
+            if match := re.search(r"mitmweb: (http://\S+\?token=\w+)", line):
+                url = match.group(1)
+            if "Ctrl-C stops everything" in line:
+                break
+        assert url is not None, "the demo printed no mitmweb address"
+        assert listed(Web(url).annotated(len(DEMO_FLOWS))) == DEMO_FLOWS
+        demo.send_signal(signal.SIGINT)
+        code = demo.wait(30)
+        rest = demo.stdout.read()
+        assert code == 0, rest[-2000:]
+        assert "every process and port is closed" in rest
+    finally:
+        if demo.poll() is None:  # ours, by PID: the demo and the proxy it started
+            for process in [*psutil.Process(demo.pid).children(True), psutil.Process(demo.pid)]:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    process.kill()
