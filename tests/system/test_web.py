@@ -230,11 +230,12 @@ def test_in_a_browser_the_strict_void_flow_is_marked_its_view_readable_and_the_f
             rows = page.locator(".flow-table tbody tr.has-request")
             rows.first.wait_for()
             row = rows.filter(has_text="tooltap: strict-void").first
-            assert row.locator(".marker").inner_text() == RED
+            expect(row.locator(".marker")).to_have_text(RED)
             row.click()
             page.get_by_text("Response", exact=True).click()
             view = page.locator(".contentview")
-            assert view.locator("h5").inner_text().lower() == "tooltap"
+            expect(view.locator("h5")).to_have_text("tooltap")  # once it has loaded
+            expect(view.locator("pre")).to_contain_text("CALLS (3)")
             text = view.locator("pre").inner_text()
             assert text.startswith("tooltap strict-void")
             assert "call_h1DWI1POMJLb0KwIyQHWXD4p  get_stock_price  [function_call]" in text
