@@ -116,3 +116,29 @@ def test_help_texts_and_the_readme_never_mention_where_an_idea_came_from(capsys)
         helps.append(capsys.readouterr().out)
     for text in (readme, *helps):
         assert "seed" not in text.lower()
+
+
+def test_web_takes_runs_options_and_sets_mitmwebs_own():
+    parsed = parser().parse_args(
+        [
+            "web",
+            "--regular",
+            "--listen",
+            "127.0.0.1:9090",
+            "--web",
+            "127.0.0.1:9091",
+            "-r",
+            "f.mitm",
+        ]
+    )
+    argv, hints = mitmdump_args(parsed, ["--set", "web_password=hunter2"], web=parsed.web)
+    assert argv[:4] == ["--listen-host", "127.0.0.1", "--mode", "regular@9090"]
+    assert argv[argv.index("--rfile") : argv.index("--rfile") + 2] == ["--rfile", "f.mitm"]
+    assert {"web_host=127.0.0.1", "web_port=9091", "store_streamed_bodies=true"} <= set(
+        settings(argv)
+    )
+    # mitmweb has no flow_detail (mitmdump's), and the comment column names the findings.
+    assert not any(s.startswith("flow_detail") for s in settings(argv))
+    assert "--set=web_columns=comment" in argv
+    assert argv[-2:] == ["--set", "web_password=hunter2"]  # the user's, passed through
+    assert hints[0].startswith("regular proxy on 127.0.0.1:9090")

@@ -156,3 +156,20 @@ def test_the_view_is_chosen_only_for_the_model_apis():
     other = contentviews.Metadata(flow=strict_void_flow("/v1/embeddings"))
     assert view.render_priority(b"{}", other) < 0
     assert view.render_priority(b"{}", contentviews.Metadata()) < 0
+
+
+def test_a_recorded_socket_no_one_annotated_shows_its_turns_on_the_upgrade():
+    from mitmproxy.websocket import WebSocketMessage
+    from support.flows import socket_flow
+    from support.sockets import RESPONSES_CASSETTE, frame, recording
+    from wsproto.frame_protocol import Opcode
+
+    flow = socket_flow("/v1/responses")
+    for direction, event in recording(RESPONSES_CASSETTE):
+        content = frame(event).encode()
+        flow.websocket.messages.append(WebSocketMessage(Opcode.TEXT, direction == "sent", content))
+    text = pretty(flow).text
+    assert text.startswith("tooltap turn 1 of 2: strict-at-risk")
+    assert "api        responses over websocket" in text
+    # Its messages keep their own views: no turn was placed on one.
+    assert pretty(flow, flow.websocket.messages[-1]).view_name != "tooltap"

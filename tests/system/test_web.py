@@ -98,6 +98,8 @@ def demo_web():
 def test_flows_with_findings_are_marked_per_severity_and_commented(demo_web):
     _, _, web = demo_web
     assert listed(web.flows())[: len(DEMO_FLOWS)] == DEMO_FLOWS
+    # mitmweb's login stays on: without the token it shows nothing.
+    assert httpx.get(f"{web.client.base_url}/flows", timeout=10).status_code == 403
 
 
 def test_the_tooltap_view_is_chosen_for_the_model_apis_and_says_the_finding_first(demo_web):
