@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -31,18 +32,19 @@ from tooltap.core.sockets import (
 )
 from tooltap.core.wire import detect_socket
 
-from ..handover.record import Record
 from ..inspection.flows import flow_exchange, socket_ending
 from ..inspection.scrub import scrub
 from ..inspection.session import Session
 from ..inspection.sockets import socket_verdict
 from ..proxy.addon import watched
 from ..sinks.redaction import ArgumentPolicy
-from .view import KEY, TooltapContentview, headline, severity
+from .view import KEY, TooltapContentview, headline, request_credentials, severity
 
 logger = logging.getLogger("tooltap")
 
 MARKS = {"error": ":red_circle:", "warning": ":yellow_circle:"}  # the worst first
+MAX_WAITING = 1_000  # HTTP flows waiting for the worker; past it, a flow is left unannotated
+MAX_SEEN = 10_000  # flow ids already sent to the worker (so `error` after `response` is not)
 PREFIX = "tooltap: "  # the comment's line that tooltap writes; the user's lines stay
 NOT_KEPT = "the streamed body was not kept: set store_streamed_bodies=true (tooltap web does)"
 
@@ -55,6 +57,9 @@ class WebAnnotations:
         self.active = False
         self.session = Session()
         self.readers: dict[str, ResponsesSocket | RealtimeSocket] = {}
+        self.waiting = 0  # HTTP flows sent to the worker and not back yet
+        self.behind = 0  # HTTP flows left unannotated because the worker was behind
+        self._seen: OrderedDict[str, None] = OrderedDict()
         self._worker: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -85,15 +90,17 @@ class WebAnnotations:
 
     def response(self, flow: http.HTTPFlow) -> None:
         if flow.websocket is None and self._followed(flow, http_api=True):
-            self._submit(flow, self._inspect, None, flow)
+            self._exchange(flow)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        if flow.websocket is None and KEY not in flow.metadata and self._followed(flow, True):
-            self._submit(flow, self._inspect, None, flow)
+        # A client that hangs up mid-stream gives `error` instead of `response`.
+        if flow.websocket is None and flow.id not in self._seen and self._followed(flow, True):
+            self._exchange(flow)
 
     def websocket_start(self, flow: http.HTTPFlow) -> None:
         api = detect_socket(flow.request.path)
         if api is not None and self._followed(flow, http_api=False):
+            _forget(flow)  # a flow loaded from a file is read anew
             limit = ctx.options.tooltap_max_body
             self.readers[flow.id] = socket_reader(api, flow.request.url, limit)
 
@@ -113,6 +120,22 @@ class WebAnnotations:
             messages = flow.websocket.messages
             last = messages[-1].timestamp if messages else None
             self._submit(flow, self._close, last, flow, reader)
+
+    def _exchange(self, flow: http.HTTPFlow) -> None:
+        self._seen[flow.id] = None
+        if len(self._seen) > MAX_SEEN:
+            self._seen.popitem(last=False)
+        if self.waiting >= MAX_WAITING:
+            self.behind += 1
+            if self.behind == 1:
+                logger.warning(
+                    "tooltap: mitmweb's flows arrive faster than tooltap can annotate them; "
+                    "past %d waiting, flows are left without a verdict",
+                    MAX_WAITING,
+                )
+            return
+        self.waiting += 1
+        self._submit(flow, self._inspect, None, flow)
 
     def _followed(self, flow: http.HTTPFlow, http_api: bool) -> bool:
         if not self.active:
@@ -135,18 +158,18 @@ class WebAnnotations:
         if self._worker is None or self._loop is None:
             return
         policy = ArgumentPolicy(ctx.options.tooltap_log_arguments)
-        credentials = _credentials(flow)
+        credentials = request_credentials(flow)
         loop = self._loop
 
         def run() -> None:
+            verdicts: list[Verdict] = []
             try:
                 verdicts = work(*args)
                 verdicts = [policy.verdict(scrub(v, credentials)) for v in verdicts]
             except Exception:
                 logger.exception("tooltap: could not annotate a flow in mitmweb")
-                return
-            if verdicts:
-                loop.call_soon_threadsafe(self._annotate, flow, verdicts, policy.mode, at)
+                verdicts = []
+            loop.call_soon_threadsafe(self._landed, flow, verdicts, policy.mode, at)
 
         self._worker.submit(run)
 
@@ -176,6 +199,15 @@ class WebAnnotations:
 
     # --- back on the event loop -----------------------------------------------
 
+    def _landed(
+        self, flow: http.HTTPFlow, verdicts: list[Verdict], arguments: str, at: float | None
+    ) -> None:
+        if flow.websocket is None:
+            self.waiting -= 1
+            _forget(flow)  # an exchange replayed or loaded again: its verdict anew
+        if verdicts:
+            self._annotate(flow, verdicts, arguments, at)
+
     def _annotate(
         self, flow: http.HTTPFlow, verdicts: list[Verdict], arguments: str, at: float | None
     ) -> None:
@@ -198,5 +230,9 @@ class WebAnnotations:
         ctx.master.addons.trigger(hooks.UpdateHook([flow]))
 
 
-def _credentials(flow: http.HTTPFlow) -> tuple[str, ...]:
-    return Record.of(None, flow.request).credentials()
+def _forget(flow: http.HTTPFlow) -> None:
+    """What tooltap said of the flow before: its verdicts, its mark and its comment line."""
+    flow.metadata.pop(KEY, None)
+    if flow.marked in MARKS.values():
+        flow.marked = ""
+    flow.comment = "\n".join(c for c in flow.comment.splitlines() if not c.startswith(PREFIX))

@@ -17,7 +17,9 @@ from tooltap.core import Verdict
 from tooltap.core.findings import DEFAULT, findings
 from tooltap.core.wire import detect_api, detect_socket
 
+from ..handover.record import Record
 from ..inspection.flows import flow_exchange, socket_turns
+from ..inspection.scrub import scrub
 from ..inspection.session import Session
 from ..inspection.sockets import socket_verdict
 from ..sinks.redaction import ArgumentPolicy
@@ -137,7 +139,13 @@ def read_alone(flow: http.HTTPFlow, policy: ArgumentPolicy) -> list[Verdict]:
         verdicts = [session.inspect(flow_exchange(flow))]
     else:
         verdicts = []
-    return [policy.verdict(v) for v in verdicts]
+    credentials = request_credentials(flow)
+    return [policy.verdict(scrub(v, credentials)) for v in verdicts]
+
+
+def request_credentials(flow: http.HTTPFlow) -> tuple[str, ...]:
+    """The credentials the flow's request carries, to be kept out of anything shown."""
+    return Record.of(None, flow.request).credentials()
 
 
 def is_model_call(flow: Any) -> bool:

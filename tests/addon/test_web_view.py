@@ -17,7 +17,7 @@ from support.flows import CHAT_REQUEST, make_flow
 
 from tooltap.addon.options import add_options
 from tooltap.addon.sinks.redaction import ArgumentPolicy
-from tooltap.addon.web.annotate import WebAnnotations
+from tooltap.addon.web.annotate import MAX_WAITING, WebAnnotations
 from tooltap.addon.web.view import KEY, TooltapContentview, describe, read_alone
 
 CREDENTIAL = "sk-proj-HEADERTOKEN-0123456789abcdef"
@@ -135,6 +135,7 @@ async def test_a_flow_from_a_file_keeps_its_annotations_and_one_without_is_read_
     # Not annotated: inspected alone, under the configured policy.
     assert pretty(read).text == describe(read_alone(read, ArgumentPolicy("raw")), "raw")
     assert pretty(read).text.startswith("tooltap strict-void, argument-schema")
+    assert CREDENTIAL not in pretty(read).text and "[redacted]" in pretty(read).text
 
 
 async def test_under_mitmdump_nothing_is_annotated_and_the_view_still_reads_a_flow():
@@ -173,3 +174,29 @@ def test_a_recorded_socket_no_one_annotated_shows_its_turns_on_the_upgrade():
     assert "api        responses over websocket" in text
     # Its messages keep their own views: no turn was placed on one.
     assert pretty(flow, flow.websocket.messages[-1]).view_name != "tooltap"
+
+
+async def test_an_exchange_seen_again_gets_one_verdict_not_two(web):
+    annotations, _ = web
+    annotations.running()
+    flow = await annotated(annotations, strict_void_flow())
+    annotations.response(flow)  # replayed in mitmweb, or loaded again from a file
+    for _ in range(500):
+        if annotations.waiting == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert len(flow.metadata[KEY]["verdicts"]) == 1
+    assert flow.comment == "tooltap: strict-void, argument-schema"
+
+
+async def test_past_the_backlog_bound_a_flow_is_left_unannotated_and_said_once(web, caplog):
+    annotations, _ = web
+    annotations.running()
+    annotations.waiting = MAX_WAITING  # the worker is that far behind
+    flows = [strict_void_flow(), strict_void_flow()]
+    for flow in flows:
+        annotations.response(flow)
+    await asyncio.sleep(0.1)
+    assert [(f.comment, KEY in f.metadata) for f in flows] == [("", False), ("", False)]
+    assert annotations.behind == 2
+    assert caplog.text.count("faster than tooltap can annotate them") == 1

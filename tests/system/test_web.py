@@ -8,6 +8,7 @@ import io
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +83,9 @@ def listed(flows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     return [(f["request"]["path"], f["marked"], f["comment"]) for f in flows]
 
 
-@pytest.fixture(scope="module")
-def demo_web():
-    """The demo's traffic through a real `tooltap web`."""
+@contextlib.contextmanager
+def demo_through_web() -> Iterator[tuple[Proxy, ReplayServer, Web]]:
+    """The demo's traffic through a real `tooltap web`, every flow annotated."""
     with (
         ReplayServer(route, sockets=socket_route) as upstream,
         Proxy.tooltap([upstream.url], "--log-format", "json", web=True) as proxy,
@@ -93,6 +94,12 @@ def demo_web():
         web = Web(proxy.web_url or "")
         web.annotated(len(DEMO_FLOWS))
         yield proxy, upstream, web
+
+
+@pytest.fixture(scope="module")
+def demo_web():
+    with demo_through_web() as stack:
+        yield stack
 
 
 def test_flows_with_findings_are_marked_per_severity_and_commented(demo_web):
@@ -156,13 +163,8 @@ def test_a_sockets_turns_show_on_the_messages_that_ended_them(demo_web):
 
 
 def test_marks_and_comments_leave_the_bytes_on_the_wire_unchanged():
-    with (
-        ReplayServer(route, sockets=socket_route) as upstream,
-        Proxy.tooltap([upstream.url], "--log-format", "json", web=True) as proxy,
-    ):
-        drive(Console(file=io.StringIO()), proxy)
-        web = Web(proxy.web_url or "")
-        before = len(web.annotated(len(DEMO_FLOWS)))
+    with demo_through_web() as (proxy, upstream, web):
+        before = len(web.flows())
         replay_every_step(proxy, upstream)
         recorded = len(DEMO_FLOWS) - 1  # every HTTP step
         flows = web.annotated(before + recorded)
