@@ -7,6 +7,8 @@ is listed once per occurrence, so a count of findings counts occurrences.
 
 from __future__ import annotations
 
+import re
+
 from . import schema
 from .inspection import Verdict
 from .loop import RULES
@@ -20,21 +22,34 @@ NAMES = (*STATES, *FORMATS, *ARGUMENTS, *RULES, "rejected")
 # has not gone wrong yet, and a fan-out without strict never had a guarantee
 # to lose: both are reported, neither fails.
 DEFAULT = frozenset(NAMES) - {"strict-at-risk", "fanout-no-strict"}
+# Response, call and event ids inside a loop error's `where` (Realtime names the response).
+_IDS = re.compile(r"\b(?:resp|call|toolu|msg|chatcmpl|fc|item|event)_[A-Za-z0-9_-]+")
 
 
 def findings(verdict: Verdict) -> list[str]:
     """Every finding in one verdict, a name per occurrence, in report order. Pure."""
-    found: list[str] = []
+    return [name for name, _ in occurrences(verdict)]
+
+
+def occurrences(verdict: Verdict) -> list[tuple[str, str]]:
+    """Every finding with what tells it apart, free of ids (a re-recording has new ones). Pure.
+
+    The detail is the call names for a state, the tool and the paths for an
+    argument error, where in the request for a loop rule, the status and
+    type for a rejection.
+    """
+    found: list[tuple[str, str]] = []
     if verdict.state in STATES:
-        found.append(verdict.state)
+        found.append((verdict.state, ",".join(sorted(c.name for c in verdict.calls))))
     if verdict.format_state in FORMATS:
-        found.append(verdict.format_state)
+        found.append((verdict.format_state, ""))
     for call in verdict.calls:
         if call.parse_error is not None:
-            found.append("argument-parse")
+            found.append(("argument-parse", call.name))
         if call.schema_errors:
-            found.append("argument-schema")
-    found.extend(error.rule for error in verdict.loop_errors)
+            paths = ",".join(sorted({e.path for e in call.schema_errors}))
+            found.append(("argument-schema", f"{call.name} {paths}"))
+    found.extend((error.rule, _IDS.sub("<id>", error.where)) for error in verdict.loop_errors)
     if verdict.rejected is not None:
-        found.append("rejected")
+        found.append(("rejected", f"{verdict.rejected.status} {verdict.rejected.type}"))
     return found

@@ -3,7 +3,7 @@
 Stored responses are read with one read-only GET /v1/responses/{id} each; a
 mitmproxy flow file, a HAR file or a JSONL file of exchanges is read from
 disk. Every exchange goes through tooltap.core.inspect, like the live proxy.
-Exit codes, as the seeds': 0 clean, 1 findings, 2 usage or access error.
+Exit codes: 0 clean, 1 findings over budget, 2 usage or read error.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from typing import Any
 from tooltap.core import parallel
 
 from ..inspection.session import Session
+from .budget import Baseline, parse_fail_on, parse_rate
+from .cassettes import cassette_files, cassette_items
 from .inputs import DEFAULT_BASE, AccessError, Item, flow_file, jsonl_file, stored_responses
-from .report import Report
+from .report import FORMATS_OUT, Report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,10 +54,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a JSONL file of exchanges {method, url, request_body, status, response_headers, response_body}",
     )
     parser.add_argument(
+        "--cassettes",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="PATH",
+        help="VCR cassettes (vcrpy, pytest-recording): files, or folders read recursively",
+    )
+    parser.add_argument(
         "--show-all", action="store_true", help="also print turns that are correctly configured"
     )
     parser.add_argument(
-        "--format", choices=("text", "json"), default="text", help="text (default) or JSON lines"
+        "--format",
+        choices=FORMATS_OUT,
+        default="text",
+        help="text (default), json (JSON lines), junit (JUnit XML) or github (workflow commands)",
+    )
+    parser.add_argument(
+        "--fail-on",
+        default="default",
+        metavar="FINDINGS",
+        help="the findings that fail the audit, comma-separated: states (strict-void, "
+        "strict-at-risk, fanout-no-strict), loop rules, argument-parse, argument-schema, rejected, "
+        "advisory-schema, ... `default` is every finding but strict-at-risk and fanout-no-strict",
+    )
+    parser.add_argument(
+        "--max-exposure",
+        metavar="RATE",
+        help="fail when the exposure rate (strict-void over at-risk turns) is above this: 0.1 or 10%%",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="FILE",
+        help="fail only on findings this baseline does not already hold",
+    )
+    parser.add_argument(
+        "--write-baseline",
+        metavar="FILE",
+        help="write every finding --fail-on names to this baseline (and judge against it)",
     )
 
 
@@ -69,8 +105,23 @@ def _progress(items: list[Item] | Iterator[Item], total: int | None) -> Iterable
 
 
 def main(args: argparse.Namespace, out: Any = None) -> int:
-    report = Report(show_all=args.show_all, as_json=args.format == "json", out=out or sys.stdout)
-    sources: list[tuple[Iterator[Item], int | None]] = []
+    try:
+        fail_on = parse_fail_on(args.fail_on)
+        max_exposure = parse_rate(args.max_exposure) if args.max_exposure else None
+        baseline = Baseline.load(args.baseline) if args.baseline else None
+    except ValueError as exc:
+        print(f"tooltap audit: {exc}", file=sys.stderr)
+        return 2
+    report = Report(
+        show_all=args.show_all,
+        format=args.format,
+        out=out or sys.stdout,
+        fail_on=fail_on,
+        baseline=baseline,
+        max_exposure=max_exposure,
+    )
+    # (items, how many if known, a session of their own: a cassette is one recorded session)
+    sources: list[tuple[Iterator[Item], int | None, bool]] = []
     ids = list(args.response_id)
     if args.responses:
         try:
@@ -99,20 +150,29 @@ def main(args: argparse.Namespace, out: Any = None) -> int:
             )
             return 2
         base = os.environ.get("OPENAI_BASE_URL", DEFAULT_BASE).rstrip("/")
-        sources.append((stored_responses(ids, base, key), len(ids)))
+        sources.append((stored_responses(ids, base, key), len(ids), False))
     for path in [*args.read, *args.har]:
-        sources.append((flow_file(path), None))
+        sources.append((flow_file(path), None, False))
     for path in args.jsonl:
-        sources.append((jsonl_file(path), None))
+        sources.append((jsonl_file(path), None, False))
+    try:
+        for cassette in cassette_files(args.cassettes):
+            sources.append((cassette_items(cassette), None, True))
+    except OSError as exc:
+        print(f"tooltap audit: {exc}", file=sys.stderr)
+        return 2
     if not sources:
         print(
-            "tooltap audit: give --responses, --response-id, -r, --har or --jsonl", file=sys.stderr
+            "tooltap audit: give --responses, --response-id, -r, --har, --jsonl or --cassettes",
+            file=sys.stderr,
         )
         return 2
 
     session = Session()
     try:
-        for items, total in sources:
+        for items, total, own_session in sources:
+            if own_session:
+                session = Session()
             for item in _progress(items, total):
                 if item.exchange is None:
                     report.unreadable(item)
@@ -132,5 +192,13 @@ def main(args: argparse.Namespace, out: Any = None) -> int:
     except Exception as exc:  # noqa: BLE001 - a corrupt flow file is a usage error, said plainly
         print(f"tooltap audit: could not read the input: {exc}", file=sys.stderr)
         return 2
+    if args.write_baseline:
+        try:
+            Baseline.write(args.write_baseline, report.seen)
+        except OSError as exc:
+            print(f"tooltap audit: could not write the baseline: {exc}", file=sys.stderr)
+            return 2
+        # Judged against what was just written: only the exposure budget can fail now.
+        report.findings, report.baselined = 0, report.baselined + report.findings
     report.summary()
-    return 1 if report.findings else 0
+    return 1 if report.findings or report.over_exposure else 0

@@ -67,6 +67,8 @@ class Item:
     unreadable: str | None = None
     turn: SocketTurn | None = None  # a turn read off a WebSocket
     ended: tuple[str | None, str | None] = (None, None)  # how its socket ended: (note, failure)
+    source: str | None = None  # the file it was read from: one session per file
+    line: int | None = None  # where in that file it starts, when known
 
     def inspect(self, session: Session) -> Verdict:
         if self.turn is not None:

@@ -1,38 +1,66 @@
-"""`tooltap audit`'s report: one line per finding with its repairs, or JSON lines."""
+"""`tooltap audit`'s report: text, JSON lines, JUnit XML or GitHub workflow commands.
+
+Every finding is reported; those `--fail-on` names, and that a baseline does
+not already hold, fail the audit, as does an exposure rate over its budget.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+from xml.etree import ElementTree
 
 from tooltap.core import Verdict, parallel, subsets
-from tooltap.core.findings import DEFAULT, FORMATS, STATES, findings
+from tooltap.core.findings import DEFAULT, FORMATS, STATES
 
+from .budget import Baseline, Key, keys
 from .inputs import Item
+
+FORMATS_OUT = ("text", "json", "junit", "github")
+
+
+@dataclass
+class Case:
+    """One item, for the reports written at the end (JUnit)."""
+
+    item: Item
+    failing: list[tuple[str, str]] = field(default_factory=list)  # (finding, what and repair)
+    error: str | None = None  # why it could not be read
 
 
 @dataclass
 class Report:
-    show_all: bool
-    as_json: bool
+    show_all: bool = False
+    format: str = "text"
     out: Any = field(default_factory=lambda: sys.stdout)
+    fail_on: frozenset[str] = DEFAULT
+    baseline: Baseline | None = None
+    max_exposure: float | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
     read: int = 0
-    findings: int = 0
+    findings: int = 0  # over the budget: these fail the audit
+    baselined: int = 0
+    seen: Counter[Key] = field(default_factory=Counter)  # every finding named by --fail-on
+    cases: list[Case] = field(default_factory=list)
+    over_exposure: bool = False
 
     def line(self, text: str) -> None:
-        if not self.as_json:
+        if self.format == "text":
             print(text, file=self.out)
 
     def unreadable(self, item: Item, outcome: str = "unreadable") -> None:
         """An item without a verdict: unreadable, or a socket's turn skipped, and why."""
-        if self.as_json:
+        if self.format == "json":
             print(
                 json.dumps({"label": item.label, "outcome": outcome, "reason": item.unreadable}),
                 file=self.out,
             )
+        elif self.format == "github":
+            self._command("warning", f"tooltap: {outcome}", item.unreadable or "", item)
+        self.cases.append(Case(item, error=f"{outcome}: {item.unreadable}"))
         self.line(f"{outcome:<19} {item.label}  {item.unreadable}")
 
     def verdict(self, item: Item, verdict: Verdict) -> None:
@@ -40,13 +68,24 @@ class Report:
         label = verdict.response_id or item.label
         if verdict.state is not None:
             self.rows.append({"state": verdict.state, "calls": verdict.call_count})
-        found = sum(1 for name in findings(verdict) if name in DEFAULT)
-        self.findings += found
-        if self.as_json:
-            print(
-                json.dumps({"label": item.label, "finding": bool(found), **verdict.to_dict()}),
-                file=self.out,
-            )
+        failing = []
+        for key, message in zip(keys(item, verdict), _messages(verdict), strict=True):
+            if key.finding not in self.fail_on:
+                continue
+            self.seen[key] += 1
+            if self.baseline is not None and self.baseline.absorbs(key):
+                self.baselined += 1
+            else:
+                failing.append((key.finding, message))
+        self.findings += len(failing)
+        self.cases.append(Case(item, failing))
+        if self.format == "json":
+            names = [name for name, _ in failing]
+            row = {"label": item.label, "finding": bool(failing), "failing": names}
+            print(json.dumps({**row, **verdict.to_dict()}), file=self.out)
+        elif self.format == "github":
+            for name, message in failing:
+                self._command("error", f"tooltap: {name}", f"{label}: {message}", item)
         else:
             self._text(label, verdict)
 
@@ -99,23 +138,44 @@ class Report:
 
     def summary(self) -> None:
         shape = parallel.exposure(row["state"] for row in self.rows)
-        if self.as_json:
+        rate = shape["rate"]
+        over = self.max_exposure is not None and rate is not None and rate > self.max_exposure
+        self.over_exposure = over
+        budget = f" (budget {self.max_exposure:.1%})" if self.max_exposure is not None else ""
+        exposure = (
+            "no exposure to report: no turn declared a strict tool with parallel calls left on"
+            if rate is None
+            else f"exposure {rate:.1%}{budget}: {shape['void']} of {shape['at_risk']} at-risk "
+            f"turn(s) fanned out, covering {parallel.unvalidated_calls(self.rows)} argument "
+            "object(s) with no guarantee"
+        )
+        if self.format == "json":
             out = {
                 "summary": True,
                 "read": self.read,
                 "findings": self.findings,
+                "baselined": self.baselined,
+                "exposure_over_budget": over,
                 **shape,
                 "unguaranteed_arguments": parallel.unvalidated_calls(self.rows),
             }
             print(json.dumps(out), file=self.out)
             return
-        if shape["rate"] is None:
+        if self.format == "junit":
+            self._junit(exposure, over)
+            return
+        if self.format == "github":
+            if over:
+                self._command("error", "tooltap: exposure over budget", exposure, None)
+            self._command("notice", "tooltap audit", self._counts() + "; " + exposure, None)
+            return
+        if rate is None:
             self.line(
                 "no turn in this sample declared a strict tool with parallel calls left on, so there is no exposure to report"
             )
         else:
             self.line(
-                f"exposure: {shape['void']} of {shape['at_risk']} at-risk turn(s) fanned out ({shape['rate'] * 100:.1f}%), "
+                f"exposure: {shape['void']} of {shape['at_risk']} at-risk turn(s) fanned out ({rate * 100:.1f}%), "
                 f"covering {parallel.unvalidated_calls(self.rows)} argument object(s) with no guarantee"
             )
             if shape["void"] == 0:
@@ -123,4 +183,92 @@ class Report:
                     "  every at-risk turn happened to return one call. That is luck, not configuration: set "
                     "parallel_tool_calls false before it stops being lucky."
                 )
-        self.line(f"{self.read} response(s) read, {self.findings} finding(s)")
+            if over:
+                self.line(f"  over the budget of {self.max_exposure:.1%}")
+        self.line(self._counts())
+
+    def _counts(self) -> str:
+        known = f" ({self.baselined} more in the baseline)" if self.baseline is not None else ""
+        return f"{self.read} response(s) read, {self.findings} finding(s){known}"
+
+    def _command(self, level: str, title: str, message: str, item: Item | None) -> None:
+        """A GitHub Actions workflow command: an annotation on the file and line, if known."""
+        properties = {"title": title}
+        if item is not None and item.source:
+            properties["file"] = item.source
+            if item.line:
+                properties["line"] = str(item.line)
+        props = ",".join(f"{k}={_escape(v, True)}" for k, v in properties.items())
+        print(f"::{level} {props}::{_escape(message)}", file=self.out)
+
+    def _junit(self, exposure: str, over: bool) -> None:
+        """One test suite per input file, a test case per exchange; findings are failures."""
+        suites: dict[str, ElementTree.Element] = {}
+        root = ElementTree.Element("testsuites", name="tooltap audit")
+        for case in self.cases:
+            source = case.item.source or "tooltap audit"
+            suite = suites.get(source)
+            if suite is None:
+                suite = suites[source] = ElementTree.SubElement(root, "testsuite", name=source)
+            attributes = {"classname": source, "name": case.item.label}
+            if case.item.source:
+                attributes["file"] = case.item.source
+            if case.item.line:
+                attributes["line"] = str(case.item.line)
+            element = ElementTree.SubElement(suite, "testcase", attributes)
+            if case.error is not None:
+                ElementTree.SubElement(element, "error", message=case.error, type="unreadable")
+            elif case.failing:
+                failure = ElementTree.SubElement(
+                    element,
+                    "failure",
+                    message=", ".join(name for name, _ in case.failing),
+                    type=case.failing[0][0],
+                )
+                failure.text = "\n".join(f"{name}: {text}" for name, text in case.failing)
+        budget = ElementTree.SubElement(root, "testsuite", name="exposure")
+        element = ElementTree.SubElement(
+            budget, "testcase", classname="exposure", name="exposure rate"
+        )
+        if over:
+            ElementTree.SubElement(element, "failure", message=exposure, type="exposure")
+        for suite in root:
+            cases = list(suite)
+            suite.set("tests", str(len(cases)))
+            suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
+            suite.set("errors", str(sum(1 for c in cases if c.find("error") is not None)))
+        for name in ("tests", "failures", "errors"):
+            root.set(name, str(sum(int(suite.get(name, "0")) for suite in root)))
+        ElementTree.indent(root)
+        text = ElementTree.tostring(root, encoding="unicode", xml_declaration=True)
+        print(text, file=self.out)
+
+
+def _escape(text: str, property: bool = False) -> str:
+    """GitHub's workflow-command escaping; properties also escape `:` and `,`."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if property else text
+
+
+def _messages(v: Verdict) -> list[str]:
+    """What each finding is and its repair, one per occurrence, in occurrences() order."""
+    out: list[str] = []
+    if v.state in STATES:
+        repairs = subsets.state_repairs(v.api or "", v.state)
+        out.append(f"{v.detail} Repair: {repairs[0]}" if repairs else str(v.detail))
+    if v.format_state in FORMATS:
+        out.append(str(v.format_detail))
+    for call in v.calls:
+        if call.parse_error is not None:
+            out.append(
+                f"call {call.call_id} ({call.name}): arguments are not JSON: "
+                f"{call.parse_error.message} at {call.parse_error.position}"
+            )
+        if call.schema_errors:
+            errors = "; ".join(f"{e.path}: {e.message}" for e in call.schema_errors)
+            out.append(f"call {call.call_id} ({call.name}): {errors}")
+    out.extend(f"{', '.join(e.ids)} at {e.where}. Repair: {e.repair}" for e in v.loop_errors)
+    if v.rejected is not None:
+        blockers = "".join(f" Blocker: {b}" for b in v.rejected.blockers)
+        out.append(f"{v.rejected.status} {v.rejected.type}: {v.rejected.message}{blockers}")
+    return out

@@ -230,10 +230,13 @@ def test_json_output_carries_the_live_log_fields(api, capsys):
         True,
     )
     assert [c["call_id"] for c in first["calls"]] == ["call_0", "call_1", "call_2"]
+    assert first["failing"] == ["strict-void"]
     assert summary == {
         "summary": True,
         "read": 1,
         "findings": 1,
+        "baselined": 0,
+        "exposure_over_budget": False,
         "at_risk": 1,
         "void": 1,
         "rate": 1.0,
