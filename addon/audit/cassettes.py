@@ -97,6 +97,8 @@ def _load(path: Path, text: str) -> tuple[list[Any], list[dict[str, Any]]]:
 
 def _unparse(interaction: dict[str, Any]) -> None:
     """A body stored parsed (`parsed_body`) back as compact JSON, where vcrpy expects it."""
+    if not isinstance(interaction, dict):
+        return  # vcrpy says what is wrong with it
     request, response = interaction.get("request"), interaction.get("response")
     if isinstance(request, dict) and "parsed_body" in request:
         request["body"] = _compact(request.pop("parsed_body"))
