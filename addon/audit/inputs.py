@@ -143,18 +143,19 @@ def flow_file(path: str) -> Iterator[Item]:
             if not isinstance(flow, http.HTTPFlow):
                 continue
             if flow.websocket is not None:
-                yield from _socket_items(flow)
+                yield from _socket_items(flow, path)
                 continue
             request = flow.request
-            yield Item(f"{request.method} {request.path.partition('?')[0]}", flow_exchange(flow))
+            label = f"{request.method} {request.path.partition('?')[0]}"
+            yield Item(label, flow_exchange(flow), source=path)
 
 
-def _socket_items(flow: Any) -> Iterator[Item]:
+def _socket_items(flow: Any, path: str) -> Iterator[Item]:
     """A recorded WebSocket's turns, each with how its socket ended."""
     ended = socket_ending(flow)
     label = f"WS {flow.request.path.partition('?')[0]}"
     for number, turn in enumerate(socket_turns(flow), 1):
-        yield Item(f"{label} #{number}", turn.exchange, turn=turn, ended=ended)
+        yield Item(f"{label} #{number}", turn.exchange, turn=turn, ended=ended, source=path)
 
 
 def jsonl_file(path: str) -> Iterator[Item]:
@@ -165,8 +166,8 @@ def jsonl_file(path: str) -> Iterator[Item]:
             try:
                 record = RecordedExchange.model_validate_json(line)
             except ValidationError as exc:
-                yield Item(
-                    f"{path}:{number}", unreadable=f"not an exchange: {exc.errors()[0]['msg']}"
-                )
+                why = f"not an exchange: {exc.errors()[0]['msg']}"
+                yield Item(f"{path}:{number}", unreadable=why, source=path, line=number)
                 continue
-            yield Item(f"{record.method} {record.url}", record.exchange())
+            label = f"{record.method} {record.url}"
+            yield Item(label, record.exchange(), source=path, line=number)

@@ -394,3 +394,22 @@ def test_the_readmes_ci_section_command_for_command_on_a_temporary_project(tmp_p
         f"error title=tooltap%3A strict-void,{new}",
         "error title=tooltap%3A exposure over budget",
     ]
+
+
+def test_the_budgets_and_formats_work_on_every_input_and_a_missing_path_is_a_usage_error(
+    tmp_path,
+):
+    gate = audit("--jsonl", str(REALWORLD), "--fail-on", "rejected", "--format", "github")
+    assert gate.returncode == 1
+    errors = [line for line in gate.stdout.splitlines() if line.startswith("::error")]
+    assert len(errors) == 32  # the corpus's 4xx, each at its line of the file
+    assert all(f"file={REALWORLD},line=" in e and "title=tooltap%3A rejected" in e for e in errors)
+    notes = tmp_path / "notes.yaml"
+    notes.write_text("hello: world\n")
+    read = audit("--cassettes", str(tmp_path), "--fail-on", "strict-void")
+    assert read.returncode == 0
+    assert (
+        f"unreadable          {notes}  not a VCR cassette: it has no 'interactions'" in read.stdout
+    )
+    missing = audit("--cassettes", str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and "no such file or folder" in missing.stderr
