@@ -126,11 +126,11 @@ def test_audit_prints_the_verdict_inspect_gives_for_every_exchange(audit, verdic
     failures = []
     for index, line in zip(shown, printed, strict=True):
         record = RECORDS[index]
-        label, finding = line.pop("label"), line.pop("finding")
+        label, finding, failing = line.pop("label"), line.pop("finding"), line.pop("failing")
         mine = {k: v for k, v in verdicts[index].to_dict().items() if k not in PER_RUN}
         theirs = {k: v for k, v in line.items() if k not in PER_RUN}
-        if label != f"{record['method']} {record['url']}" or not isinstance(finding, bool):
-            failures.append(f"{where(index)}: label {label!r}, finding {finding!r}")
+        if label != f"{record['method']} {record['url']}" or finding != bool(failing):
+            failures.append(f"{where(index)}: label {label!r}, finding {finding!r} {failing!r}")
         elif theirs != mine:
             keys = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
             failures.append(f"{where(index)}: differs in {', '.join(keys)}")
