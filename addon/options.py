@@ -125,6 +125,15 @@ OPTIONS = (
         flag="--model-labels",
     ),
     Option(
+        "tooltap_otlp",
+        str,
+        "",
+        "Export each verdict as an OpenTelemetry span to this OTLP/HTTP collector (e.g. "
+        "http://collector:4318); OTEL_EXPORTER_OTLP_ENDPOINT does the same. Off when neither is set.",
+        inspection=True,
+        flag="--otlp",
+    ),
+    Option(
         "tooltap_inspector",
         str,
         "process",

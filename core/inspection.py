@@ -87,6 +87,12 @@ class Verdict(BaseModel):
     """The response was an SSE stream."""
     model: str | None = None
     """The model the response names, else the one the request asked for."""
+    request_model: str | None = None
+    """The model the request asked for."""
+    finish_reasons: list[str] = Field(default_factory=list)
+    """Why the model stopped: finish_reason per choice, stop_reason, or the response's status."""
+    usage: dict[str, int] = Field(default_factory=dict)
+    """The tokens the response counts: input_tokens, output_tokens (where it says)."""
     response_id: str | None = None
     """The response's id (resp_..., chatcmpl-..., msg_...)."""
     state: str | None = None
@@ -308,6 +314,7 @@ def inspect(
             message=error.message,
             blockers=_blockers(turn, limits),
         )
+        found["request_model"] = turn.request_model
         return Verdict(**found | {"model": turn.model, "rejected": rejected})
 
     if response.problem is not None or not isinstance(response.value, dict):
@@ -315,7 +322,13 @@ def inspect(
         return Verdict(**found | {"outcome": "unparseable", "reason": reason})
 
     turn = read_turn(api, request.value, response.value)
-    found |= {"model": turn.model, "response_id": turn.response_id}
+    found |= {
+        "model": turn.model,
+        "response_id": turn.response_id,
+        "request_model": turn.request_model,
+        "finish_reasons": turn.finish_reasons,
+        "usage": turn.usage,
+    }
     if api == "responses" and _unfinished(exchange, request.value, turn.status, response):
         reason = (
             f"the response is {turn.status}"

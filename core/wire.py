@@ -159,6 +159,9 @@ class Turn(BaseModel):
     # The tools tool_choice leaves callable, by name: None is all of them.
     callable_names: list[str] | None = None
     status: str | None = None  # Responses only: queued, in_progress, completed, ...
+    request_model: str | None = None  # the model the request asked for
+    finish_reasons: list[str] = Field(default_factory=list)  # why the model stopped, per choice
+    usage: dict[str, int] = Field(default_factory=dict)  # input_tokens, output_tokens
 
     def tool(self, call: ToolCall) -> Tool | None:
         """The declared tool a call is for: by namespace and name, else by name alone.
@@ -502,4 +505,31 @@ _READERS = {
 
 def read_turn(api: Api, request: Any, response: Any) -> Turn:
     """The Turn of one exchange from its parsed bodies. Pure; junk reads as absent."""
-    return _READERS[api](as_dict(request), as_dict(response))
+    request, response = as_dict(request), as_dict(response)
+    turn = _READERS[api](request, response)
+    turn.request_model = as_str(request.get("model")) or None
+    turn.finish_reasons = _finish_reasons(api, response)
+    usage = as_dict(response.get("usage"))
+    counted = {
+        "input_tokens": usage.get("input_tokens", usage.get("prompt_tokens")),
+        "output_tokens": usage.get("output_tokens", usage.get("completion_tokens")),
+    }
+    turn.usage = {
+        k: v for k, v in counted.items() if isinstance(v, int) and not isinstance(v, bool)
+    }
+    return turn
+
+
+def _finish_reasons(api: Api, response: Mapping[str, Any]) -> list[str]:
+    """Why the model stopped: each choice's finish_reason, the stop_reason, or the status
+    (with the reason an incomplete response gives). Pure."""
+    if api == "chat":
+        choices = map(as_dict, as_list(response.get("choices")))
+        return [as_str(c.get("finish_reason")) for c in choices if as_str(c.get("finish_reason"))]
+    if api == "messages":
+        reason = as_str(response.get("stop_reason"))
+        return [reason] if reason else []
+    status = as_str(response.get("status"))
+    incomplete = as_str(as_dict(response.get("incomplete_details")).get("reason"))
+    reason = incomplete if status == "incomplete" and incomplete else status
+    return [reason] if reason else []

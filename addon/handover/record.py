@@ -85,6 +85,8 @@ class Record:
     note: str | None = None  # the client broke it off: mitmproxy's words
     held: int = 0  # bytes taken from the memory budget for this record (proxy side)
     socket: SocketBatch | None = None  # a batch of one socket's messages, in chunks
+    started: float = 0.0  # when the request began (a socket batch: its first message), epoch s
+    ended: float = 0.0  # when the response ended, or broke off (a batch: its last message)
 
     @classmethod
     def of(cls, api: Api | None, request: Any, **fields: Any) -> Record:
@@ -97,7 +99,7 @@ class Record:
             port=request.port,
             path=request.path,
             request_headers=request.headers.fields,
-            **fields,
+            **{"started": request.timestamp_start or 0.0, **fields},
         )
 
     @property

@@ -23,6 +23,7 @@ from ..handover.counts import SharedCounts
 from ..handover.record import FrameReader
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
+from ..sinks.traces import traces
 from .inspector import Inspector
 
 logger = logging.getLogger("tooltap")
@@ -67,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         metrics,
         max_turn=settings["tooltap_max_body"],
         budget=settings["tooltap_memory_budget"],
+        traces=traces(settings, metrics.span),
     )
     os.set_blocking(args.records, False)
     frames = FrameReader(args.records)
@@ -93,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                 inspected = 0
             counts.fold_into(metrics)
     finally:
+        inspector.close()
         counts.fold_into(metrics)
         metrics.close()
         counts.close()

@@ -18,6 +18,7 @@ from ..handover.record import Record
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from ..sinks.redaction import REDACTED
+from ..sinks.traces import TraceSink
 from .scrub import scrub
 from .session import Session, with_ending
 from .sockets import Sockets, socket_verdict
@@ -34,11 +35,14 @@ class Inspector:
         sink: LogSink,
         metrics: Metrics,
         fault: Callable[[str], None] | None = None,
+        *,
         max_turn: int = MAX_TURN,
         budget: int = BUDGET,
+        traces: TraceSink | None = None,
     ) -> None:
         self.sink = sink
         self.metrics = metrics
+        self.traces = traces
         self.session = Session()
         self.sockets = Sockets(max_turn, budget)
         self._fault = fault  # a test seam: raises to inject a fault
@@ -85,5 +89,14 @@ class Inspector:
             verdict = scrub(verdict, credentials)
             for credential in credentials:
                 path = path.replace(credential, REDACTED)
-        self.sink.emit(verdict, record.logged_host(), path, (time.perf_counter() - started) * 1000)
+        host = record.logged_host()
+        self.sink.emit(verdict, host, path, (time.perf_counter() - started) * 1000)
         self.metrics.record(verdict, time.perf_counter() - started)
+        if self.traces is not None:
+            self.traces.emit(
+                verdict, record.host, record.request_headers, record.started, record.ended
+            )
+
+    def close(self) -> None:
+        if self.traces is not None:
+            self.traces.close()

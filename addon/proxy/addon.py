@@ -38,6 +38,7 @@ from ..inspection.inspector import Inspector
 from ..options import BY_NAME
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
+from ..sinks.traces import traces
 from .sockets import SocketTap
 from .tap import StreamTap
 
@@ -74,6 +75,7 @@ class Inspection:
     url: str  # of its /metrics endpoint
     metrics: Metrics | None = None  # thread mode: the metrics this process serves
     log_file: IO[str] | None = None  # thread mode with tooltap_log_file
+    inspector: Inspector | None = None  # thread mode: its trace export is closed here
 
     def detach(self) -> None:
         """Stop using the event loop (before close() runs in a thread)."""
@@ -84,6 +86,8 @@ class Inspection:
         """Hand over what is queued (briefly), stop the worker, release the rest. Blocks for
         a few seconds at most; returns the exchanges never inspected, by api."""
         left = self.worker.stop()
+        if self.inspector is not None:
+            self.inspector.close()
         if self.metrics is not None:
             self.metrics.close()
         self.counts.close()
@@ -214,11 +218,12 @@ class Tooltap:
             self._fault,
             max_turn=settings["tooltap_max_body"],
             budget=settings["tooltap_memory_budget"],
+            traces=traces(settings, metrics.span),
         )
         worker = ThreadWorker(inspector.handle, self._worker_error, size, self._release)
         worker.start()
         url = self._metrics_url(settings, port)
-        return Inspection(worker, DirectCounts(metrics), url, metrics, log_file)
+        return Inspection(worker, DirectCounts(metrics), url, metrics, log_file, inspector)
 
     @staticmethod
     def _metrics_url(settings: dict[str, Any], port: int) -> str:
@@ -373,6 +378,8 @@ class Tooltap:
             request_body=request.raw_content or b"",
             failure=error if failed else None,
             note=None if failed else error,
+            ended=(response.timestamp_end if response is not None else None)
+            or (flow.error.timestamp if flow.error is not None else 0.0),
         )
         if request.raw_content is None:
             record.skipped = "request body streamed by mitmproxy, not inspected"

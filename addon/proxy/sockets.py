@@ -38,6 +38,7 @@ class SocketTap:
         self.lost = False  # a message inspection needed went by unread before this batch
         self._losing = False  # ... after it: the next batch says so
         self.skipped: Counter[str] = Counter()
+        self.started = self.ended = 0.0  # the batch's first and last held message (epoch s)
 
     def take(self, budget: Budget) -> bool:
         """Hold the newest message if inspection needs it; True when the batch should go now."""
@@ -60,6 +61,9 @@ class SocketTap:
                 return True
             self.lost = True
             return False
+        if not self.messages:
+            self.started = message.timestamp
+        self.ended = message.timestamp
         self.messages.append(content)
         self.sources.append(message.from_client)
         self.held += len(content)
@@ -77,6 +81,8 @@ class SocketTap:
             flow.request,
             chunks=self.messages,
             held=self.held,
+            started=self.started,
+            ended=self.ended,
             socket=SocketBatch(
                 flow.id,
                 bytes(self.sources),

@@ -152,6 +152,13 @@ class Metrics:
             ["api", "reason"],
             registry=r,
         )
+        self.spans = Counter(
+            "tooltap_spans_total",
+            "OpenTelemetry spans (tooltap_otlp), by outcome: exported, or dropped (the collector "
+            "was down, slow or refused them, or the queue was full).",
+            ["outcome"],
+            registry=r,
+        )
         self.held = Gauge(
             "tooltap_held_bytes",
             "Bytes the proxy holds for inspection now (stream copies, bodies on their way).",
@@ -172,6 +179,8 @@ class Metrics:
                 self.tool_results.labels(api, result)
         for where in WHERE:
             self.internal_errors.labels(where)
+        for outcome in ("exported", "dropped"):
+            self.spans.labels(outcome)
         for api in SOCKET_APIS:
             for reason in SOCKET_SKIPS:
                 self.socket_skips.labels(api, reason)
@@ -206,6 +215,10 @@ class Metrics:
 
     def socket_skipped(self, api: str, reason: str, count: int = 1) -> None:
         self._child(self.socket_skips, api, reason).inc(count)
+
+    def span(self, outcome: str, count: int = 1) -> None:
+        """Thread-safe: the span exporter's thread counts here."""
+        self._child(self.spans, outcome).inc(count)
 
     def internal_error(self, where: str) -> None:
         self._child(self.internal_errors, where).inc()

@@ -52,6 +52,7 @@ def test_the_inspector_gets_exactly_the_options_it_reads_as_data():
         "tooltap_log_file",
         "tooltap_log_arguments",
         "tooltap_model_labels",
+        "tooltap_otlp",  # spans are exported by the inspector
         "tooltap_inspector",
         "tooltap_queue_size",
     }
@@ -59,14 +60,21 @@ def test_the_inspector_gets_exactly_the_options_it_reads_as_data():
 
 def test_tooltap_run_has_a_flag_for_each_flagged_option_and_passes_it_on():
     flagged = [o for o in options.OPTIONS if o.flag]
-    assert {o.flag for o in flagged} == {"--log-format", "--log-arguments", "--model-labels"}
+    assert {o.flag for o in flagged} == {
+        "--log-format",
+        "--log-arguments",
+        "--model-labels",
+        "--otlp",
+    }
     args = parser().parse_args(
-        ["run", "--log-format", "json", "--log-arguments", "hash", "--model-labels", "7"]
-    )
+        ["run", "--log-format", "json", "--log-arguments", "hash", "--model-labels", "7",
+         "--otlp", "http://127.0.0.1:4318"]
+    )  # fmt: skip
     argv, _ = mitmdump_args(args, [])
     for setting in (
         "tooltap_log_format=json",
         "tooltap_log_arguments=hash",
         "tooltap_model_labels=7",
+        "tooltap_otlp=http://127.0.0.1:4318",
     ):
         assert argv[argv.index(setting) - 1] == "--set"

@@ -1,0 +1,244 @@
+"""Each verdict as an OpenTelemetry span, inside the trace of the application that made the call.
+
+Off unless `tooltap_otlp` names an OTLP/HTTP collector or OTEL_EXPORTER_OTLP_ENDPOINT (or
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set. One CLIENT span per model call, named
+`chat {model}`, with the GenAI semantic conventions' attributes and tooltap's findings under
+`tooltap.`; an event per tool call, loop error and tool failure. When the request carries W3C
+`traceparent`, the span is its child. Its start and end are the exchange's own timestamps.
+
+Spans are batched on the SDK's own thread with a bounded queue: a slow or absent collector
+drops spans (counted in tooltap_spans_total{outcome="dropped"}), never slows inspection.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.semconv.attributes import error_attributes, server_attributes
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from tooltap.core import Verdict
+from tooltap.core.findings import findings
+
+from .redaction import ArgumentPolicy
+
+ENDPOINT_ENV = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+MAX_QUEUE = 2048  # spans waiting for the collector; past it, the oldest are dropped
+TIMEOUT = 5.0  # seconds per export, unless OTEL_EXPORTER_OTLP_TIMEOUT says otherwise
+Provider = gen_ai.GenAiProviderNameValues
+
+
+def endpoint(option: str) -> str | None:
+    """Where spans go: the option's collector (its /v1/traces), else the standard variables."""
+    if option:
+        return (
+            option
+            if option.rstrip("/").endswith("/v1/traces")
+            else option.rstrip("/") + "/v1/traces"
+        )
+    if any(os.environ.get(name) for name in ENDPOINT_ENV):
+        return ""  # the exporter reads the variables itself
+    return None
+
+
+def provider_name(api: str | None, host: str) -> str:
+    """gen_ai.provider.name: who serves the model, read from the API and the host."""
+    if host.endswith(".openai.azure.com"):
+        return Provider.AZURE_AI_OPENAI.value
+    if api == "messages":
+        return Provider.ANTHROPIC.value
+    if host.startswith("bedrock-") and host.endswith(".api.aws"):
+        return Provider.AWS_BEDROCK.value
+    return Provider.OPENAI.value
+
+
+class _Counted(SpanExporter):
+    """The OTLP exporter, counting what reached the collector and what did not."""
+
+    def __init__(self, inner: SpanExporter, count: Callable[[str, int], None]) -> None:
+        self.inner = inner
+        self.count = count
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self.inner.export(spans)
+        except Exception:  # noqa: BLE001 - an exporter error is a dropped batch, nothing more
+            result = SpanExportResult.FAILURE
+        self.count("exported" if result is SpanExportResult.SUCCESS else "dropped", len(spans))
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+class _Bounded(BatchSpanProcessor):
+    """The SDK's batch processor; a span that pushes the oldest out of its full queue is counted."""
+
+    def __init__(self, exporter: SpanExporter, count: Callable[[str, int], None]) -> None:
+        super().__init__(exporter, max_queue_size=MAX_QUEUE, schedule_delay_millis=1000)
+        self.count = count
+
+    def on_end(self, span: ReadableSpan) -> None:
+        queue = getattr(getattr(self, "_batch_processor", None), "_queue", None)
+        if queue is not None and queue.maxlen is not None and len(queue) >= queue.maxlen:
+            self.count("dropped", 1)
+        super().on_end(span)
+
+
+class TraceSink:
+    """Verdicts out as spans, through the OTLP/HTTP exporter."""
+
+    def __init__(
+        self,
+        where: str,
+        arguments: str,
+        count: Callable[[str, int], None],
+        exporter: SpanExporter | None = None,
+    ) -> None:
+        self.policy = ArgumentPolicy(arguments)
+        timeout = float(os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT", TIMEOUT))
+        exporter = exporter or OTLPSpanExporter(endpoint=where or None, timeout=timeout)
+        self.provider = TracerProvider(resource=Resource.create({SERVICE_NAME: "tooltap"}))
+        self.provider.add_span_processor(_Bounded(_Counted(exporter, count), count))
+        self.tracer = self.provider.get_tracer("tooltap")
+        self.propagator = TraceContextTextMapPropagator()
+
+    def emit(
+        self,
+        verdict: Verdict,
+        host: str,
+        headers: Sequence[tuple[bytes, bytes]],
+        started: float,
+        ended: float,
+    ) -> None:
+        """One span for one model call (or a WebSocket turn), in the caller's trace if named."""
+        carrier = {
+            key.decode("latin-1").lower(): value.decode("latin-1")
+            for key, value in headers
+            if key.lower() in (b"traceparent", b"tracestate")
+        }
+        parent = self.propagator.extract(carrier) if carrier else None
+        now = time.time()
+        start = int((started or now) * 1e9)
+        end = max(start, int((ended or now) * 1e9))
+        verdict = self.policy.verdict(verdict)
+        model = verdict.request_model or verdict.model or ""
+        span = self.tracer.start_span(
+            f"chat {model}".strip(),
+            context=parent,
+            kind=SpanKind.CLIENT,
+            start_time=start,
+            attributes=self._attributes(verdict, host),
+        )
+        for name, attributes in self._events(verdict):
+            span.add_event(name, attributes, timestamp=end)
+        failure = _error_type(verdict)
+        if failure is not None:
+            span.set_attribute(error_attributes.ERROR_TYPE, failure)
+            span.set_status(Status(StatusCode.ERROR, verdict.reason or failure))
+        span.end(end_time=end)
+
+    def _attributes(self, v: Verdict, host: str) -> dict[str, Any]:
+        names = findings(v)
+        attributes: dict[str, Any] = {
+            gen_ai.GEN_AI_OPERATION_NAME: gen_ai.GenAiOperationNameValues.CHAT.value,
+            gen_ai.GEN_AI_PROVIDER_NAME: provider_name(v.api, host),
+            server_attributes.SERVER_ADDRESS: host,
+            "tooltap.api": v.api or "none",
+            "tooltap.transport": v.transport,
+            "tooltap.outcome": v.outcome,
+            "tooltap.calls": v.call_count,
+            "tooltap.findings": names,
+            "tooltap.strict_void": v.state == "strict-void",
+            "tooltap.at_risk": v.state in ("strict-void", "strict-at-risk"),
+            "tooltap.fanout": v.state in ("strict-void", "fanout-no-strict"),
+            "tooltap.loop_errors": [e.rule for e in v.loop_errors],
+            "tooltap.argument_errors.parse": sum(1 for c in v.calls if c.parse_error),
+            "tooltap.argument_errors.schema": sum(1 for c in v.calls if c.schema_errors),
+            "tooltap.tool_failures": sum(1 for r in v.tool_results if r.outcome == "error"),
+        }
+        optional = {
+            gen_ai.GEN_AI_REQUEST_MODEL: v.request_model,
+            gen_ai.GEN_AI_RESPONSE_MODEL: v.model,
+            gen_ai.GEN_AI_RESPONSE_ID: v.response_id,
+            gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: v.finish_reasons or None,
+            gen_ai.GEN_AI_USAGE_INPUT_TOKENS: v.usage.get("input_tokens"),
+            gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: v.usage.get("output_tokens"),
+            "tooltap.state": v.state,
+            "tooltap.format_state": v.format_state,
+            "tooltap.reason": v.reason,
+        }
+        attributes.update((k, value) for k, value in optional.items() if value is not None)
+        return attributes
+
+    def _events(self, v: Verdict) -> list[tuple[str, dict[str, Any]]]:
+        events: list[tuple[str, dict[str, Any]]] = []
+        for call in v.calls:
+            attributes: dict[str, Any] = {
+                gen_ai.GEN_AI_TOOL_CALL_ID: call.call_id,
+                gen_ai.GEN_AI_TOOL_NAME: call.name,
+                "tooltap.schema_errors": [f"{e.path}: {e.message}" for e in call.schema_errors],
+            }
+            if self.policy.mode != "omit":
+                attributes[gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS] = call.arguments_raw
+            if call.parse_error is not None:
+                attributes["tooltap.parse_error"] = (
+                    f"{call.parse_error.type}: {call.parse_error.message}"
+                )
+            events.append(("tooltap.tool_call", attributes))
+        for error in v.loop_errors:
+            events.append(
+                (
+                    "tooltap.loop_error",
+                    {
+                        "tooltap.rule": error.rule,
+                        "tooltap.ids": error.ids,
+                        "tooltap.where": error.where,
+                        "tooltap.repair": error.repair,
+                    },
+                )
+            )
+        for result in v.tool_results:
+            if result.outcome == "error":
+                events.append(
+                    (
+                        "tooltap.tool_failure",
+                        {gen_ai.GEN_AI_TOOL_CALL_ID: result.call_id, "tooltap.where": result.where},
+                    )
+                )
+        return events
+
+    def close(self, timeout: float = 3.0) -> None:
+        """Send what is queued, for a few seconds at most (a collector may be down), then stop."""
+        closing = threading.Thread(target=self.provider.shutdown, daemon=True)
+        closing.start()
+        closing.join(timeout)
+
+
+def traces(settings: dict[str, Any], count: Callable[[str, int], None]) -> TraceSink | None:
+    """The trace sink these settings ask for, or None when export is off."""
+    where = endpoint(settings["tooltap_otlp"])
+    if where is None:
+        return None
+    return TraceSink(where, settings["tooltap_log_arguments"], count)
+
+
+def _error_type(v: Verdict) -> str | None:
+    if v.rejected is not None:
+        return v.rejected.type or str(v.rejected.status)
+    if v.outcome == "upstream_error":
+        return str(v.status) if v.status else "upstream_error"
+    return None

@@ -1,0 +1,253 @@
+"""OpenTelemetry: each verdict as a GenAI span inside the application's own trace.
+
+The official SDKs, their httpx clients instrumented by OpenTelemetry's own httpx
+instrumentation, drive the demo's traffic through a real `tooltap run`; a real OTLP/HTTP
+receiver decodes what tooltap exports with opentelemetry-proto.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+from support.otlp import Receiver, attributes
+from support.prom import sample, scrape
+
+from tooltap.addon.commands.demo_steps import STEPS
+from tooltap.addon.harness.launch import Proxy
+from tooltap.addon.harness.replay import ReplayServer, Reply, Seen
+
+BY_NAME = {step.name: step for step in STEPS}
+CREDENTIAL = "sk-proj-PLANTEDCREDENTIAL0123456789"
+SECRET = "sk-live-PLANTEDSECRET0123456789"
+CITY = "Ouagadougou"  # an argument value, to look for in the exported bytes
+STRICT_WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "strict": True,
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "api_key": {"type": "string"}},
+            "required": ["city", "api_key"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def fan_out(seen: Seen) -> Reply:
+    """Two strict calls in one turn; one argument carries a secret under a secret-looking key."""
+    calls = [
+        {"id": f"call_trace{i}", "type": "function",
+         "function": {"name": "get_weather",
+                      "arguments": json.dumps({"city": CITY, "api_key": SECRET})}}
+        for i in range(2)
+    ]  # fmt: skip
+    body = {
+        "id": "chatcmpl-trace0001", "object": "chat.completion", "created": 1, "model": "gpt-4o-2024-08-06",
+        "choices": [{"index": 0, "finish_reason": "tool_calls",
+                     "message": {"role": "assistant", "content": None, "tool_calls": calls}}],
+        "usage": {"prompt_tokens": 42, "completion_tokens": 17, "total_tokens": 59},
+    }  # fmt: skip
+    return Reply(headers=[("content-type", "application/json")], chunks=[json.dumps(body).encode()])
+
+
+def route(seen: Seen) -> Reply:
+    if seen.headers.get("x-scenario") == "fan-out":
+        return fan_out(seen)
+    step = BY_NAME[seen.headers["x-demo-step"]]
+    assert step.reply is not None
+    return step.reply
+
+
+def clients(proxy: Proxy, provider: TracerProvider) -> tuple[object, object]:
+    """openai on an httpx client traced by OpenTelemetry's httpx instrumentation; anthropic
+    (which brings its own HTTP client) untraced: its calls carry no traceparent."""
+    import anthropic
+    import openai
+
+    http = httpx.Client(timeout=30)
+    HTTPXClientInstrumentor.instrument_client(http, tracer_provider=provider)
+    oa = openai.OpenAI(
+        base_url=proxy.url + "/v1", api_key=CREDENTIAL, max_retries=0, http_client=http
+    )
+    an = anthropic.Anthropic(base_url=proxy.url, api_key=CREDENTIAL, max_retries=0)
+    return oa, an
+
+
+def drive(proxy: Proxy, provider: TracerProvider) -> None:
+    import anthropic
+    import openai
+
+    oa, an = clients(proxy, provider)
+    oa.with_options(default_headers={"x-scenario": "fan-out"}).chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "weather?"}], tools=[STRICT_WEATHER]
+    )
+    for name in ("responses-fanout", "anthropic-orphan"):
+        step = BY_NAME[name]
+        headers = {"x-demo-step": name}
+        try:
+            step.call(
+                oa.with_options(default_headers=headers), an.with_options(default_headers=headers)
+            )
+        except (openai.APIStatusError, anthropic.APIStatusError):
+            assert step.expect_error
+
+
+@pytest.fixture
+def client_spans():
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
+def traced(collector: str, *options: str, env: dict[str, str] | None = None) -> Proxy:
+    env = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": collector, **(env or {})}
+    return Proxy.tooltap([UPSTREAM_URL[0]], "--log-format", "json", *options, env=env)
+
+
+UPSTREAM_URL: list[str] = []
+
+
+@pytest.fixture
+def upstream():
+    with ReplayServer(route) as server:
+        UPSTREAM_URL[:] = [server.url]
+        yield server
+
+
+def test_each_verdict_is_a_genai_span_inside_the_callers_trace(upstream, client_spans):
+    provider, exported = client_spans
+    with Receiver() as collector, traced(collector.url) as proxy:
+        drive(proxy, provider)
+        proxy.wait_for("turn", 3)
+        spans = collector.wait_spans(3)
+        values = scrape(proxy)
+    assert len(spans) == 3
+    clients_by_path = {
+        s.attributes.get("url.full", s.attributes.get("http.url", "")).rsplit("/", 1)[-1]: s
+        for s in exported.get_finished_spans()
+        if s.kind == SpanKind.CLIENT
+    }
+    by_name = {s.name: s for s in spans}
+    assert set(by_name) == {"chat gpt-4o", "chat gpt-5.1", "chat claude-haiku-4-5"}
+    for span, path in zip(
+        (by_name["chat gpt-4o"], by_name["chat gpt-5.1"]), ("completions", "responses"), strict=True
+    ):
+        client = clients_by_path[path]
+        assert span.trace_id.hex() == format(client.context.trace_id, "032x")
+        assert span.parent_span_id.hex() == format(client.context.span_id, "016x")
+        assert span.kind == span.SPAN_KIND_CLIENT
+    # No traceparent on the request: a trace of its own.
+    alone = by_name["chat claude-haiku-4-5"]
+    assert alone.parent_span_id == b"" and alone.trace_id.hex() not in {
+        format(c.context.trace_id, "032x") for c in exported.get_finished_spans()
+    }
+
+    void = by_name["chat gpt-4o"]
+    assert attributes(void.attributes) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "gpt-4o",
+        "gen_ai.response.model": "gpt-4o-2024-08-06",
+        "gen_ai.response.id": "chatcmpl-trace0001",
+        "gen_ai.response.finish_reasons": ["tool_calls"],
+        "gen_ai.usage.input_tokens": 42,
+        "gen_ai.usage.output_tokens": 17,
+        "server.address": "127.0.0.1",
+        "tooltap.api": "chat",
+        "tooltap.transport": "http",
+        "tooltap.outcome": "inspected",
+        "tooltap.calls": 2,
+        "tooltap.state": "strict-void",
+        "tooltap.format_state": "free-text",
+        "tooltap.findings": ["strict-void"],
+        "tooltap.strict_void": True,
+        "tooltap.at_risk": True,
+        "tooltap.fanout": True,
+        "tooltap.loop_errors": [],
+        "tooltap.argument_errors.parse": 0,
+        "tooltap.argument_errors.schema": 0,
+        "tooltap.tool_failures": 0,
+    }
+    assert [(e.name, attributes(e.attributes)) for e in void.events] == [
+        ("tooltap.tool_call", {
+            "gen_ai.tool.call.id": f"call_trace{i}", "gen_ai.tool.name": "get_weather",
+            "tooltap.schema_errors": [],
+            "gen_ai.tool.call.arguments": json.dumps({"city": CITY, "api_key": SECRET}),
+        })
+        for i in range(2)
+    ]  # fmt: skip
+    # The span is the exchange as mitmproxy timed it: inside the client's own span.
+    client = clients_by_path["completions"]
+    assert (
+        client.start_time <= void.start_time_unix_nano <= void.end_time_unix_nano <= client.end_time
+    )
+
+    schema = by_name["chat gpt-5.1"]
+    (bad,) = [e for e in schema.events if attributes(e.attributes)["tooltap.schema_errors"]]
+    assert attributes(bad.attributes)["tooltap.schema_errors"] == [
+        '$: "country" is a required property',
+        '$.units: "kelvin" is not one of "c" or "f"',
+    ]
+    assert attributes(schema.attributes)["tooltap.argument_errors.schema"] == 1
+
+    orphan = by_name["chat claude-haiku-4-5"]
+    orphan_attributes = attributes(orphan.attributes)
+    assert orphan_attributes["gen_ai.provider.name"] == "anthropic"
+    assert orphan_attributes["error.type"] == "invalid_request_error"
+    assert orphan_attributes["tooltap.loop_errors"] == ["orphan-result"]
+    (loop_event,) = [e for e in orphan.events if e.name == "tooltap.loop_error"]
+    assert attributes(loop_event.attributes)["tooltap.where"] == "messages.1.content.0"
+    assert orphan.status.code == orphan.status.STATUS_CODE_ERROR
+    assert sample(values, "tooltap_spans_total", outcome="exported") is not None
+
+
+@pytest.mark.parametrize("mode", ["redact", "hash", "omit"])
+def test_arguments_follow_the_log_policy_and_credentials_never_leave(upstream, client_spans, mode):
+    provider, _ = client_spans
+    with Receiver() as collector, traced(collector.url, "--log-arguments", mode) as proxy:
+        drive(proxy, provider)
+        proxy.wait_for("turn", 3)
+        collector.wait_spans(3)
+    exported = b"".join(collector.raw)
+    assert exported and CREDENTIAL.encode() not in exported
+    assert SECRET.encode() not in exported
+    assert (CITY.encode() in exported) == (mode == "redact")  # redact masks secret-looking keys
+    if mode == "hash":
+        assert b"hmac-sha256:" in exported
+    if mode == "omit":
+        assert b"gen_ai.tool.call.arguments" not in exported
+
+
+@pytest.mark.parametrize("collector_state", ["down", "slow"])
+def test_a_collector_down_or_slow_leaves_traffic_and_log_alone_and_the_drop_is_counted(
+    upstream, client_spans, collector_state
+):
+    provider, _ = client_spans
+    env = {"OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
+    with Receiver(delay=5.0 if collector_state == "slow" else 0.0) as collector:
+        url = collector.url
+        if collector_state == "down":
+            collector.shutdown()
+            collector.server_close()  # nothing listens there now
+        with traced(url, env=env) as proxy:
+            started = time.monotonic()
+            drive(proxy, provider)
+            turns = proxy.wait_for("turn", 3)
+            assert len(turns) == 3 and time.monotonic() - started < 10
+            deadline = time.monotonic() + 15
+            dropped = 0.0
+            while time.monotonic() < deadline and not dropped:
+                dropped = sample(scrape(proxy), "tooltap_spans_total", outcome="dropped") or 0.0
+                time.sleep(0.2)
+    assert dropped >= 1
