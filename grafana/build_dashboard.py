@@ -394,6 +394,19 @@ def health_panels() -> list[Any]:
             stacked=True,
         ),
         series(
+            "Trace spans",
+            "OpenTelemetry spans per second (tooltap_otlp or OTEL_EXPORTER_OTLP_ENDPOINT), by"
+            " outcome: exported to the collector, or dropped because it was down, slow or full."
+            " Empty when trace export is off.",
+            [
+                query(
+                    "sum by (outcome) (rate(tooltap_spans_total[$__rate_interval]))", "{{outcome}}"
+                )
+            ],
+            width=12,
+            stacked=True,
+        ),
+        series(
             "Inspection latency",
             "tooltap's own time per flow (parsing, rules, log and metrics), off the traffic"
             " path: percentiles over all replicas. Rising values with dropped flows mean the"

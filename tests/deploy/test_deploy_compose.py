@@ -53,8 +53,17 @@ def test_the_schema_check_rejects_a_misspelt_key(tmp_path):
     assert "restrat" in result.stdout + result.stderr
 
 
-def test_the_stack_is_tooltap_prometheus_and_grafana():
-    assert set(compose()["services"]) == {"tooltap", "prometheus", "grafana"}
+def test_the_stack_is_tooltap_prometheus_and_grafana_with_an_optional_collector():
+    services = compose()["services"]
+    assert set(services) == {"tooltap", "prometheus", "grafana", "otel-collector"}
+    assert [name for name, s in services.items() if s.get("profiles")] == ["otel-collector"]
+    collector = yaml.safe_load((DEPLOY / "otel-collector.yaml").read_text())
+    assert collector["receivers"]["otlp"]["protocols"]["http"]["endpoint"].endswith(":4318")
+    assert collector["service"]["pipelines"]["traces"]["receivers"] == ["otlp"]
+    # Off unless the standard variable is set; the collector listens where it points.
+    assert services["tooltap"]["environment"] == {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "${OTEL_EXPORTER_OTLP_ENDPOINT:-}"
+    }
 
 
 def test_tooltap_is_built_from_the_repository_with_the_deploy_dockerfile():

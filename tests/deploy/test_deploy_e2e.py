@@ -342,6 +342,8 @@ def expected_samples(buckets: list[float], passes: int = 1) -> Samples:
                 ("tooltap_websocket_messages_skipped_total", _labels(api=api, reason=reason))
             ] += 0
     found[("tooltap_inspector_restarts_total", ())] += 0  # the inspector was never restarted
+    for outcome in COUNTERS["tooltap_spans_total"]["outcome"] or ():
+        found[("tooltap_spans_total", _labels(outcome=outcome))] += 0  # no trace export here
     for step in SCRIPT:
         api, model = step.api, step.model
         n = step.times * sum(1 for number in step.passes if number <= passes)
@@ -777,6 +779,8 @@ def expectations(buckets: list[float]) -> dict[str, Expect]:
         board + "WebSocket messages skipped/A": counts(
             "tooltap_websocket_messages_skipped_total", ("reason",)
         ),
+        # Trace export is off here: both series are there, at 0.
+        board + "Trace spans/A": counts("tooltap_spans_total", ("outcome",)),
         board + "Inspection latency/A": Expect("quantile"),
         board + "Inspection latency/B": Expect("quantile"),
         board + "Inspection latency/C": Expect("quantile"),
