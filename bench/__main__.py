@@ -1,4 +1,4 @@
-"""Run the benchmarks: `python -m bench [--quick] [--only json,stream,memory,core,profile,websocket,web,stress,why]`.
+"""Run the benchmarks: `python -m bench [--quick] [--only json,stream,memory,core,profile,websocket,web,traces,stress,why]`.
 
 Results go to bench/out/<name>.json (bench/out/quick/ for --quick); the
 report step then writes results.md there, and for full runs (or with
@@ -29,6 +29,7 @@ from . import (
     report,
     streaming,
     stress,
+    traces,
     web,
     websocket,
     why,
@@ -37,8 +38,8 @@ from . import (
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
 SNAPSHOT_ENV = "TOOLTAP_BENCH_SNAPSHOT"
-ALL = ("json", "stream", "memory", "core", "profile", "websocket", "web", "stress", "why")
-QUICK = ALL[:7]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
+ALL = ("json", "stream", "memory", "core", "profile", "websocket", "web", "traces", "stress", "why")
+QUICK = ALL[:8]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
 
 
 def _git(*args: str) -> str:
@@ -166,6 +167,7 @@ def main() -> int:
         "profile": lambda: profile_worker.run(args.quick, out),
         "websocket": lambda: asyncio.run(websocket.run(args.quick)),
         "web": lambda: asyncio.run(web.run(args.quick)),
+        "traces": lambda: traces.run(args.quick),
         "stress": lambda: asyncio.run(stress.run(args.quick)),
         "why": lambda: asyncio.run(why.run(args.quick)),
     }

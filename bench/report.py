@@ -371,6 +371,22 @@ def web_section(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def traces_section(data: dict[str, Any]) -> str:
+    plan = data["settings"]
+    spans = data["spans"]
+    return (
+        f"### Trace export (`traces`: the inspector on {plan['exchanges']:,} chat JSON turns per"
+        f" batch, {plan['rounds']} interleaved rounds, medians)\n\n"
+        "CPU of the inspector's process per exchange (inspect, log, metrics; with export on, the"
+        " span and the OTLP/HTTP export to a collector stand-in in another process, flushed at"
+        " the end of each batch).\n\n"
+        "| export | CPU per exchange |\n| --- | --- |\n"
+        f"| off | {data['off_ms']:.3f} ms |\n| on | {data['on_ms']:.3f} ms |\n\n"
+        f"Export adds {data['added_ms']:.3f} ms per exchange ({data['ratio']:.2f}x);"
+        f" {spans['exported']:,} spans exported, {spans['dropped']} dropped.\n"
+    )
+
+
 STRESS_AFTER = (
     "5 s after the burst, tooltap is back within the budget of where it started (or of plain"
     " mitmdump after the same burst, whichever is higher: mitmproxy keeps part of a burst of"
@@ -479,6 +495,7 @@ def write(out: Path, here: Path, readme: bool) -> None:
         ("profile", profile_section),
         ("websocket", websocket_section),
         ("web", web_section),
+        ("traces", traces_section),
         ("stress", stress_section),
         ("why", why_section),
     ):
