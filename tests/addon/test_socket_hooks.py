@@ -192,3 +192,26 @@ def test_one_socket_holding_more_than_the_limit_lets_go_of_its_turn_in_flight():
     assert lost.skipped == "messages of this turn were not kept for inspection"
     assert sockets.held == 0 and len(sockets) == 1
     assert sockets.skipped[("realtime", "lost")] == 0  # its request had been answered
+
+
+async def test_each_turn_on_a_socket_is_a_span_of_its_own_timed_by_its_messages(harness):
+    from support.otlp import Receiver, attributes
+
+    with Receiver() as collector:
+        harness.tctx.configure(harness.addon, tooltap_otlp=collector.url.removesuffix("/v1/traces"))
+        await harness.addon.restarting
+        flow = socket_flow("/v1/responses")
+        harness.addon.websocket_start(flow)
+        relay(harness.addon, flow, RECORDED)
+        harness.addon.websocket_end(flow)
+        assert harness.addon.flush(5)
+        harness.addon.inspection.inspector.traces.provider.force_flush(10_000)
+        spans = collector.wait_spans(2)
+    assert [(s.name, attributes(s.attributes)["tooltap.transport"]) for s in spans] == [
+        ("chat gpt-4o-mini", "websocket"),
+        ("chat gpt-4o-mini", "websocket"),
+    ]
+    times = [m.timestamp for m in flow.websocket.messages]
+    for span in spans:
+        assert min(times) * 1e9 - 1e6 <= span.start_time_unix_nano <= span.end_time_unix_nano
+        assert span.end_time_unix_nano <= max(times) * 1e9 + 1e6
