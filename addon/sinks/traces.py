@@ -109,7 +109,10 @@ class TraceSink:
         exporter: SpanExporter | None = None,
     ) -> None:
         self.policy = ArgumentPolicy(arguments)
-        timeout = float(os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT", TIMEOUT))
+        try:  # seconds, as the Python exporter reads it
+            timeout = float(os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT", TIMEOUT))
+        except ValueError:
+            timeout = TIMEOUT
         exporter = exporter or OTLPSpanExporter(endpoint=where or None, timeout=timeout)
         self.provider = TracerProvider(resource=Resource.create({SERVICE_NAME: "tooltap"}))
         self.provider.add_span_processor(_Bounded(_Counted(exporter, count), count))
