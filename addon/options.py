@@ -39,6 +39,7 @@ class Option:
     maximum: int | None = None
     inspection: bool = False  # read by the inspection side: a change restarts it
     flag: str | None = None  # the `tooltap run` flag that sets it
+    metavar: str | None = None  # what the flag's value is called in its help
 
     def problem(self, value: Any) -> str | None:
         """Why value is not allowed, or None."""
@@ -132,6 +133,7 @@ OPTIONS = (
         "http://collector:4318); OTEL_EXPORTER_OTLP_ENDPOINT does the same. Off when neither is set.",
         inspection=True,
         flag="--otlp",
+        metavar="URL",
     ),
     Option(
         "tooltap_inspector",

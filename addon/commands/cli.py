@@ -86,8 +86,8 @@ def proxy_arguments(run: argparse.ArgumentParser) -> None:
                 option.flag,
                 choices=option.choices,
                 type=int if option.type is int else str,
-                metavar="N" if option.type is int else None,
-                help=f"{option.help} Default: {option.default} (--set {option.name}).",
+                metavar=option.metavar or ("N" if option.type is int else None),
+                help=f"{option.help} Default: {option.default or 'off'} (--set {option.name}).",
             )
     run.add_argument("--confdir", default="~/.mitmproxy", help=argparse.SUPPRESS)
 
