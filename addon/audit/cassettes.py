@@ -46,7 +46,7 @@ def cassette_items(path: Path) -> Iterator[Item]:
         return
     try:
         requests, responses = _load(path, text)
-    except (ValueError, TypeError, KeyError, yaml.YAMLError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, yaml.YAMLError) as exc:
         yield Item(str(path), unreadable=f"not a VCR cassette: {_why(exc)}", source=str(path))
         return
     lines = _interaction_lines(text) if path.suffix != ".json" else []
