@@ -7,6 +7,7 @@ import contextlib
 import io
 import os
 import shutil
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from mitmproxy import io as flow_io
 from rich.console import Console
 
 from tooltap.addon.commands.demo import drive
-from tooltap.addon.commands.demo_steps import route, socket_route
+from tooltap.addon.commands.demo_steps import STEPS, route, socket_route
 from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.harness.replay import ReplayServer
 from tooltap.addon.web.view import KEY
@@ -300,3 +301,28 @@ def test_demo_web_keeps_the_demo_flows_up_in_mitmweb_until_ctrl_c():
             for process in [*psutil.Process(demo.pid).children(True), psutil.Process(demo.pid)]:
                 with contextlib.suppress(psutil.NoSuchProcess):
                     process.kill()
+
+
+def test_plain_mitmweb_with_the_script_marks_and_comments_too():
+    import subprocess
+
+    import openai
+
+    from tooltap.addon.harness.launch import free_port
+
+    script = subprocess.run(
+        [sys.executable, "-m", "tooltap.addon.commands.cli", "script-path"],
+        capture_output=True, text=True, check=True, timeout=30,
+    ).stdout.strip()  # fmt: skip
+    mitmweb = str(Path(sys.executable).with_name("mitmweb"))
+    with ReplayServer(route, sockets=socket_route) as upstream:
+        argv = [mitmweb, "--listen-host", "127.0.0.1", "-p", "0", "--mode",
+                f"reverse:{upstream.url}", "-s", script, "--set", f"web_port={free_port()}",
+                "--set", "web_open_browser=false", "--set", "tooltap_metrics_port=0",
+                "--set", "tooltap_log_format=json"]  # fmt: skip
+        with Proxy(argv, modes=1, has_web=True) as proxy:
+            client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-demo-not-a-real-key")
+            step = next(s for s in STEPS if s.name == "chat-fanout")
+            step.call(client.with_options(default_headers={"x-demo-step": step.name}), None)
+            (flow,) = Web(proxy.web_url or "").annotated(1)
+    assert (flow["marked"], flow["comment"]) == (RED, "tooltap: strict-void")
