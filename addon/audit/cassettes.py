@@ -49,7 +49,7 @@ def cassette_items(path: Path) -> Iterator[Item]:
     except (ValueError, TypeError, KeyError, AttributeError, IndexError, yaml.YAMLError) as exc:
         yield Item(str(path), unreadable=f"not a VCR cassette: {_why(exc)}", source=str(path))
         return
-    lines = _interaction_lines(text) if path.suffix != ".json" else []
+    lines = _json_lines(text) if path.suffix == ".json" else _interaction_lines(text)
     for index, (request, response) in enumerate(zip(requests, responses, strict=True)):
         line = lines[index] if index < len(lines) else None
         label = f"{path}:{line}" if line else f"{path}#{index + 1}"
@@ -160,3 +160,26 @@ def _interaction_lines(text: str) -> list[int]:
         if getattr(key, "value", None) == "interactions" and isinstance(value, yaml.SequenceNode):
             return [item.start_mark.line + 1 for item in value.value]
     return []
+
+
+def _json_lines(text: str) -> list[int]:
+    """The same for a JSON cassette: each element of its top-level "interactions" array."""
+    decoder = json.JSONDecoder()
+    try:
+        data, _ = decoder.raw_decode(text)
+        key = text.find('"interactions"') if isinstance(data, dict) else -1
+        if key < 0:
+            return []
+        at, line, counted = text.index("[", key) + 1, 1, 0
+        lines = []
+        while True:
+            while at < len(text) and text[at] in " \t\r\n,":
+                at += 1
+            if at >= len(text) or text[at] == "]":
+                return lines
+            line += text.count("\n", counted, at)
+            counted = at
+            lines.append(line)
+            _, at = decoder.raw_decode(text, at)
+    except ValueError:
+        return []

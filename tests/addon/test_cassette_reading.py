@@ -45,3 +45,28 @@ def test_an_interaction_missing_its_status_is_listed_and_the_others_are_read(tmp
         "interaction 1 cannot be rebuilt: it has no 'status'",
     )
     assert read.exchange is not None and read.line == 5 and read.exchange.status == 200
+
+
+def test_a_json_cassette_is_read_with_the_line_each_interaction_starts_at(tmp_path):
+    from vcr.serializers import jsonserializer
+
+    interaction = {
+        "request": {
+            "method": "POST",
+            "uri": "https://api.openai.com/v1/chat/completions",
+            "body": '{"model": "gpt-4o", "messages": []}',
+            "headers": {"content-type": ["application/json"]},
+        },
+        "response": {
+            "status": {"code": 200, "message": "OK"},
+            "headers": {"content-type": ["application/json"]},
+            "body": {"string": '{"id": "chatcmpl-1", "model": "gpt-4o", "choices": []}'},
+        },
+    }
+    path = tmp_path / "c.json"
+    path.write_text(jsonserializer.serialize({"version": 1, "interactions": [interaction] * 3}))
+    items = list(cassette_items(path))
+    lines = path.read_text().splitlines()
+    assert [i.exchange is not None for i in items] == [True, True, True]
+    assert [lines[i.line - 1].strip() for i in items] == ["{", "{", "{"]
+    assert len({i.line for i in items}) == 3
