@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import h2.config
 import h2.connection
@@ -94,23 +94,23 @@ def reply(
     yield b"0\r\n\r\n"
 
 
-class RawUpstream:
-    """scripts[case](request) -> steps: bytes to send, a pause, an Idle stall, RESET or CLOSE."""
+class _Listener:
+    """A loopback TCP server: each connection is served on a thread of its own by _serve."""
 
-    def __init__(self, scripts: dict[str, Script]) -> None:
-        self.scripts = scripts
-        self.requests: list[Request] = []
+    scheme = "http"
+
+    def __init__(self, name: str, backlog: int) -> None:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(256)
+        self._sock.listen(backlog)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, name="raw-upstream", daemon=True)
+        self._thread = threading.Thread(target=self._accept, name=name, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        return f"{self.scheme}://127.0.0.1:{self._sock.getsockname()[1]}"
 
-    def __enter__(self) -> RawUpstream:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -129,6 +129,18 @@ class RawUpstream:
                 return
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+
+class RawUpstream(_Listener):
+    """scripts[case](request) -> steps: bytes to send, a pause, an Idle stall, RESET or CLOSE."""
+
+    def __init__(self, scripts: dict[str, Script]) -> None:
+        super().__init__("raw-upstream", backlog=256)
+        self.scripts = scripts
+        self.requests: list[Request] = []
 
     def _serve(self, conn: socket.socket) -> None:
         reader = _Reader(conn)
@@ -220,43 +232,18 @@ class _Reader:
         return Request(method, path, headers, body)
 
 
-class H2Upstream:
+class H2Upstream(_Listener):
     """HTTP/2 over TLS (ALPN h2 only), replying with route(Seen) -> Reply, chunk by chunk."""
 
+    scheme = "https"
+
     def __init__(self, route: Callable[[Seen], Reply], tls: ssl.SSLContext) -> None:
+        super().__init__("h2-upstream", backlog=64)
         tls.set_alpn_protocols(["h2"])
         self.route = route
         self.tls = tls
         self.seen: list[Seen] = []
         self.protocols: list[str | None] = []
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(64)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, name="h2-upstream", daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self._sock.getsockname()[1]}"
-
-    def __enter__(self) -> H2Upstream:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
-        self._sock.close()
-        self._thread.join(5)
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                raw, _ = self._sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(raw,), daemon=True).start()
 
     def _serve(self, raw: socket.socket) -> None:
         with contextlib.suppress(OSError, ssl.SSLError, h2.exceptions.ProtocolError):
