@@ -64,7 +64,8 @@ class StreamTap:
         return data
 
     def release(self) -> None:
-        """Let go of the copy, and of its bytes in the budget."""
+        """Let go of the copy, and of its bytes in the budget; copy no more of this stream."""
+        self.overflow = True
         if self._budget is not None:
             self._budget.give(self.held)
         self.chunks, self.held = [], 0

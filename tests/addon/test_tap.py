@@ -59,3 +59,14 @@ def test_an_interrupt_is_not_swallowed(signal):
     with pytest.raises(signal):
         stream(b"x")
     assert errors == []
+
+
+def test_once_let_go_it_copies_nothing_more_and_takes_no_budget():
+    from tooltap.addon.handover.budget import Budget
+
+    budget = Budget(1_000)
+    stream = StreamTap(100, lambda _e: None, budget=budget)
+    stream(b"abc")
+    stream.release()  # the flow was forgotten while its stream still runs
+    assert stream(b"defgh") == b"defgh"
+    assert (stream.chunks, budget.used) == ([], 0)
