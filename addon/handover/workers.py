@@ -89,13 +89,15 @@ class ThreadWorker:
         with contextlib.suppress(queue.Full):
             self._queue.put(_STOP, timeout=timeout)
         self._thread.join(timeout)
-        self._thread = None
+        alive, self._thread = self._thread.is_alive(), None
         with contextlib.suppress(queue.Empty):
             while True:
                 item = self._queue.get_nowait()
                 if item is not _STOP:
                     self._release(item)
                     left[getattr(item, "api", None) or "none"] += 1
+        if alive:  # still on an item: it ends when it gets to this
+            self._queue.put_nowait(_STOP)
         return left
 
     def _run(self) -> None:

@@ -110,3 +110,22 @@ def test_an_interrupt_in_the_thread_worker_ends_it_rather_than_being_swallowed(s
         time.sleep(0.01)
     assert threads and not threads[0].is_alive()
     assert errors == []
+
+
+def test_a_worker_still_busy_at_stop_ends_once_its_item_is_done():
+    gate, handled = threading.Event(), []
+
+    def handle(item):
+        gate.wait(5)
+        handled.append(item)
+
+    worker = ThreadWorker(handle, lambda _e: None, size=4)
+    worker.start()
+    thread = worker._thread
+    worker.submit("busy")
+    time.sleep(0.05)  # the thread holds "busy"
+    worker.submit("queued")
+    assert worker.stop(timeout=0.1) == {"none": 1}  # "queued" never handled, and counted
+    gate.set()
+    thread.join(5)
+    assert not thread.is_alive() and handled == ["busy"]
