@@ -166,7 +166,9 @@ class Tooltap:
             # mitmproxy's proxyserver applies a changed mode.
             self._settings = wanted
             self.restarting = asyncio_utils.create_task(
-                self._restart(wanted), name="tooltap: restart the inspection", keep_ref=True
+                self._restart(self.restarting),
+                name="tooltap: restart the inspection",
+                keep_ref=True,
             )
 
     def running(self) -> None:
@@ -240,7 +242,13 @@ class Tooltap:
         self._settings = settings
         logger.info(f"tooltap metrics at {self.inspection.url}")
 
-    async def _restart(self, settings: dict[str, Any]) -> None:
+    async def _restart(self, before: asyncio.Task[None] | None) -> None:
+        """Apply the latest settings, after any restart still under way (one at a time)."""
+        if before is not None:
+            await asyncio.wait({before})  # its outcome is its own; only its end matters here
+        settings = self._settings
+        if settings is None:  # tooltap stopped meanwhile
+            return
         old, self.inspection = self.inspection, None
         if old is not None:
             old.detach()
@@ -249,6 +257,9 @@ class Tooltap:
             new = await asyncio.to_thread(self._open, settings)
         except (OSError, RuntimeError) as exc:
             logger.error(f"tooltap: cannot restart inspection: {exc}; traffic flows uninspected")
+            return
+        if self._settings is None:  # tooltap stopped while this one opened
+            await asyncio.to_thread(new.close)
             return
         for api, missed in self._missed.items():
             new.counts.dropped(api, missed)

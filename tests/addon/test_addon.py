@@ -534,3 +534,15 @@ async def test_the_host_decisions_are_bounded(harness, monkeypatch):
         flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"{}", host=f"h{n}.example.com")
         harness.addon.request(flow)
     assert len(harness.addon._hosts) == 3
+
+
+async def test_two_quick_settings_changes_end_with_one_inspection_on_the_latest(harness):
+    import threading
+
+    harness.tctx.configure(harness.addon, tooltap_model_labels=10)
+    harness.tctx.configure(harness.addon, tooltap_model_labels=20)
+    await harness.addon.restarting
+    assert harness.addon.inspection.metrics.model_labels == 20
+    await asyncio.sleep(0.1)
+    workers = [t for t in threading.enumerate() if t.name == "tooltap-worker"]
+    assert workers == [harness.addon.inspection.worker._thread]
