@@ -19,6 +19,7 @@ import psutil
 from mitmproxy.test import tflow, tutils
 
 from tooltap.addon.harness.launch import free_port
+from tooltap.addon.inspection.flows import flow_exchange
 from tooltap.addon.inspection.scrub import scrub
 from tooltap.addon.sinks.redaction import ArgumentPolicy
 from tooltap.addon.web.annotate import WebAnnotations
@@ -53,7 +54,7 @@ def mitmweb(upstream_url: str, tooltap: bool) -> targets.BenchProxy:
 
 
 def annotation_ms(count: int) -> float:
-    """The worker's work for one flow, alone: inspect, scrub, mask and store the verdict."""
+    """The worker's work for one flow, alone: read it, inspect, scrub, mask, store the verdict."""
     request = tutils.treq(
         method=b"POST", host="api.openai.com", port=443, scheme=b"https",
         path=b"/v1/chat/completions",
@@ -65,11 +66,11 @@ def annotation_ms(count: int) -> float:
     flow = tflow.tflow(req=request, resp=response)
     annotations = WebAnnotations()
     policy = ArgumentPolicy("raw")
-    (verdict,) = annotations._inspect(flow)
+    (verdict,) = annotations._inspect(flow_exchange(flow), "chat")
     assert verdict.state == "strict-void", verdict  # the real work, not a skip
     started = time.perf_counter()
     for _ in range(count):
-        (verdict,) = annotations._inspect(flow)
+        (verdict,) = annotations._inspect(flow_exchange(flow), "chat")
         policy.verdict(scrub(verdict, ())).model_dump(mode="json")
     return (time.perf_counter() - started) / count * 1e3
 

@@ -22,20 +22,15 @@ from typing import Any
 
 from mitmproxy import ctx, hooks, http
 
-from tooltap.core import Verdict, detect_api
-from tooltap.core.sockets import (
-    RealtimeSocket,
-    ResponsesSocket,
-    leading_type,
-    needed,
-    socket_reader,
-)
+from tooltap.core import Api, Exchange, Verdict, detect_api
+from tooltap.core.sockets import leading_type, needed, socket_reader
 from tooltap.core.wire import detect_socket
 
 from ..inspection.flows import flow_exchange, socket_ending
 from ..inspection.scrub import scrub
 from ..inspection.session import Session
-from ..inspection.sockets import socket_verdict
+from ..inspection.sockets import MAX_SOCKETS, Reader, socket_verdict
+from ..options import BY_NAME
 from ..proxy.addon import watched
 from ..sinks.redaction import ArgumentPolicy
 from .view import KEY, TooltapContentview, headline, request_credentials, severity
@@ -56,9 +51,12 @@ class WebAnnotations:
         self.view = TooltapContentview()
         self.active = False
         self.session = Session()
-        self.readers: dict[str, ResponsesSocket | RealtimeSocket] = {}
-        self.waiting = 0  # HTTP flows sent to the worker and not back yet
-        self.behind = 0  # HTTP flows left unannotated because the worker was behind
+        self.readers: dict[str, Reader] = {}
+        self.credentials: dict[str, tuple[str, ...]] = {}  # by socket, read once
+        self.policy = ArgumentPolicy(BY_NAME["tooltap_log_arguments"].default)
+        self.waiting = 0  # exchanges and socket messages sent to the worker, not back yet
+        self.behind = 0  # exchanges left unannotated because the worker was behind
+        self._lagging: set[str] = set()  # sockets whose messages went by unread: lost()
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._worker: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -70,6 +68,8 @@ class WebAnnotations:
 
     def configure(self, updated: set[str]) -> None:
         if "tooltap_log_arguments" in updated:
+            # One policy (one hash key) for every flow, as in the log.
+            self.policy = ArgumentPolicy(ctx.options.tooltap_log_arguments)
             self.view.arguments = ctx.options.tooltap_log_arguments
 
     def running(self) -> None:
@@ -99,10 +99,13 @@ class WebAnnotations:
 
     def websocket_start(self, flow: http.HTTPFlow) -> None:
         api = detect_socket(flow.request.path)
-        if api is not None and self._followed(flow, http_api=False):
+        if api is None or len(self.readers) >= MAX_SOCKETS:
+            return
+        if self._followed(flow, http_api=False):
             _forget(flow)  # a flow loaded from a file is read anew
             limit = ctx.options.tooltap_max_body
             self.readers[flow.id] = socket_reader(api, flow.request.url, limit)
+            self.credentials[flow.id] = request_credentials(flow)
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         reader = self.readers.get(flow.id)
@@ -110,16 +113,27 @@ class WebAnnotations:
             return
         message = flow.websocket.messages[-1]
         content = message.content
-        if message.is_text and needed(reader.api, content, leading_type(content)):
-            feed = self._feed
-            self._submit(flow, feed, message.timestamp, flow, reader, content, message.from_client)
+        if not message.is_text or not needed(reader.api, content, leading_type(content)):
+            return
+        if self.waiting >= MAX_WAITING:  # the worker is behind: this turn goes unread
+            self._lagging.add(flow.id)
+            return
+        credentials = self.credentials[flow.id]
+        if flow.id in self._lagging:
+            self._lagging.discard(flow.id)
+            self._submit(flow, self._lost, message.timestamp, credentials, reader)
+        args = (reader, content, message.from_client)
+        self._submit(flow, self._feed, message.timestamp, credentials, *args)
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         reader = self.readers.pop(flow.id, None)
+        credentials = self.credentials.pop(flow.id, ())
+        self._lagging.discard(flow.id)
         if reader is not None and flow.websocket is not None:
             messages = flow.websocket.messages
             last = messages[-1].timestamp if messages else None
-            self._submit(flow, self._close, last, flow, reader)
+            ending = socket_ending(flow)
+            self._submit(flow, self._close, last, credentials, reader, *ending)
 
     def _exchange(self, flow: http.HTTPFlow) -> None:
         self._seen[flow.id] = None
@@ -134,8 +148,11 @@ class WebAnnotations:
                     MAX_WAITING,
                 )
             return
-        self.waiting += 1
-        self._submit(flow, self._inspect, None, flow)
+        api = detect_api(flow.request.method, flow.request.path)
+        # References only, taken here on the loop, which alone touches flows.
+        kept = flow.response is None or flow.response.raw_content is not None
+        exchange = flow_exchange(flow) if kept else None
+        self._submit(flow, self._inspect, None, request_credentials(flow), exchange, api)
 
     def _followed(self, flow: http.HTTPFlow, http_api: bool) -> bool:
         if not self.active:
@@ -151,15 +168,15 @@ class WebAnnotations:
         flow: http.HTTPFlow,
         work: Callable[..., list[Verdict]],
         at: float | None,
+        credentials: tuple[str, ...],
         *args: Any,
     ) -> None:
         """Run work(*args) on the worker; its verdicts go onto the flow. at: the timestamp of
         the socket message that ended the turns, where the view shows them."""
         if self._worker is None or self._loop is None:
             return
-        policy = ArgumentPolicy(ctx.options.tooltap_log_arguments)
-        credentials = request_credentials(flow)
-        loop = self._loop
+        self.waiting += 1
+        policy, loop = self.policy, self._loop
 
         def run() -> None:
             verdicts: list[Verdict] = []
@@ -175,26 +192,18 @@ class WebAnnotations:
 
     # --- on the worker thread -------------------------------------------------
 
-    def _inspect(self, flow: http.HTTPFlow) -> list[Verdict]:
-        if flow.response is not None and flow.response.raw_content is None:
-            api = detect_api(flow.request.method, flow.request.path)
+    def _inspect(self, exchange: Exchange | None, api: Api | None) -> list[Verdict]:
+        if exchange is None:
             return [Verdict(api=api, outcome="skipped", reason=NOT_KEPT)]
-        return [self.session.inspect(flow_exchange(flow))]
+        return [self.session.inspect(exchange)]
 
-    def _feed(
-        self,
-        flow: http.HTTPFlow,
-        reader: ResponsesSocket | RealtimeSocket,
-        content: bytes,
-        from_client: bool,
-    ) -> list[Verdict]:
-        turns = reader.feed(content, from_client)
-        return [socket_verdict(self.session, turn) for turn in turns]
+    def _feed(self, reader: Reader, content: bytes, from_client: bool) -> list[Verdict]:
+        return [socket_verdict(self.session, turn) for turn in reader.feed(content, from_client)]
 
-    def _close(
-        self, flow: http.HTTPFlow, reader: ResponsesSocket | RealtimeSocket
-    ) -> list[Verdict]:
-        note, failure = socket_ending(flow)
+    def _lost(self, reader: Reader) -> list[Verdict]:
+        return [socket_verdict(self.session, turn) for turn in reader.lost()]
+
+    def _close(self, reader: Reader, note: str | None, failure: str | None) -> list[Verdict]:
         return [socket_verdict(self.session, t, note, failure) for t in reader.close()]
 
     # --- back on the event loop -----------------------------------------------
@@ -202,8 +211,8 @@ class WebAnnotations:
     def _landed(
         self, flow: http.HTTPFlow, verdicts: list[Verdict], arguments: str, at: float | None
     ) -> None:
+        self.waiting -= 1
         if flow.websocket is None:
-            self.waiting -= 1
             _forget(flow)  # an exchange replayed or loaded again: its verdict anew
         if verdicts:
             self._annotate(flow, verdicts, arguments, at)
