@@ -464,7 +464,11 @@ class RealtimeSocket(_Reader):
         if turn is None and not response_id and len(self.turns) == 1:
             response_id, turn = next(iter(self.turns.items()))
         if turn is None:
-            return []  # a response that began before tooltap followed the socket
+            # A response not followed (it began before tooltap did, or messages were lost):
+            # its calls may be answered, and owe nothing that can be checked.
+            if kind == "response.done":
+                self._owe(_Turn(b"", detached=True), response)
+            return []
         self._add(turn, message)
         if kind == "response.done":
             del self.turns[response_id]
@@ -591,16 +595,19 @@ class RealtimeSocket(_Reader):
 
         Realtime errors answer client events (a response that fails ends with
         response.done). One answers a waiting request when it names the request's
-        event id, or, when it names none, when its code or parameter is about a
-        response; any other is the session's, and leaves the requests waiting.
+        event id, or, when it names none, when it refuses a new response (its code,
+        or a `response` parameter); any other is the session's, and leaves the
+        requests waiting.
         """
         error = as_dict(event.get("error"))
         answers = as_str(error.get("event_id"))
-        about = f"{as_str(error.get('code'))} {as_str(error.get('param'))}"
+        # Only a refusal of a new response, not one about another (response.cancel's).
+        about_a_response = as_str(error.get("code")) == "conversation_already_has_active_response"
+        about_a_response |= as_str(error.get("param")).startswith("response")
         create = None
         if answers:
             create = next((c for c in self.waiting if c.event_id == answers), None)
-        elif self.waiting and "response" in about:
+        elif self.waiting and about_a_response:
             create = self.waiting[0]
         if create is not None:
             self.waiting.remove(create)

@@ -490,7 +490,18 @@ def _realtime_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> T
     function tools have no strict mode: a `strict` key there is not honoured,
     so it is not read as one.
     """
-    turn = _responses_turn(request, {k: v for k, v in response.items() if k != "tools"})
+    # A call cut off when the response was cancelled (the user spoke over it) never runs:
+    # its partial arguments are not the model's answer.
+    output = [
+        item
+        for item in as_list(response.get("output"))
+        if not (
+            as_dict(item).get("type") == "function_call"
+            and as_dict(item).get("status") == "incomplete"
+        )
+    ]
+    read = {k: v for k, v in response.items() if k != "tools"} | {"output": output}
+    turn = _responses_turn(request, read)
     tools = [tool.model_copy(update={"strict": None}) for tool in turn.tools]
     return turn.model_copy(update={"api": "realtime", "tools": tools})
 

@@ -744,3 +744,56 @@ def test_messages_lost_in_flight_make_the_turn_skipped_not_misread(api):
     (turn,) = reader.lost()
     assert turn.skipped == "messages of this turn were not kept for inspection"
     assert reader.held == 0
+
+
+def test_a_result_for_a_call_of_a_response_not_followed_is_not_an_orphan():
+    reader = realtime_started()
+    done_only = realtime_events("resp_unseen000001", [PARIS])[-1:]  # its start went unread
+    messages = [
+        *done_only,
+        realtime_output("call_one"),
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_after0000002"),
+    ]
+    turns, session = feed(reader, messages)
+    (after,) = verdicts(turns, session)
+    assert after.loop_errors == []
+
+
+def test_an_error_about_cancelling_a_response_does_not_take_the_waiting_request():
+    reader = realtime_started()
+    not_active = {
+        "type": "error",
+        "event_id": "event_cancel",
+        "error": {
+            "type": "invalid_request_error",
+            "code": "response_cancel_not_active",
+            "message": "Cancellation failed: no active response found",
+            "param": None,
+            "event_id": None,
+        },
+    }
+    messages = [
+        (True, {"type": "response.create"}),
+        (True, {"type": "response.cancel"}),
+        (False, not_active),
+        *realtime_events("resp_asked0000001", [PARIS]),
+    ]
+    turns, session = feed(reader, messages)
+    _, answered = verdicts(turns, session)
+    # The response answers the request that waited: its loop is checked (here: clean).
+    assert answered.response_id == "resp_asked0000001"
+    assert json.loads(answered.model_dump_json())["rejected"] is None
+    assert turns[1].prior == {"(the session's start)": []}
+
+
+def test_a_call_cut_off_by_a_cancelled_realtime_response_is_not_an_argument_error():
+    reader = realtime_started()
+    events = [json.loads(m) for m in realtime_turn("resp_cancel000001", [PARIS])]
+    done = events[-1]
+    done["response"]["status"] = "cancelled"
+    done["response"]["output"][0] |= {"status": "incomplete", "arguments": '{"city": "Pa'}
+    messages = [(True, {"type": "response.create"}), (False, events[0]), (False, done)]
+    turns, session = feed(reader, messages)
+    (verdict,) = verdicts(turns, session)
+    assert verdict.calls == [] and verdict.finish_reasons == ["cancelled"]
