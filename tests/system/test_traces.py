@@ -209,7 +209,8 @@ def test_each_verdict_is_a_genai_span_inside_the_callers_trace(upstream, client_
     (loop_event,) = [e for e in orphan.events if e.name == "tooltap.loop_error"]
     assert attributes(loop_event.attributes)["tooltap.where"] == "messages.1.content.0"
     assert orphan.status.code == orphan.status.STATUS_CODE_ERROR
-    assert sample(values, "tooltap_spans_total", outcome="exported") is not None
+    assert sample(values, "tooltap_spans_total", outcome="exported") == 3
+    assert sample(values, "tooltap_spans_total", outcome="dropped") == 0
 
 
 @pytest.mark.parametrize("mode", ["redact", "hash", "omit"])
@@ -218,11 +219,16 @@ def test_arguments_follow_the_log_policy_and_credentials_never_leave(upstream, c
     with Receiver() as collector, traced(collector.url, "--log-arguments", mode) as proxy:
         drive(proxy, provider)
         proxy.wait_for("turn", 3)
-        collector.wait_spans(3)
+        spans = collector.wait_spans(3)
+    assert len(spans) == 3
+    calls = [e for s in spans for e in s.events if e.name == "tooltap.tool_call"]
+    assert len(calls) == 4  # the fan-out's two, the Responses turn's two
     exported = b"".join(collector.raw)
     assert exported and CREDENTIAL.encode() not in exported
     assert SECRET.encode() not in exported
     assert (CITY.encode() in exported) == (mode == "redact")  # redact masks secret-looking keys
+    # A validator message quotes the value ("kelvin"): hash and omit keep only its path.
+    assert (b"kelvin" in exported) == (mode == "redact")
     if mode == "hash":
         assert b"hmac-sha256:" in exported
     if mode == "omit":
