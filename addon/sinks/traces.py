@@ -88,10 +88,16 @@ class _Bounded(BatchSpanProcessor):
     """The SDK's batch processor; a span that pushes the oldest out of its full queue is counted."""
 
     def __init__(self, exporter: SpanExporter, count: Callable[[str, int], None]) -> None:
-        super().__init__(exporter, max_queue_size=MAX_QUEUE, schedule_delay_millis=1000)
+        super().__init__(
+            exporter,
+            max_queue_size=MAX_QUEUE,
+            schedule_delay_millis=1000,
+            max_export_batch_size=min(512, MAX_QUEUE),
+        )
         self.count = count
 
     def on_end(self, span: ReadableSpan) -> None:
+        # The SDK (1.45, the pinned minimum) drops the oldest span of a full queue silently.
         queue = getattr(getattr(self, "_batch_processor", None), "_queue", None)
         if queue is not None and queue.maxlen is not None and len(queue) >= queue.maxlen:
             self.count("dropped", 1)
@@ -114,7 +120,10 @@ class TraceSink:
         except ValueError:
             timeout = TIMEOUT
         exporter = exporter or OTLPSpanExporter(endpoint=where or None, timeout=timeout)
-        self.provider = TracerProvider(resource=Resource.create({SERVICE_NAME: "tooltap"}))
+        self.provider = TracerProvider(
+            resource=Resource.create({SERVICE_NAME: "tooltap"}),
+            shutdown_on_exit=False,  # close() does it, bounded: a restart leaves none behind
+        )
         self.provider.add_span_processor(_Bounded(_Counted(exporter, count), count))
         self.tracer = self.provider.get_tracer("tooltap")
         self.propagator = TraceContextTextMapPropagator()
