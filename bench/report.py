@@ -364,7 +364,10 @@ def web_section(data: dict[str, Any]) -> str:
         "",
         f"Added CPU per request in the proxy process: tooltap run over mitmdump"
         f" {added('tooltap run', 'mitmdump', 'cpu_ms_per_req'):+.2f} ms, tooltap web over mitmweb"
-        f" {added('tooltap web', 'mitmweb', 'cpu_ms_per_req'):+.2f} ms. The annotation work alone"
+        f" {added('tooltap web', 'mitmweb', 'cpu_ms_per_req'):+.2f} ms, so the annotations under"
+        " mitmweb (the second over the first)"
+        f" {added('tooltap web', 'mitmweb', 'cpu_ms_per_req') - added('tooltap run', 'mitmdump', 'cpu_ms_per_req'):+.2f} ms."
+        " The annotation work alone"
         f" (inspect, mask, store the verdict; in this process, {plan['annotations']:,} times):"
         f" {data['annotation_ms']:.3f} ms per flow.",
     ]
