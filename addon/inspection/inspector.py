@@ -15,6 +15,7 @@ from collections.abc import Callable
 from tooltap.core import Verdict
 
 from ..handover.record import Record
+from ..options import BY_NAME
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from ..sinks.redaction import REDACTED
@@ -23,8 +24,8 @@ from .scrub import scrub
 from .session import Session, with_ending
 from .sockets import Sockets, socket_verdict
 
-MAX_TURN = 8 * 1024 * 1024  # tooltap_max_body's default
-BUDGET = 256 * 1024 * 1024  # tooltap_memory_budget's default
+MAX_TURN = BY_NAME["tooltap_max_body"].default
+BUDGET = BY_NAME["tooltap_memory_budget"].default
 
 
 class Inspector:
