@@ -187,7 +187,8 @@ class ProcessWorker:
             return False
         views = deque(memoryview(part) for part in encode(item) if part)
         self._backlog.append(_Frame(item.api or "none", views, item.held))
-        self._flush()
+        if not self._watching:  # else the pipe is full: the loop flushes it once it drains
+            self._flush()
         return True
 
     def _flush(self) -> None:
