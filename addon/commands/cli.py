@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 
 from ..options import OPTIONS
 from .run import SCRIPT, _run, _web, host_port
+
+# What `tooltap demo` imports beyond the base install: the official SDKs it drives, and the
+# WebSocket library of its loopback upstream and of the SDKs' socket transport.
+DEMO_EXTRA = ("openai", "anthropic", "websockets")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -42,14 +47,26 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("script-path", help="print the path to pass to `mitmdump -s` or `mitmweb -s`")
 
     from ..audit.command import add_arguments as audit_arguments  # noqa: PLC0415 - keep `run` startup light
-    from .demo import add_arguments as demo_arguments  # noqa: PLC0415
 
     audit_arguments(
         sub.add_parser(
             "audit", help="the same rules offline: stored responses, flow/HAR/JSONL files"
         )
     )
-    demo_arguments(sub.add_parser("demo", help="everything on bundled traffic: no key, no network"))
+    demo = sub.add_parser(
+        "demo",
+        help="everything on bundled traffic: no key, no network (needs the [demo] extra)",
+    )
+    demo.add_argument(
+        "--serve",
+        action="store_true",
+        help="keep the upstream and the proxy running afterwards, for your own client",
+    )
+    demo.add_argument(
+        "--web",
+        action="store_true",
+        help="run the proxy as `tooltap web` and keep it up: the demo's flows in mitmweb",
+    )
     return top
 
 
@@ -111,7 +128,14 @@ def main(argv: list[str] | None = None) -> int:
         from ..audit.command import main as audit  # noqa: PLC0415
 
         return audit(args)
-    from .demo import main as demo  # noqa: PLC0415
+    missing = [name for name in DEMO_EXTRA if importlib.util.find_spec(name) is None]
+    if missing:
+        print(
+            f"tooltap demo needs {', '.join(missing)}: pip install 'tooltap[demo]'",
+            file=sys.stderr,
+        )
+        return 2
+    from .demo import main as demo  # noqa: PLC0415 - only the demo needs its extra
 
     return demo(args)
 

@@ -28,19 +28,6 @@ from .demo_steps import STEPS, route, socket_route
 QUIET_FIELDS = ("timestamp", "repairs", "host", "inspect_ms")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--serve",
-        action="store_true",
-        help="keep the upstream and the proxy running afterwards, for your own client",
-    )
-    parser.add_argument(
-        "--web",
-        action="store_true",
-        help="run the proxy as `tooltap web` and keep it up: the demo's flows in mitmweb",
-    )
-
-
 @dataclass
 class Summary:
     """What the proxy reported, read back from /metrics and the log."""
@@ -216,12 +203,6 @@ def _serve(console: Console, proxy: Proxy, shown: int) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        import anthropic  # noqa: F401, PLC0415
-        import openai  # noqa: F401, PLC0415
-    except ImportError:
-        print("tooltap demo drives the official SDKs: pip install 'tooltap[demo]'")
-        return 2
     console = Console()
     started = time.monotonic()
     run(console, serve=args.serve, web=args.web)

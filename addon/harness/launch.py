@@ -66,15 +66,15 @@ class Proxy:
         *options: str,
         extra: tuple[str, ...] = (),
         web: bool = False,
+        tooltap: tuple[str, ...] = (sys.executable, "-m", "tooltap.addon.commands.cli"),
         **kw: Any,
     ) -> Proxy:
         """`tooltap run` on a free loopback port: reverse mode to one upstream, or none with
-        --regular. web: `tooltap web` instead, its UI on another free port, no browser opened."""
+        --regular. web: `tooltap web` instead, its UI on another free port, no browser opened.
+        tooltap: the command to start (another install's `tooltap`, a container's)."""
         command = ["web", "--web", f"127.0.0.1:{free_port()}"] if web else ["run"]
         argv = [
-            sys.executable,
-            "-m",
-            "tooltap.addon.commands.cli",
+            *tooltap,
             *command,
             "--listen",
             "127.0.0.1:0",

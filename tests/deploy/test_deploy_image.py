@@ -1,0 +1,201 @@
+"""deploy/Dockerfile built and run, as the compose stack and the Kubernetes Deployment run it.
+
+No Docker engine runs on the test machines, so the image is built and run with Debian's podman
+(runc as the runtime) in a store of this test's own, removed at the end. The base is a Debian
+trixie root filesystem made by mmdebstrap and passed as the Dockerfile's BASE; users keep the
+default, the official python:3.12-slim. `--format docker` keeps the HEALTHCHECK (OCI drops it).
+
+The image then: runs as uid 10001; starts its default command, which its own HEALTHCHECK finds
+healthy (in a network of its own: 0.0.0.0 never reaches this machine's interfaces); and, as
+`tooltap run` on this machine's loopback, forwards exchanges byte for byte, logs a `turn` line for
+each and counts them on /metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from support.installed import check_reported, send_through
+from support.scenarios import route
+
+from tooltap.addon.harness.launch import Proxy
+from tooltap.addon.harness.replay import ReplayServer
+
+ROOT = Path(__file__).resolve().parents[2]
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+# This machine's podman needs these: no systemd (cgroupfs), no ulimit defaults it may not set,
+# and runc (crun refuses the hybrid cgroup layout).
+CONTAINERS_CONF = """\
+[containers]
+default_ulimits = []
+
+[engine]
+cgroup_manager = "cgroupfs"
+runtime = "runc"
+"""
+
+
+@dataclass
+class Podman:
+    """podman on a store of its own."""
+
+    home: Path
+
+    @property
+    def argv(self) -> list[str]:
+        return [
+            "podman",
+            "--root",
+            str(self.home / "root"),
+            "--runroot",
+            str(self.home / "run"),
+        ]
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"CONTAINERS_CONF": str(self.home / "containers.conf")}
+
+    def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*self.argv, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env={**os.environ, **self.env},
+        )
+
+    def ok(self, *args: str, timeout: float = 120) -> str:
+        done = self(*args, timeout=timeout)
+        assert done.returncode == 0, f"podman {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+
+@dataclass
+class Image:
+    podman: Podman
+    name: str
+    size: int
+    build_seconds: float
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
+    missing = [tool for tool in ("podman", "runc", "mmdebstrap") if shutil.which(tool) is None]
+    if missing:
+        pytest.fail(f"install Debian's {' '.join(missing)} (./dev test does) to build the image")
+    home = tmp_path_factory.mktemp("podman")
+    (home / "containers.conf").write_text(CONTAINERS_CONF, encoding="utf-8")
+    podman = Podman(home)
+    started = time.monotonic()
+    rootfs = home / "rootfs.tar"
+    made = subprocess.run(
+        [
+            "mmdebstrap",
+            "--quiet",
+            "--variant=minbase",
+            "--include=python3,python3-venv,python-is-python3,ca-certificates",
+            "trixie",
+            str(rootfs),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    try:
+        podman.ok("import", str(rootfs), "localhost/tooltap-base:test")
+        rootfs.unlink()
+        build = ["build", "--layers=false", "--format", "docker", "--network", "host"]
+        if CA_BUNDLE.exists():  # pip inside the build trusts what this machine trusts
+            build += ["-v", f"{CA_BUNDLE}:{CA_BUNDLE}:ro"]
+        podman.ok(
+            *build,
+            "--build-arg",
+            "BASE=localhost/tooltap-base:test",
+            "-f",
+            str(ROOT / "deploy/Dockerfile"),
+            "-t",
+            "localhost/tooltap:test",
+            str(ROOT),
+            timeout=900,
+        )
+        built = time.monotonic() - started
+        (details,) = json.loads(podman.ok("image", "inspect", "localhost/tooltap:test"))
+        yield Image(podman, "localhost/tooltap:test", int(details["Size"]), built)
+    finally:
+        podman("system", "reset", "--force", timeout=300)
+
+
+def test_the_image_keeps_its_healthcheck_and_user(image):
+    (details,) = json.loads(image.podman.ok("image", "inspect", image.name))
+    assert details["Healthcheck"]["Test"][:3] == ["CMD", "python", "-c"]
+    assert details["Config"]["User"] == "10001:10001"
+    assert details["Config"]["Entrypoint"] == ["tooltap"]
+    print(f"built in {image.build_seconds:.0f} s (base included); {image.size / 1e6:.0f} MB")
+
+
+def test_the_image_runs_as_uid_10001(image):
+    ran = image.podman.ok("run", "--rm", "--network", "none", "--entrypoint", "id", image.name)
+    assert ran.split()[:2] == ["uid=10001(tooltap)", "gid=10001(tooltap)"]
+
+
+def test_the_default_command_starts_and_the_images_healthcheck_finds_it_healthy(image):
+    name = f"tooltap-test-{uuid.uuid4().hex[:8]}"
+    # A network of its own: the default command listens on 0.0.0.0, and the healthcheck runs
+    # inside the container. The interval is off: the check is run here, not by a systemd timer.
+    image.podman.ok(
+        "run", "--detach", "--name", name, "--network", "none", "--health-interval", "disable",
+        image.name,
+    )  # fmt: skip
+    try:
+        deadline, health = time.monotonic() + 60, None
+        while time.monotonic() < deadline:
+            health = image.podman("healthcheck", "run", name)
+            if health.returncode == 0:
+                break
+            time.sleep(0.5)
+        assert health is not None and health.returncode == 0, image.podman("logs", name).stderr
+        top = image.podman.ok("top", name, "user", "args")
+        assert "tooltap run --listen 0.0.0.0:8080 --metrics 0.0.0.0:9464" in top
+        assert {line.split()[0] for line in top.splitlines()[1:]} == {"tooltap"}
+        stopped = time.monotonic()
+        image.podman.ok("stop", "--time", "20", name)
+        assert time.monotonic() - stopped < 10  # SIGTERM stops it; it is not left to the kill
+        state = json.loads(image.podman.ok("inspect", name))[0]["State"]
+        assert state["ExitCode"] == 0
+        logs = image.podman.ok("logs", name) + image.podman("logs", name).stderr
+        assert "reverse proxy to https://api.openai.com listening at *:8080" in logs
+        assert "tooltap metrics at http://0.0.0.0:9464/metrics" in logs
+        # Unhealthy once the metrics are gone (the container has stopped).
+        assert image.podman("healthcheck", "run", name).returncode != 0
+    finally:
+        image.podman("rm", "--force", name)
+
+
+def test_tooltap_run_in_the_image_forwards_logs_and_counts_exchanges(image):
+    name = f"tooltap-test-{uuid.uuid4().hex[:8]}"
+    container = (*image.podman.argv, "run", "--rm", "--name", name, "--network", "host")
+    with ReplayServer(route) as upstream:
+        proxy = Proxy.tooltap(
+            [upstream.url], "--log-format", "json", tooltap=(*container, image.name),
+            env=image.podman.env,
+        )  # fmt: skip
+        try:
+            with proxy:
+                send_through(proxy, upstream.url)
+                assert proxy.metrics_url is not None
+                check_reported(proxy, proxy.metrics_url)
+            assert proxy.process is not None and proxy.process.returncode == 0
+        finally:
+            image.podman("rm", "--force", name)
