@@ -5,8 +5,9 @@ No Docker engine runs on the test machines, so the image is built and run with D
 trixie root filesystem made by mmdebstrap and passed as the Dockerfile's BASE; users keep the
 default, the official python:3.12-slim. `--format docker` keeps the HEALTHCHECK (OCI drops it).
 
-The image then: runs as uid 10001; starts its default command, which its own HEALTHCHECK finds
-healthy (in a network of its own: 0.0.0.0 never reaches this machine's interfaces); and, as
+The image then: runs as uid 10001; starts its default command, compose.yaml's and the Kubernetes
+Deployment's (read-only root, no capabilities), each of which its own HEALTHCHECK finds healthy
+(in a network of its own: 0.0.0.0 never reaches this machine's interfaces); and, as
 `tooltap run` on this machine's loopback, forwards exchanges byte for byte, logs a `turn` line for
 each and counts them on /metrics.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from support.installed import check_reported, send_through
 from support.scenarios import route
 
@@ -31,6 +34,7 @@ from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.harness.replay import ReplayServer
 
 ROOT = Path(__file__).resolve().parents[2]
+IMAGE = "localhost/tooltap:test"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 # This machine's podman needs these: no systemd (cgroupfs), no ulimit defaults it may not set,
 # and runc (crun refuses the hybrid cgroup layout).
@@ -126,13 +130,13 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
             "-f",
             str(ROOT / "deploy/Dockerfile"),
             "-t",
-            "localhost/tooltap:test",
+            IMAGE,
             str(ROOT),
             timeout=900,
         )
         built = time.monotonic() - started
-        (details,) = json.loads(podman.ok("image", "inspect", "localhost/tooltap:test"))
-        yield Image(podman, "localhost/tooltap:test", int(details["Size"]), built)
+        (details,) = json.loads(podman.ok("image", "inspect", IMAGE))
+        yield Image(podman, IMAGE, int(details["Size"]), built)
     finally:
         podman("system", "reset", "--force", timeout=300)
 
@@ -150,13 +154,53 @@ def test_the_image_runs_as_uid_10001(image):
     assert ran.split()[:2] == ["uid=10001(tooltap)", "gid=10001(tooltap)"]
 
 
-def test_the_default_command_starts_and_the_images_healthcheck_finds_it_healthy(image):
+def compose_container() -> tuple[list[str], list[str]]:
+    """compose.yaml's tooltap service: `podman run` flags, and the image and its arguments."""
+    service = yaml.safe_load((ROOT / "deploy/compose.yaml").read_text())["services"]["tooltap"]
+    flags = [f"--cap-drop={cap}" for cap in service["cap_drop"]]
+    flags += [f"--security-opt={option}" for option in service["security_opt"]]
+    return flags, [IMAGE, *service["command"]]
+
+
+def kubernetes_container() -> tuple[list[str], list[str]]:
+    """deployment.yaml's container as the kubelet starts it: $(VAR)s from the ConfigMap, the
+    pod's user, a read-only root with /tmp an emptyDir, no capabilities, no privilege gain."""
+    options = yaml.safe_load((ROOT / "deploy/kubernetes/configmap.yaml").read_text())["data"]
+    deployment = yaml.safe_load((ROOT / "deploy/kubernetes/deployment.yaml").read_text())
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] and not security["allowPrivilegeEscalation"]
+    assert [m["mountPath"] for m in container["volumeMounts"]] == ["/tmp"]
+    env = {e["name"]: options[e["valueFrom"]["configMapKeyRef"]["key"]] for e in container["env"]}
+    args = [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], arg) for arg in container["args"]]
+    flags = [
+        f"--user={pod['securityContext']['runAsUser']}:{pod['securityContext']['runAsGroup']}",
+        "--read-only",
+        "--tmpfs=/tmp:rw,size=64m,mode=1777",
+        "--security-opt=no-new-privileges",
+        *(f"--cap-drop={cap}" for cap in security["capabilities"]["drop"]),
+        *(f"--env={name}={value}" for name, value in env.items()),
+    ]
+    return flags, [IMAGE, *args]
+
+
+CONTAINERS = {
+    "the image's default command": ([], [IMAGE]),
+    "compose.yaml's service": compose_container(),
+    "the Kubernetes Deployment's container": kubernetes_container(),
+}
+
+
+@pytest.mark.parametrize("how", CONTAINERS)
+def test_the_container_starts_and_the_images_healthcheck_finds_it_healthy(image, how):
     name = f"tooltap-test-{uuid.uuid4().hex[:8]}"
-    # A network of its own: the default command listens on 0.0.0.0, and the healthcheck runs
-    # inside the container. The interval is off: the check is run here, not by a systemd timer.
+    flags, command = CONTAINERS[how]
+    # A network of its own: these listen on 0.0.0.0, and the healthcheck runs inside the
+    # container. The interval is off: the check is run here, not by a systemd timer.
     image.podman.ok(
         "run", "--detach", "--name", name, "--network", "none", "--health-interval", "disable",
-        image.name,
+        *flags, *command,
     )  # fmt: skip
     try:
         deadline, health = time.monotonic() + 60, None
@@ -165,18 +209,19 @@ def test_the_default_command_starts_and_the_images_healthcheck_finds_it_healthy(
             if health.returncode == 0:
                 break
             time.sleep(0.5)
-        assert health is not None and health.returncode == 0, image.podman("logs", name).stderr
+        logs = image.podman("logs", name)
+        assert health is not None and health.returncode == 0, logs.stdout + logs.stderr
         top = image.podman.ok("top", name, "user", "args")
-        assert "tooltap run --listen 0.0.0.0:8080 --metrics 0.0.0.0:9464" in top
         assert {line.split()[0] for line in top.splitlines()[1:]} == {"tooltap"}
         stopped = time.monotonic()
         image.podman.ok("stop", "--time", "20", name)
         assert time.monotonic() - stopped < 10  # SIGTERM stops it; it is not left to the kill
         state = json.loads(image.podman.ok("inspect", name))[0]["State"]
         assert state["ExitCode"] == 0
-        logs = image.podman.ok("logs", name) + image.podman("logs", name).stderr
-        assert "reverse proxy to https://api.openai.com listening at *:8080" in logs
-        assert "tooltap metrics at http://0.0.0.0:9464/metrics" in logs
+        logs = image.podman("logs", name)
+        assert "listening at *:8080" in logs.stdout + logs.stderr
+        assert "tooltap metrics at http://0.0.0.0:9464/metrics" in logs.stdout + logs.stderr
+        assert "Traceback" not in logs.stdout + logs.stderr
         # Unhealthy once the metrics are gone (the container has stopped).
         assert image.podman("healthcheck", "run", name).returncode != 0
     finally:
