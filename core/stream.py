@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, Decoder
 from .jsontext import loads, loads_lenient
-from .shapes import as_dict, as_int
+from .shapes import as_dict, as_int, as_list
 from .sse import SSEDecoder
 
 
@@ -236,7 +236,9 @@ class MessagesAssembler:
 
     input_json_delta fragments concatenate; "" means {}; a tool input that does
     not parse (a stream cut by max_tokens) stays the raw partial text, so the
-    argument check reports it with the text kept.
+    argument check reports it with the text kept. A block may arrive whole: a
+    tool_use called from code execution (`caller` set) carries its input in
+    content_block_start, or sits in message_start's content, with no delta.
     """
 
     def __init__(self) -> None:
@@ -254,6 +256,10 @@ class MessagesAssembler:
         kind = event.get("type")
         if kind == "message_start":
             self.message = dict(as_dict(event.get("message")))
+            for index, block in enumerate(as_list(self.message.get("content"))):
+                if isinstance(block, dict):
+                    self.blocks[index] = dict(block)
+                    self.parts[index] = []
         elif kind == "content_block_start" and isinstance(event.get("content_block"), dict):
             index = as_int(event.get("index"), len(self.blocks))
             self.blocks[index] = dict(event["content_block"])
@@ -285,8 +291,9 @@ class MessagesAssembler:
             block = dict(started)
             text = "".join(self.parts[index])
             if block.get("type") in ("tool_use", "server_tool_use", "mcp_tool_use"):
-                if not text.strip():
-                    block["input"] = {}
+                if not text.strip():  # no delta: the input the block started with, else {}
+                    started_with = block.get("input")
+                    block["input"] = started_with if isinstance(started_with, dict) else {}
                 else:
                     value, error = loads(text)
                     block["input"] = text if error else value

@@ -73,6 +73,22 @@ CAPTURES = [
         [("toolu_01QE1WLsSVp5hy5Q3GmGTmjP", "updateIssueList", "{}")],
         True,
     ),
+    # A call made from code execution: its whole input in content_block_start, no delta.
+    (
+        "anthropic_stream_programmatic_tool_call.jsonl",
+        "messages",
+        "claude-sonnet-4-5-20250929",
+        [("toolu_019jKkXz4jAdwHweHBw92CVY", "rollDie", '{"player":"player1"}')],
+        True,
+    ),
+    # ... or in message_start's content, with no content block event at all.
+    (
+        "anthropic_stream_programmatic_tool_call_in_message_start.jsonl",
+        "messages",
+        "claude-sonnet-4-5-20250929",
+        [("toolu_015dGLMbwBKv1ZRQr6KdJzeH", "rollDie", '{"player":"player2"}')],
+        True,
+    ),
     (
         "azure_responses_stream_function_call.jsonl",
         "responses",
