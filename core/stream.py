@@ -151,7 +151,11 @@ class ChatAssembler:
 
     @property
     def complete(self) -> bool:
-        return self.done
+        # Some compatible servers (HF router, Perplexity) end after the last
+        # finish_reason, with no [DONE]: every choice finished is a whole turn.
+        return self.done or (
+            bool(self.choices) and all(slot["finish"] for slot in self.choices.values())
+        )
 
     def event(self, chunk: Mapping[str, Any]) -> None:
         if chunk.get("error"):

@@ -50,15 +50,16 @@ CAPTURES = [
         [("call_CTf1nWJLqSeRgDqaCG27xZ74", "get_weather", '{"city":"San Francisco","state":"CA"}')],
         True,
     ),
-    # Azure: a leading chunk with empty id and model, and an excerpt without [DONE].
+    # Azure: a leading chunk with empty id and model, and an excerpt without [DONE]
+    # (whole: its one choice reached its finish_reason).
     (
         "azure_chat_stream_tool_call_excerpt.sse",
         "chat",
         "gpt-5.2-chat-2025-12-11",
         [("call_uLWyKTpLtOsRmTudAFNQ2Vwv", "getMyIp", "{}")],
-        False,
+        True,
     ),
-    ("openapi_chat_streaming_text.txt", "chat", "gpt-4o-mini", [], False),
+    ("openapi_chat_streaming_text.txt", "chat", "gpt-4o-mini", [], True),
     (
         "anthropic_stream_text_then_tool_use.sse",
         "messages",
@@ -135,7 +136,7 @@ def test_every_sse_capture_gives_its_calls_by_value(name, api, model, expected, 
         model,
     )
     assert calls(verdict) == expected
-    assert (verdict.reason is None) is complete
+    assert ("ended before its final event" in (verdict.reason or "")) is not complete
 
 
 @pytest.mark.parametrize(("name", "api", "model", "expected", "complete"), CAPTURES)
@@ -307,6 +308,39 @@ def test_chat_tool_calls_accumulate_by_index_never_by_id():
     assert [
         (c["id"], c["function"]["name"], c["function"]["arguments"]) for c in message["tool_calls"]
     ] == [("first-id", "f", '{"a": 1}'), ("second", "g", "{}")]
+
+
+def test_a_chat_stream_is_whole_once_every_choice_finished_with_or_without_done():
+    wire = stream_bytes("chat_stream_parallel_tool_calls_with_usage.sse")
+    events = [e + b"\n\n" for e in wire.split(b"\n\n") if e.strip()]
+    assert events[-1] == b"data: [DONE]\n\n"
+    finished = next(i for i, e in enumerate(events) if b'"finish_reason":"tool_calls"' in e)
+    assert reassemble("chat", wire).complete
+    assert reassemble("chat", b"".join(events[:-1])).complete  # no [DONE]
+    assert reassemble("chat", b"".join(events[: finished + 1])).complete  # nor usage
+    cut = reassemble("chat", b"".join(events[:finished]))  # before the finish_reason
+    assert not cut.complete
+    verdict = inspect(
+        Exchange(
+            method="POST",
+            url=URLS["chat"],
+            request_body=b"{}",
+            status=200,
+            response_headers=SSE,
+            response_body=b"".join(events[:finished]),
+        )
+    )
+    assert verdict.reason == "the stream ended before its final event"
+
+
+def test_a_chat_stream_with_two_choices_is_cut_until_both_finished():
+    two = sse(
+        {"choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": "stop"}]},
+        {"choices": [{"index": 1, "delta": {"content": "b"}, "finish_reason": None}]},
+    )
+    assert not reassemble("chat", two).complete
+    both = two + sse({"choices": [{"index": 1, "delta": {}, "finish_reason": "stop"}]})
+    assert reassemble("chat", both).complete
 
 
 def test_a_mid_stream_chat_error_and_the_usage_chunk_are_handled():

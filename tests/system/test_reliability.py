@@ -461,9 +461,11 @@ CASES = [
         streamed=True,
         calls=1,
     ),
+    # Some compatible servers end after the last finish_reason: a whole turn, no [DONE].
+    Case("sse-without-done", stream(CHAT_EVENTS[:-1]), "inspected", streamed=True, calls=1),
     Case(
-        "sse-without-done",
-        stream(CHAT_EVENTS[:-1]),
+        "sse-cut-before-its-finish-reason",
+        stream(CHAT_EVENTS[:-3]),
         "inspected",
         "ended before its final event",
         streamed=True,
@@ -628,7 +630,13 @@ def _invalid_utf8_replaced_in_the_log_not_on_the_wire(proxy: Proxy, turn: dict[s
     assert calls[-1]["arguments_raw"] == '{"city":"New Y\ufffd\ufffdk City"}'
 
 
+def _whole_without_done(proxy: Proxy, turn: dict[str, Any]) -> None:
+    assert turn["reason"] is None
+    assert turn["state"] == "strict-at-risk"
+
+
 CHECKS = {
+    "sse-without-done": _whole_without_done,
     "invalid-utf8-sse": _invalid_utf8_replaced_in_the_log_not_on_the_wire,
     "deep-arguments": _deep_arguments_kept_raw_with_their_parse_error,
     "5000-parallel-calls": _the_first_500_of_5000_calls_logged_and_every_one_counted,
