@@ -287,6 +287,9 @@ def _responses(
     # call id -> where calls awaiting a result are (a list: some servers reuse
     # call ids across turns, call_0, call_1); -1 is the previous response.
     pending: dict[str, list[int]] = {call_id: [-1] for call_id in known_prior or ()}
+    # The previous response's calls, which some clients re-send in `input` beside
+    # previous_response_id: the first copy is that same call, owed one result.
+    resent = set(known_prior or ())
     # Calls the provider answers itself (a server tool search, a hosted shell):
     # a result for them is not an orphan, and none is owed.
     answerable: set[str] = set()
@@ -301,7 +304,12 @@ def _responses(
         kind = as_str(item.get("type"))
         if kind in CLIENT_CALL_TYPES or kind.endswith("_call"):
             call_id = client_call_id(item)
-            if call_id:
+            if call_id in resent:
+                resent.discard(call_id)
+                waiting = pending.get(call_id)
+                if waiting and waiting[0] == -1:
+                    waiting[0] = index
+            elif call_id:
                 pending.setdefault(call_id, []).append(index)
             elif as_str(item.get("call_id")):
                 answerable.add(as_str(item.get("call_id")))

@@ -131,6 +131,27 @@ def test_with_previous_response_id_the_calls_come_from_the_proxys_memory():
     ]
 
 
+def test_calls_re_sent_beside_previous_response_id_are_owed_once():
+    # As ruby_llm-responses_api sends them (three cassettes recorded on api.openai.com, 200):
+    # the previous response's calls again in `input`, each answered once.
+    calls = [
+        {"type": "function_call", "call_id": c, "name": "f", "arguments": "{}"}
+        for c in ("call_a", "call_b")
+    ]
+    outputs = [
+        {"type": "function_call_output", "call_id": c, "output": "ok"} for c in ("call_a", "call_b")
+    ]
+    prior = {"resp_1": ["call_a", "call_b"]}
+    whole = {"previous_response_id": "resp_1", "input": [*calls, *outputs]}
+    assert findings("responses", whole, prior) == []
+    # A call really left unanswered among the re-sent ones is still found, once.
+    short = {"previous_response_id": "resp_1", "input": [*calls, outputs[0]]}
+    assert findings("responses", short, prior) == [("unanswered-call", ["call_b"], "input.1")]
+    # Answered first and re-sent after: still the one call.
+    late = {"previous_response_id": "resp_1", "input": [*outputs, *calls]}
+    assert findings("responses", late, prior) == []
+
+
 # --- orphan-result ----------------------------------------------------------
 
 
