@@ -16,12 +16,19 @@ from .loop import RULES
 STATES = ("strict-void", "strict-at-risk", "fanout-no-strict")
 FORMATS = schema.FINDINGS  # advisory-schema, no-schema, advisory-tools
 ARGUMENTS = ("argument-parse", "argument-schema")
-NAMES = (*STATES, *FORMATS, *ARGUMENTS, *RULES, "rejected")
+NAMES = (*STATES, *FORMATS, *ARGUMENTS, *RULES, "rejected", "session-error")
 
 # What fails an audit and raises a log line to warning. A strict-at-risk turn
 # has not gone wrong yet, and a fan-out without strict never had a guarantee
-# to lose: both are reported, neither fails.
-DEFAULT = frozenset(NAMES) - {"strict-at-risk", "fanout-no-strict"}
+# to lose: both are reported, neither fails. Nor does a Realtime session that
+# closed while a tool ran (a hang-up), nor a session error that refused nothing
+# (an empty audio buffer committed is routine in voice sessions).
+DEFAULT = frozenset(NAMES) - {
+    "strict-at-risk",
+    "fanout-no-strict",
+    "unanswered-at-close",
+    "session-error",
+}
 # Response, call and event ids inside a loop error's `where` (Realtime names the response).
 _IDS = re.compile(r"\b(?:resp|call|toolu|msg|chatcmpl|fc|item|event)_[A-Za-z0-9_-]+")
 
@@ -52,4 +59,5 @@ def occurrences(verdict: Verdict) -> list[tuple[str, str]]:
     found.extend((error.rule, _IDS.sub("<id>", error.where)) for error in verdict.loop_errors)
     if verdict.rejected is not None:
         found.append(("rejected", f"{verdict.rejected.status} {verdict.rejected.type}"))
+    found.extend(("session-error", error.type) for error in verdict.session_errors)
     return found

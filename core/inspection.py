@@ -24,6 +24,7 @@ from .wire import UNFINISHED, Api, Turn, detect_api, read_turn
 
 Outcome = Literal["inspected", "skipped", "unparseable", "upstream_error"]
 Transport = Literal["http", "websocket"]
+Scope = Literal["turn", "session"]
 # The work on one exchange is bounded: one pathological response must not stall the rest.
 MAX_CALLS = 500  # calls validated and listed one by one
 
@@ -79,6 +80,9 @@ class Verdict(BaseModel):
     """inspected, skipped, unparseable or upstream_error: what became of the flow."""
     transport: Transport = "http"
     """http, or websocket for a turn of a Responses WebSocket or a Realtime session."""
+    scope: Scope = "turn"
+    """turn: one exchange or socket turn. session: what a Realtime session said outside its
+    turns (an error that refused nothing, the calls still owed when it closed); no turn."""
     reason: str | None = None
     """Why the outcome is not a plain inspected turn, or what was unusual about it."""
     status: int | None = None
@@ -119,6 +123,8 @@ class Verdict(BaseModel):
     """The types of the response's output items or content blocks, in order."""
     stream_errors: list[ApiError] = Field(default_factory=list)
     """Errors inside a 200 stream: the API's own, or malformed_event for unreadable events."""
+    session_errors: list[ApiError] = Field(default_factory=list)
+    """Errors a Realtime session sent that refused no request (type: the error's code)."""
     awaiting: list[str] = Field(default_factory=list)
     """The call ids the client must answer in its next request."""
     more_calls: int = 0

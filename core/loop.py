@@ -31,6 +31,7 @@ RULES = (
     "split-results",
     "results-not-first",
     "empty-result",
+    "unanswered-at-close",
 )
 
 _ID_FIELD = {
@@ -67,7 +68,19 @@ REPAIRS = {
         "send a non-empty result: what the tool returned, or a sentence saying it "
         "returned nothing. Empty content is rejected or misread as a failure."
     ),
+    "unanswered-at-close": (
+        "the session closed while these calls' tools ran, before any response "
+        "followed them: fine for a hang-up; if the session should have gone on, "
+        "send each function_call_output before closing."
+    ),
 }
+# A Realtime call may be answered several responses later, and nothing is
+# refused for want of it: the finding is that the model went on without it.
+REALTIME_UNANSWERED = (
+    "send a function_call_output with its call_id for every call, as soon as its "
+    "tool finishes (a failed tool gets one describing the failure): the model "
+    "answered later turns without this result, and the session ended without it."
+)
 
 
 class LoopError(BaseModel):
@@ -336,9 +349,39 @@ def _responses(
     leftover = {call_id: where[0] for call_id, where in pending.items() if where and where[0] >= 0}
     check.unanswered(leftover)
     unanswered_prior = [call_id for call_id, where in pending.items() if where and where[0] < 0]
-    if unanswered_prior:
+    # A Realtime call may be answered any number of requests later: what is still
+    # owed when the socket closes is judged then (owed_at_close).
+    if unanswered_prior and api != "realtime":
         check.error("unanswered-call", unanswered_prior, 0, asked)
     return check.report
+
+
+def owed_at_close(went_on: Sequence[str], cut_short: Sequence[str], where: str) -> list[LoopError]:
+    """The Realtime calls still owed their output when the socket closed. Pure.
+
+    went_on: calls the conversation went on without (a later response completed
+    in it), so the model answered without their results: unanswered-call.
+    cut_short: calls whose tools were still running when the session ended, with
+    no response after them (a hang-up while a tool ran): unanswered-at-close,
+    which is reported and fails no audit by default.
+    """
+    errors = []
+    if went_on:
+        errors.append(
+            LoopError(
+                rule="unanswered-call", ids=list(went_on), where=where, repair=REALTIME_UNANSWERED
+            )
+        )
+    if cut_short:
+        errors.append(
+            LoopError(
+                rule="unanswered-at-close",
+                ids=list(cut_short),
+                where=where,
+                repair=REPAIRS["unanswered-at-close"],
+            )
+        )
+    return errors
 
 
 def _blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:

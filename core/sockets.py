@@ -21,10 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .inspection import Exchange
+from .inspection import Exchange, Verdict
 from .jsontext import dumps, loads
+from .loop import owed_at_close
 from .shapes import as_dict, as_list, as_str
-from .stream import api_error
+from .stream import ApiError, api_error
 from .wire import Api
 
 # The events a turn needs. The rest (text and audio deltas, transcripts, rate
@@ -160,12 +161,13 @@ def error_status(event: dict[str, Any]) -> int | None:
 
 @dataclass(slots=True)
 class SocketTurn:
-    """One turn read off a socket, ready for inspect()."""
+    """One turn read off a socket, ready for inspect(); or what the session said outside one."""
 
     exchange: Exchange
     prior: dict[str, list[str]] | None = None  # Realtime: the calls owed a result when asked
     cut: bool = False  # the socket closed before the turn's final event
     skipped: str | None = None  # why the turn is not inspected
+    said: Verdict | None = None  # a session-scope finding, already read (exchange unused)
 
 
 @dataclass(slots=True)
@@ -408,11 +410,22 @@ class RealtimeSocket(_Reader):
 
     A turn's request is the session's tool settings (with the response.create's
     own, when it sets them), the function_call_output items the client created
-    since it last asked for a response, and the calls it owed then: those of the
-    responses completed in the conversation since. The server's session echo
-    wins over the client's update. Responses can run side by side (one out of
-    band beside one in the conversation): their events are told apart by
-    response id.
+    since it last asked for a response, and the calls owed then. The server's
+    session echo wins over the client's update. Responses can run side by side
+    (one out of band beside one in the conversation): their events are told
+    apart by response id.
+
+    The loop, as the API defines it: a call of a response completed in the
+    conversation is owed its output until it arrives, however many requests
+    later (the Agents SDKs run a response's tools concurrently and ask for a
+    response as each one finishes; a user may speak while a tool runs). So a
+    request made while calls are owed is no finding. What is still owed when
+    the socket closes is: unanswered-call when the conversation went on with a
+    completed response after the call's (the model answered without it), else
+    unanswered-at-close (a hang-up while a tool ran), which fails no audit by
+    default. A sideband socket (`?call_id=`, the server's side of a WebRTC or
+    SIP call) sees only part of the conversation: its calls are read and
+    validated, its loop is not judged.
     """
 
     api: Api = "realtime"
@@ -422,16 +435,20 @@ class RealtimeSocket(_Reader):
         super().__init__(url, max_turn)
         query = dict(p.partition("=")[::2] for p in url.partition("?")[2].split("&") if p)
         self.session: dict[str, Any] = {"model": query["model"]} if query.get("model") else {}
+        self.sideband = bool(query.get("call_id"))
         self.known = not late  # the session's tools are known
         self.blind = late  # some results or calls went by unseen since the last request
         self.items: list[Mapping[str, Any]] = []
         self.items_size = 0
-        self.owed: OrderedDict[str, None] = OrderedDict()  # calls owed a result
+        # Calls owed a result -> whether the conversation went on without it (a
+        # response completed in it after the call's).
+        self.owed: OrderedDict[str, bool] = OrderedDict()
         # Calls a result may answer without being owed one: written by the client
         # itself (replayed history), made out of band or in a response that did
-        # not complete, or owed before and already reported. A result for one is
-        # neither an orphan nor checked.
+        # not complete, or already answered. A result for one is neither an
+        # orphan nor checked.
         self.unowed: OrderedDict[str, None] = OrderedDict()
+        self.outputs: OrderedDict[str, None] = OrderedDict()  # client event ids of tool results
         self.last_response = ""
         self.waiting: deque[_Create] = deque()
         self.turns: dict[str, _Turn] = {}  # by response id, the responses running
@@ -446,7 +463,10 @@ class RealtimeSocket(_Reader):
             if kind == "session.update":
                 self._configure(as_dict(value.get("session")))
             elif kind == "conversation.item.create":
-                self._item(as_dict(value.get("item")), len(message))
+                item = as_dict(value.get("item"))
+                self._item(item, len(message))
+                if as_str(value.get("event_id")) and item.get("type") == "function_call_output":
+                    _remember(self.outputs, as_str(value.get("event_id")))
             elif kind == "response.create":
                 self._create(as_dict(value.get("response")), as_str(value.get("event_id")))
             return []
@@ -481,7 +501,18 @@ class RealtimeSocket(_Reader):
         turns += (
             SocketTurn(self._exchange(c.request, None), c.prior, cut=True) for c in self.waiting
         )
+        # Results written since the last request still answer their calls.
+        for item in self.items:
+            self.owed.pop(as_str(item.get("call_id")), None)
+        errors = owed_at_close(
+            [call_id for call_id, went_on in self.owed.items() if went_on],
+            [call_id for call_id, went_on in self.owed.items() if not went_on],
+            f"the socket's close, after {self.last_response or 'no response'}",
+        )
+        if errors:
+            turns.append(self._said(loop_errors=errors, reason="calls still owed at the close"))
         self.turns, self.waiting, self.items, self.items_size, self.held = {}, deque(), [], 0, 0
+        self.owed.clear()
         return turns
 
     def lost(self, why: str = LOST) -> list[SocketTurn]:
@@ -494,7 +525,21 @@ class RealtimeSocket(_Reader):
         self.skipped["lost"] += len(self.waiting)
         self.turns, self.waiting, self.items, self.items_size, self.held = {}, deque(), [], 0, 0
         self.known, self.blind = False, True
+        self._forget_owed()
         return turns
+
+    def _forget_owed(self) -> None:
+        """A result for any call owed may have gone by unseen: none is owed any longer."""
+        for call_id in self.owed:
+            _remember(self.unowed, call_id)
+        self.owed.clear()
+
+    def _said(self, **found: Any) -> SocketTurn:
+        """A finding of the session itself, outside any turn."""
+        verdict = Verdict(
+            api=self.api, outcome="inspected", transport="websocket", scope="session", **found
+        )
+        return SocketTurn(self._exchange(b"{}", None), said=verdict)
 
     def _configure(self, session: Mapping[str, Any], echo: bool = False) -> None:
         for key in self.SETTINGS:
@@ -514,6 +559,9 @@ class RealtimeSocket(_Reader):
             if len(self.items) >= MAX_ITEMS or self.items_size + size > self.max_turn:
                 self.blind = True
                 self.skipped["too_many_items"] += 1
+                if call_id in self.owed:  # answered, though not kept
+                    del self.owed[call_id]
+                    _remember(self.unowed, call_id)
                 return
             self.items.append(item)
             self.items_size += size
@@ -533,12 +581,12 @@ class RealtimeSocket(_Reader):
         prior = None
         if not detached and not running:
             previous = self.last_response or "(the session's start)"
-            owed = self._owed_then()
             request["previous_response_id"] = previous
             request["input"] = self.items
-            # Blind (joined late, or messages went by unread): no call is known
-            # to be owed and no result can be called an orphan.
-            prior = {} if self.blind else {previous: owed}
+            # Blind (joined late, or messages went by unread) or sideband: no
+            # result can be called an orphan.
+            prior = {} if self.blind or self.sideband else {previous: list(self.owed)}
+            self._answered(self.items)
             self.held -= self.items_size
             self.items, self.items_size, self.blind = [], 0, False
         body = dumps(request).encode()
@@ -548,13 +596,13 @@ class RealtimeSocket(_Reader):
         self.waiting.append(_Create(body, prior=prior, detached=detached, event_id=event_id))
         self.held += len(body)
 
-    def _owed_then(self) -> list[str]:
-        """The calls owed when a response is asked for; from then on, none is owed twice."""
-        ids = list(self.owed)
-        for call_id in ids:
-            _remember(self.unowed, call_id)
-        self.owed.clear()
-        return ids
+    def _answered(self, outputs: list[Mapping[str, Any]]) -> None:
+        """Calls answered by these results are owed nothing more; another result is not read."""
+        for item in outputs:
+            call_id = as_str(item.get("call_id"))
+            if call_id in self.owed:
+                del self.owed[call_id]
+                _remember(self.unowed, call_id)
 
     def _start(self, message: bytes, response: Mapping[str, Any]) -> None:
         response_id = as_str(response.get("id"))
@@ -583,21 +631,38 @@ class RealtimeSocket(_Reader):
             for item in map(as_dict, as_list(response.get("output")))
             if item.get("type") == "function_call" and as_str(item.get("call_id"))
         ]
-        owed = not turn.detached and response.get("status") == "completed"
+        went_on = not turn.detached and response.get("status") == "completed"
+        owed = went_on and not self.sideband
+        if went_on:  # the conversation went on without the results still owed
+            for call_id in self.owed:
+                self.owed[call_id] = True
         for call_id in calls:
-            if _remember(self.owed if owed else self.unowed, call_id) and owed:
-                self.blind = True  # a call forgotten while owed: its result would look orphaned
-        if owed:
+            if owed:
+                self.owed[call_id] = False
+                self.owed.move_to_end(call_id)
+                if (
+                    len(self.owed) > MAX_OPEN
+                ):  # forgotten while owed: its result would look orphaned
+                    self.owed.popitem(last=False)
+                    self.blind = True
+            else:
+                _remember(self.unowed, call_id)
+        if went_on:
             self.last_response = turn.response_id or self.last_response
 
     def _error(self, message: bytes, event: dict[str, Any]) -> list[SocketTurn]:
-        """An error event: a waiting response.create's rejection, or the session's own.
+        """An error event: a rejected request, or the session's own.
 
         Realtime errors answer client events (a response that fails ends with
-        response.done). One answers a waiting request when it names the request's
-        event id, or, when it names none, when it refuses a new response (its code,
-        or a `response` parameter); any other is the session's, and leaves the
-        requests waiting.
+        response.done). A rejected request is one that refuses a response.create
+        (it names the request's event id, or, naming none, refuses a new
+        response: its code, or a `response` parameter) or a tool result (it names
+        the event id of the conversation.item.create that carried it). Any other
+        refuses nothing tooltap reads (an empty audio buffer committed, a
+        response.cancel with none running): a session error, counted by its code
+        and logged, that leaves the requests waiting. An error that names no
+        event id and no response is read as the session's: it cannot be told
+        apart from one, and reading it as a rejection could be a false finding.
         """
         error = as_dict(event.get("error"))
         answers = as_str(error.get("event_id"))
@@ -612,17 +677,26 @@ class RealtimeSocket(_Reader):
         if create is not None:
             self.waiting.remove(create)
             self.held -= len(create.request)
-        return [self._rejection(create or _Create(b"{}"), message, event)]
+            return [self._rejection(create, message, event)]
+        if answers in self.outputs:  # a tool result refused
+            del self.outputs[answers]
+            return [self._rejection(_Create(dumps(self.session).encode()), message, event)]
+        said = api_error(event)
+        code = as_str(error.get("code")) or said.type
+        return [
+            self._said(
+                session_errors=[ApiError(type=code, message=said.message)],
+                reason=f"the session sent an error that refused no request: {code}",
+            )
+        ]
 
 
-def _remember(table: OrderedDict[str, None], call_id: str) -> bool:
-    """Add a call id, newest last; True when the oldest had to be forgotten."""
-    table[call_id] = None
-    table.move_to_end(call_id)
+def _remember(table: OrderedDict[str, Any], key: str, value: Any = None) -> None:
+    """Add a key, newest last; past MAX_OPEN the oldest is forgotten."""
+    table[key] = value
+    table.move_to_end(key)
     if len(table) > MAX_OPEN:
         table.popitem(last=False)
-        return True
-    return False
 
 
 def socket_reader(

@@ -258,7 +258,8 @@ def loop_panels() -> list[Any]:
             " unanswered-call: a call got no result. orphan-result: a result for a call that"
             " does not exist. duplicate-result: a call answered twice. split-results and"
             " results-not-first (Anthropic): results must sit first in the single next user"
-            " message. empty-result: a result with no content.",
+            " message. empty-result: a result with no content. unanswered-at-close (Realtime):"
+            " the session closed while a tool ran, with no response after it, as at a hang-up.",
             [
                 query(
                     f"sum by (rule) (rate(tooltap_loop_errors_total{{{API}}}[$__rate_interval]))",
@@ -294,6 +295,19 @@ def loop_panels() -> list[Any]:
             ],
         ),
         series(
+            "Realtime session errors",
+            "Errors a Realtime session sent that refused no request, per second, by code"
+            " (input_audio_buffer_commit_empty is routine in voice sessions). A refused"
+            " response.create or tool result counts as a rejected request instead.",
+            [
+                query(
+                    "sum by (type) (rate(tooltap_session_errors_total"
+                    f"{{{API}}}[$__rate_interval]))",
+                    "{{type}}",
+                )
+            ],
+        ),
+        series(
             "Output-format states",
             "Turns per second by how the structured output was requested. enforced: a strict"
             " JSON schema the API guarantees. advisory-schema: a schema without strict, so"
@@ -306,7 +320,7 @@ def loop_panels() -> list[Any]:
                     "{{state}}",
                 )
             ],
-            width=24,
+            width=16,
             stacked=True,
         ),
     ]

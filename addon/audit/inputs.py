@@ -154,7 +154,12 @@ def _socket_items(flow: Any, path: str) -> Iterator[Item]:
     """A recorded WebSocket's turns, each with how its socket ended."""
     ended = socket_ending(flow)
     label = f"WS {flow.request.path.partition('?')[0]}"
-    for number, turn in enumerate(socket_turns(flow), 1):
+    number = 0
+    for turn in socket_turns(flow):
+        if turn.said is not None:  # the session's own finding, not a turn
+            yield Item(f"{label} (session)", turn.exchange, turn=turn, ended=ended, source=path)
+            continue
+        number += 1
         yield Item(f"{label} #{number}", turn.exchange, turn=turn, ended=ended, source=path)
 
 

@@ -102,6 +102,8 @@ def socket_verdict(
     session: Session, turn: SocketTurn, note: str | None = None, failure: str | None = None
 ) -> Verdict:
     """A socket's turn inspected; one its socket's end cut off says how it ended, as for HTTP."""
+    if turn.said is not None:
+        return turn.said
     exchange = turn.exchange
     if turn.skipped is not None:
         return Verdict(

@@ -93,7 +93,7 @@ class LogSink:
                 schema_problem=call.schema_problem,
             )
         for error in verdict.loop_errors:
-            log.warning(
+            (log.warning if error.rule in DEFAULT else log.info)(
                 "loop_error",
                 api=verdict.api,
                 rule=error.rule,
@@ -120,6 +120,15 @@ class LogSink:
                 type=failure.type,
                 message=policy.message(failure.message),
             )
+        for failure in verdict.session_errors:
+            # The session's own error, refusing no request (an empty audio buffer committed).
+            log.info(
+                "session_error",
+                api=verdict.api,
+                transport=verdict.transport,
+                type=failure.type,
+                message=policy.message(failure.message),
+            )
         for result in verdict.tool_results:
             if result.outcome == "error":
                 log.warning(
@@ -132,6 +141,8 @@ class LogSink:
                 response_id=verdict.response_id,
                 output_types=verdict.output_types,
             )
+        if verdict.scope == "session":
+            return  # no turn: the session's own lines above are the whole of it
         # A finding, or an exchange that could not be read whole, is worth a warning.
         warn = (
             any(name in DEFAULT for name in findings(verdict))

@@ -24,6 +24,7 @@ SOCKET_APIS = ("responses", "realtime")  # the APIs that have a WebSocket transp
 # full), then in the inspector's readers.
 SOCKET_SKIPS = ("binary", "over_budget", "queue_full", *READER_SKIPS)
 OTHER_MODEL = "other"
+ERROR_TYPES = 50  # distinct session error codes kept as labels; later ones count as `other`
 
 
 class Registry(CollectorRegistry):
@@ -45,6 +46,7 @@ class Metrics:
         self.registry = Registry()
         self.model_labels = model_labels
         self._models: set[str] = set()
+        self._error_types: set[str] = set()
         self._pairs: set[tuple[str, str]] = set()
         self._children: dict[tuple[Any, ...], Any] = {}
         self._lock = threading.Lock()
@@ -99,6 +101,13 @@ class Metrics:
             "tooltap_rejected_requests_total",
             "Requests the API refused (4xx).",
             ["api", "status"],
+            registry=r,
+        )
+        self.session_errors = Counter(
+            "tooltap_session_errors_total",
+            "Errors a Realtime session sent that refused no request, by their code "
+            "(the first 50 codes; later ones count as other).",
+            ["api", "type"],
             registry=r,
         )
         self.calls_per_turn = Histogram(
@@ -188,12 +197,14 @@ class Metrics:
 
     def model(self, name: str | None) -> str:
         """The model label: the first N distinct names, then `other`."""
-        label = name or "unknown"
-        if label in self._models:
+        return self._bounded(self._models, self.model_labels, name or "unknown")
+
+    def _bounded(self, seen: set[str], limit: int, label: str) -> str:
+        if label in seen:
             return label
         with self._lock:
-            if len(self._models) < self.model_labels:
-                self._models.add(label)
+            if len(seen) < limit:
+                seen.add(label)
                 return label
         return OTHER_MODEL
 
@@ -226,8 +237,12 @@ class Metrics:
     def record(self, verdict: Verdict, seconds: float) -> None:
         child = self._child
         api = verdict.api or "none"
-        child(self.flows, api, verdict.outcome).inc()
-        child(self.inspect_seconds, api).observe(seconds)
+        if verdict.scope == "turn":  # what a session says outside its turns is no flow
+            child(self.flows, api, verdict.outcome).inc()
+            child(self.inspect_seconds, api).observe(seconds)
+        for error in verdict.session_errors:
+            kind = self._bounded(self._error_types, ERROR_TYPES, error.type or "unknown")
+            child(self.session_errors, api, kind).inc()
         for error in verdict.loop_errors:
             child(self.loop_errors, api, error.rule).inc()
         for result in verdict.tool_results:

@@ -137,6 +137,8 @@ class TraceSink:
         ended: float,
     ) -> None:
         """One span for one model call (or a WebSocket turn), in the caller's trace if named."""
+        if verdict.scope != "turn":
+            return  # a session's findings outside its turns are no model call
         carrier = {
             key.decode("latin-1").lower(): value.decode("latin-1")
             for key, value in headers

@@ -53,8 +53,14 @@ def describe(verdicts: list[Verdict], arguments: str) -> str:
     if not verdicts:
         return "tooltap: no turn finished on this flow yet"
     blocks = []
-    for number, verdict in enumerate(verdicts, 1):
-        title = f"turn {number} of {len(verdicts)}: " if len(verdicts) > 1 else ""
+    turns = sum(1 for verdict in verdicts if verdict.scope == "turn")
+    number = 0
+    for verdict in verdicts:
+        if verdict.scope == "session":
+            title = "the session: "
+        else:
+            number += 1
+            title = f"turn {number} of {turns}: " if turns > 1 else ""
         blocks.append(f"tooltap {title}{headline(verdict)}\n\n{_detail(verdict, arguments)}")
     return "\n\n".join(blocks)
 

@@ -144,6 +144,30 @@ def test_a_fan_out_without_strict_is_reported_at_info_and_a_finding_at_warning()
     ]
 
 
+def test_what_a_session_says_outside_its_turns_is_logged_without_a_turn_line():
+    said = Verdict(
+        api="realtime",
+        outcome="inspected",
+        transport="websocket",
+        scope="session",
+        session_errors=[{"type": "input_audio_buffer_commit_empty", "message": "too small"}],
+        loop_errors=[
+            {"rule": "unanswered-call", "ids": ["call_b"], "where": "w", "repair": "r"},
+            {"rule": "unanswered-at-close", "ids": ["call_c"], "where": "w", "repair": "r"},
+        ],
+    )
+    assert [(e["event"], e["log_level"]) for e in captured(said)] == [
+        ("loop_error", "warning"),
+        ("loop_error", "info"),  # a hang-up while a tool ran fails nothing by default
+        ("session_error", "info"),
+    ]
+    session_error = captured(said)[-1]
+    assert (session_error["type"], session_error["message"]) == (
+        "input_audio_buffer_commit_empty",
+        "too small",
+    )
+
+
 def test_nothing_reaches_the_stream_when_the_processors_capture_the_events():
     stream, capture = io.StringIO(), LogCapture()
     LogSink(stream=stream, processors=[capture]).emit(inspect_chat(), "h", "/p", 0.0)

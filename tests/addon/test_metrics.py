@@ -58,6 +58,56 @@ def test_a_verdict_that_is_not_a_turn_counts_its_flow_and_nothing_else(metrics):
     assert value(metrics, "tooltap_calls_per_turn_count", api="responses") is None
 
 
+def test_a_sessions_own_findings_count_as_findings_and_no_flow(metrics):
+    for code in ("input_audio_buffer_commit_empty", "input_audio_buffer_commit_empty", "x"):
+        metrics.record(
+            Verdict(
+                api="realtime",
+                outcome="inspected",
+                scope="session",
+                session_errors=[{"type": code, "message": "m"}],
+            ),
+            0.001,
+        )
+    metrics.record(
+        Verdict(
+            api="realtime",
+            outcome="inspected",
+            scope="session",
+            loop_errors=[{"rule": "unanswered-call", "ids": ["c"], "where": "w", "repair": "r"}],
+        ),
+        0.001,
+    )
+    assert value(metrics, "tooltap_flows_total", api="realtime", outcome="inspected") == 0
+    assert value(metrics, "tooltap_inspect_seconds_count", api="realtime") is None
+    assert (
+        value(
+            metrics,
+            "tooltap_session_errors_total",
+            api="realtime",
+            type="input_audio_buffer_commit_empty",
+        )
+        == 2
+    )
+    assert value(metrics, "tooltap_session_errors_total", api="realtime", type="x") == 1
+    assert value(metrics, "tooltap_loop_errors_total", api="realtime", rule="unanswered-call") == 1
+
+
+def test_session_error_codes_past_the_label_budget_count_as_other(metrics):
+    for number in range(52):
+        metrics.record(
+            Verdict(
+                api="realtime",
+                outcome="inspected",
+                scope="session",
+                session_errors=[{"type": f"code_{number}", "message": "m"}],
+            ),
+            0,
+        )
+    assert value(metrics, "tooltap_session_errors_total", api="realtime", type="code_49") == 1
+    assert value(metrics, "tooltap_session_errors_total", api="realtime", type="other") == 2
+
+
 def test_models_past_the_label_budget_count_as_other_and_start_at_zero():
     metrics = Metrics(model_labels=1)
     for model in ("first", "second", "third"):

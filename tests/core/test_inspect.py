@@ -324,7 +324,12 @@ def test_findings_are_named_once_per_occurrence_and_the_default_set_is_what_fail
         "orphan-result",
         "rejected",
     ]
-    assert set(NAMES) - DEFAULT == {"strict-at-risk", "fanout-no-strict"}
+    assert set(NAMES) - DEFAULT == {
+        "strict-at-risk",
+        "fanout-no-strict",
+        "unanswered-at-close",
+        "session-error",
+    }
     quiet = Verdict(
         api="chat", outcome="inspected", state="fanout-no-strict", format_state="free-text"
     )

@@ -29,6 +29,7 @@ from support.sockets import (
 
 from tooltap.addon.inspection.session import Session
 from tooltap.core import Exchange, inspect
+from tooltap.core.findings import DEFAULT, findings
 from tooltap.core.sockets import (
     MAX_LANES,
     MAX_WAITING,
@@ -66,7 +67,7 @@ def feed(reader, messages, session=None):
 
 def verdicts(turns, session=None):
     session = session or Session()
-    return [session.inspect(t.exchange, t.prior) for t in turns if t.skipped is None]
+    return [t.said or session.inspect(t.exchange, t.prior) for t in turns if t.skipped is None]
 
 
 def recorded(name):
@@ -449,13 +450,93 @@ def test_a_realtime_response_with_two_calls_both_answered_is_clean():
     assert second.loop_errors == [] and len(second.tool_results) == 2
 
 
-def test_a_realtime_response_asked_for_with_a_call_unanswered_is_found():
+def test_a_response_asked_for_while_a_call_is_still_owed_is_no_finding():
     reader = socket_reader("realtime", REALTIME_URL, 8 << 20)
     turns, _ = feed(reader, realtime_messages(["call_one"]))
     _, second = verdicts(turns)
-    assert loop(second) == [
-        ("unanswered-call", ["call_two"], "response.create after resp_Dz2pi00000001")
+    assert loop(second) == []
+    assert [(r.call_id, r.outcome) for r in second.tool_results] == [("call_one", "ok")]
+
+
+def test_a_call_never_answered_after_the_conversation_went_on_is_found_at_the_close():
+    reader = socket_reader("realtime", REALTIME_URL, 8 << 20)
+    feed(reader, realtime_messages(["call_one"]))
+    (said,) = verdicts(reader.close())
+    assert (said.scope, said.state, said.outcome) == ("session", None, "inspected")
+    assert loop(said) == [
+        ("unanswered-call", ["call_two"], "the socket's close, after resp_Dz2pi00000002")
     ]
+    assert "API rejects" not in said.loop_errors[0].repair
+    assert said.loop_errors[0].repair.startswith("send a function_call_output")
+
+
+def test_a_hang_up_while_a_tool_runs_is_reported_and_fails_nothing_by_default():
+    reader = realtime_started()
+    feed(
+        reader,
+        [(True, {"type": "response.create"}), *realtime_events("resp_hang00000001", [PARIS])],
+    )
+    (said,) = verdicts(reader.close())
+    assert loop(said) == [
+        ("unanswered-at-close", ["call_one"], "the socket's close, after resp_hang00000001")
+    ]
+    assert findings(said) == ["unanswered-at-close"]
+    assert not set(findings(said)) & DEFAULT
+
+
+def test_the_agents_sdk_order_is_clean():
+    # openai-agents (Python and JS), pipecat: a response's tools run concurrently; each, as it
+    # finishes, sends its output and asks for a response; the user may speak meanwhile.
+    reader = realtime_started()
+    rome = ("call_two", "get_weather", '{"city":"Rome"}')
+    messages = [
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_fanout000001", [PARIS, rome]),
+        realtime_output("call_one"),  # the fast tool
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_partial00001"),
+        (True, {"type": "input_audio_buffer.commit"}),  # the user speaks while Rome runs
+        *realtime_events("resp_spoken000001"),  # started by voice activity
+        realtime_output("call_two"),  # the slow tool
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_final0000001"),
+    ]
+    turns, session = feed(reader, messages)
+    found = verdicts(turns + reader.close(), session)
+    assert [v.response_id for v in found] == [
+        "resp_fanout000001",
+        "resp_partial00001",
+        "resp_spoken000001",
+        "resp_final0000001",
+    ]
+    assert [loop(v) for v in found] == [[], [], [], []]
+    assert [[r.call_id for r in v.tool_results] for v in found] == [
+        [],
+        ["call_one"],
+        [],
+        ["call_two"],
+    ]
+
+
+def test_the_livekit_order_is_clean():
+    # livekit/agents: every output first, then one response.create.
+    reader = realtime_started()
+    turns, session = feed(reader, realtime_messages(["call_one", "call_two"])[2:])
+    found = verdicts(turns + reader.close(), session)
+    assert [loop(v) for v in found] == [[], []]
+
+
+def test_a_sideband_socket_logs_and_validates_calls_and_judges_no_loop():
+    reader = socket_reader("realtime", REALTIME_URL + "&call_id=rtc_u1_9c6", 8 << 20)
+    messages = [
+        m
+        for m in realtime_messages(["call_ghost"])
+        if not (m[0] and m[1].get("type") == "session.update")
+    ]
+    turns, session = feed(reader, messages)
+    found = verdicts(turns + reader.close(), session)
+    assert [(v.call_count, loop(v)) for v in found] == [(2, []), (0, [])]
+    assert [bool(c.schema_errors) for c in found[0].calls] == [False, False]
 
 
 def test_a_realtime_result_for_a_call_never_made_is_an_orphan():
@@ -495,9 +576,39 @@ def test_realtime_errors_answer_the_waiting_request_or_the_session():
     answer = error | {"error": error["error"] | {"event_id": "c1", "message": "busy"}}
     turns += reader.feed(frame(answer).encode(), False)
     session_error, refused = verdicts(turns)
-    assert session_error.rejected is not None and session_error.rejected.status == 400
+    assert (session_error.scope, session_error.rejected) == ("session", None)
+    assert [(e.type, e.message) for e in session_error.session_errors] == [
+        ("invalid_value", "Invalid value: 'text'.")
+    ]
     assert refused.rejected is not None and refused.rejected.message == "busy"
     assert reader.waiting == type(reader.waiting)()
+
+
+def test_an_error_that_refuses_a_tool_result_is_a_rejected_request():
+    reader = realtime_started()
+    output = {
+        "type": "conversation.item.create",
+        "event_id": "out_1",
+        "item": {"type": "function_call_output", "call_id": "call_nowhere", "output": "x"},
+    }
+    refusal = {
+        "type": "error",
+        "event_id": "event_refusal",
+        "error": {
+            "type": "invalid_request_error",
+            "code": "invalid_value",
+            "message": "Tool call ID 'call_nowhere' not found in conversation.",
+            "param": "item.call_id",
+            "event_id": "out_1",
+        },
+    }
+    turns, session = feed(reader, [(True, output), (False, refusal)])
+    (refused,) = verdicts(turns, session)
+    assert refused.scope == "turn" and refused.rejected is not None
+    assert (refused.rejected.status, refused.rejected.message) == (
+        400,
+        "Tool call ID 'call_nowhere' not found in conversation.",
+    )
 
 
 def test_out_of_band_responses_owe_nothing_and_are_not_owed_to():
@@ -628,9 +739,11 @@ def test_a_session_error_without_an_event_id_leaves_the_request_waiting():
     ]
     turns, session = feed(reader, messages)
     session_error, answered = verdicts(turns, session)
-    assert (
-        session_error.rejected is not None and session_error.rejected.message == "buffer too small"
-    )
+    assert (session_error.scope, session_error.rejected) == ("session", None)
+    assert [(e.type, e.message) for e in session_error.session_errors] == [
+        ("input_audio_buffer_commit_empty", "buffer too small")
+    ]
+    assert findings(session_error) == ["session-error"]
     # The response answers the request: its tools are the session's.
     assert (answered.response_id, answered.call_count) == ("resp_after0000001", 1)
     assert json.loads(answered_request(turns[1]))["tools"] == [WEATHER]

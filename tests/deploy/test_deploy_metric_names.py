@@ -46,6 +46,7 @@ LOOP_RULES = {
     "split-results",
     "results-not-first",
     "empty-result",
+    "unanswered-at-close",
 }
 FLOW_OUTCOMES = {"inspected", "skipped", "unparseable", "upstream_error", "dropped"}
 
@@ -60,6 +61,7 @@ COUNTERS: dict[str, dict[str, set[str] | None]] = {
     "tooltap_loop_errors_total": {"api": APIS, "rule": LOOP_RULES},
     "tooltap_tool_results_total": {"api": APIS, "outcome": {"ok", "error"}},
     "tooltap_rejected_requests_total": {"api": APIS, "status": ANY},
+    "tooltap_session_errors_total": {"api": {"realtime"}, "type": ANY},
     "tooltap_flows_total": {"api": APIS, "outcome": FLOW_OUTCOMES},
     "tooltap_internal_errors_total": {"where": {"hook", "tap", "worker"}},
     "tooltap_inspector_restarts_total": {},

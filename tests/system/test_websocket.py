@@ -54,7 +54,7 @@ PARIS = call_item(
     "fc_0a76d7cc01", "call_NnDOtgBLcomuxMOH1WLzvbU1", "get_weather", '{"city":"Paris"}'
 )
 ROME = call_item("fc_0a76d7cc02", "call_NnDOtgBLcomuxMOH1WLzvbU2", "get_weather", '{"city":"Rome"}')
-R1, R2 = "resp_Dz2piW4z2Mvytwhum8N01", "resp_Dz2piW4z2Mvytwhum8N02"
+R1, R2, R3, R4 = (f"resp_Dz2piW4z2Mvytwhum8N0{n}" for n in range(1, 5))
 REALTIME_CALLS = [
     ("call_9ghqokxJmZFwiA01", "get_weather", '{"city":"Paris"}'),
     ("call_9ghqokxJmZFwiA02", "get_weather", '{"city":"Rome"}'),
@@ -97,6 +97,21 @@ def scripts(path: str, _headers: dict[str, str]):
             ("session.update", [updated]),
             ("response.create", realtime_turn(R1, REALTIME_CALLS)),
             ("response.create", realtime_turn(R2, [], "Paris 12C, Rome 18C.")),
+        ),
+        # The Agents SDK's order: each tool's output and a response.create as it finishes,
+        # and the user speaking while the slower one runs.
+        "agents": lambda: script(
+            (None, [created]),
+            ("session.update", [updated]),
+            ("response.create", realtime_turn(R1, REALTIME_CALLS)),
+            ("response.create", realtime_turn(R2, [], "Paris is 12C; Rome is coming.")),
+            ("response.create", realtime_turn(R3, [], "Madrid next, once Rome is in.")),
+            ("response.create", realtime_turn(R4, [], "Rome is 18C.")),
+        ),
+        "hangup": lambda: script(
+            (None, [created]),
+            ("session.update", [updated]),
+            ("response.create", realtime_turn(R1, REALTIME_CALLS)),
         ),
     }[scenario]()
 
@@ -321,29 +336,40 @@ def sent_by_script(scenario: str) -> list:
     return [f for step in scripts(f"/v1/responses?scenario={scenario}", {}) for f in step.frames]
 
 
-def realtime_session_through(proxy: Proxy, answered: list[str]) -> list[bytes]:
+def realtime_through(proxy: Proxy, scenario: str, actions: list[tuple[str, str]]) -> list[bytes]:
+    """A Realtime session driven by the official SDK: ("say", text), ("output", call_id) and
+    ("respond", ""), which waits for its response.done. The socket closes at the end."""
     received = []
     realtime = client(proxy).realtime
-    with realtime.connect(model="gpt-realtime", extra_query={"scenario": "realtime"}) as connection:
+    with realtime.connect(model="gpt-realtime", extra_query={"scenario": scenario}) as connection:
         received += until(connection, "session.created")
         connection.session.update(session={"type": "realtime", "tools": [WEATHER]})
         received += until(connection, "session.updated")
-        connection.conversation.item.create(
-            item={
-                "type": "message",
-                "role": "user",
-                "content": [{"type": "input_text", "text": "Paris and Rome?"}],
-            }
-        )
-        connection.response.create()
-        received += until(connection, "response.done")
-        for call_id in answered:
-            connection.conversation.item.create(
-                item={"type": "function_call_output", "call_id": call_id, "output": "12C"}
-            )
-        connection.response.create()
-        received += until(connection, "response.done")
+        for action, value in actions:
+            if action == "say":
+                connection.conversation.item.create(
+                    item={
+                        "type": "message",
+                        "role": "user",
+                        "content": [{"type": "input_text", "text": value}],
+                    }
+                )
+            elif action == "output":
+                connection.conversation.item.create(
+                    item={"type": "function_call_output", "call_id": value, "output": "12C"}
+                )
+            else:
+                connection.response.create()
+                received += until(connection, "response.done")
     return received
+
+
+def realtime_session_through(proxy: Proxy, answered: list[str]) -> list[bytes]:
+    """livekit's order: every output of the response, then one response.create."""
+    outputs = [("output", call_id) for call_id in answered]
+    return realtime_through(
+        proxy, "realtime", [("say", "Paris and Rome?"), ("respond", ""), *outputs, ("respond", "")]
+    )
 
 
 def test_a_realtime_session_with_two_calls_both_answered(upstream, proxy):
@@ -373,17 +399,66 @@ def test_a_realtime_session_with_two_calls_both_answered(upstream, proxy):
     assert sample(values, "tooltap_loop_errors_total", api="realtime", rule="unanswered-call") == 0
 
 
-def test_a_realtime_response_asked_for_while_a_call_is_unanswered(upstream, proxy):
+def test_the_agents_sdk_order_with_a_user_turn_while_a_tool_runs_is_clean(upstream, proxy):
+    forget(upstream, "agents")
+    paris, rome = (call_id for call_id, _, _ in REALTIME_CALLS)
+    received = realtime_through(
+        proxy,
+        "agents",
+        [
+            ("say", "Paris and Rome?"),
+            ("respond", ""),
+            ("output", paris),  # the faster tool, then a response
+            ("respond", ""),
+            ("say", "And Madrid?"),  # the user speaks while Rome's tool runs
+            ("respond", ""),
+            ("output", rome),  # the slower tool, then a response
+            ("respond", ""),
+        ],
+    )
+    assert received == sent_by(upstream, "agents")
+    turns = by_event(proxy, "turn", 4)
+    assert [(t["response_id"], t["calls"]) for t in turns] == [(R1, 2), (R2, 0), (R3, 0), (R4, 0)]
+    assert proxy.wait_for("loop_error", timeout=1) == []
+    values = scrape(proxy)
+    assert sample(values, "tooltap_tool_results_total", api="realtime", outcome="ok") == 2
+    for rule in ("unanswered-call", "unanswered-at-close", "orphan-result"):
+        assert sample(values, "tooltap_loop_errors_total", api="realtime", rule=rule) == 0
+
+
+def test_a_call_never_answered_while_the_conversation_went_on_is_reported_at_the_close(
+    upstream, proxy
+):
     forget(upstream, "realtime")
     received = realtime_session_through(proxy, [REALTIME_CALLS[0][0]])
     assert received == sent_by(upstream, "realtime")
     (error,) = by_event(proxy, "loop_error", 1)
-    assert (error["api"], error["rule"], error["ids"], error["where"]) == (
-        "realtime", "unanswered-call", [REALTIME_CALLS[1][0]], f"response.create after {R1}",
+    assert (error["api"], error["rule"], error["ids"], error["where"], error["level"]) == (
+        "realtime", "unanswered-call", [REALTIME_CALLS[1][0]],
+        f"the socket's close, after {R2}", "warning",
     )  # fmt: skip
     values = scrape(proxy)
     assert sample(values, "tooltap_loop_errors_total", api="realtime", rule="unanswered-call") == 1
     assert sample(values, "tooltap_tool_results_total", api="realtime", outcome="ok") == 1
+    # The close is no turn: two turns, two flows.
+    assert len(proxy.wait_for("turn", 3, timeout=1)) == 2
+    assert sample(values, "tooltap_flows_total", api="realtime", outcome="inspected") == 2
+
+
+def test_a_hang_up_while_the_tools_run_is_reported_at_info(upstream, proxy):
+    forget(upstream, "hangup")
+    received = realtime_through(proxy, "hangup", [("say", "Paris and Rome?"), ("respond", "")])
+    assert received == sent_by(upstream, "hangup")
+    (error,) = by_event(proxy, "loop_error", 1)
+    assert (error["rule"], error["ids"], error["level"]) == (
+        "unanswered-at-close",
+        [call_id for call_id, _, _ in REALTIME_CALLS],
+        "info",
+    )
+    values = scrape(proxy)
+    assert (
+        sample(values, "tooltap_loop_errors_total", api="realtime", rule="unanswered-at-close") == 1
+    )
 
 
 def test_a_fault_in_the_websocket_hook_leaves_the_socket_working(upstream):
@@ -461,6 +536,7 @@ def test_audit_reads_the_sockets_of_a_flow_file_with_the_live_proxys_findings(up
             until(conn, *DONE)
         realtime_session_through(recording_proxy, [REALTIME_CALLS[0][0]])
         live = recording_proxy.wait_for("turn", 4)
+        # one after the follow-up on the Responses socket, one at the Realtime socket's close
         live_errors = recording_proxy.wait_for("loop_error", 2)
     audit = subprocess.run(
         [sys.executable, "-m", "tooltap.addon.commands.cli", "audit", "-r", str(flows),
@@ -470,14 +546,19 @@ def test_audit_reads_the_sockets_of_a_flow_file_with_the_live_proxys_findings(up
     assert audit.returncode == 1, audit.stderr  # findings
     rows = [json.loads(line) for line in audit.stdout.splitlines()]
     summary = rows.pop()
-    assert (summary["summary"], summary["read"]) == (True, 4)
+    assert (summary["summary"], summary["read"]) == (True, 5)
+    (said,) = [r for r in rows if r["scope"] == "session"]
+    rows.remove(said)
 
     def key(v):
         return (v["api"], v["transport"], v["response_id"], v["state"], v["outcome"])
 
     assert sorted(key(r) for r in rows) == sorted(key(t) for t in live)
-    audited_errors = [(e["rule"], e["ids"], e["where"]) for r in rows for e in r["loop_errors"]]
+    audited_errors = [
+        (e["rule"], e["ids"], e["where"]) for r in [*rows, said] for e in r["loop_errors"]
+    ]
     assert sorted(audited_errors) == sorted((e["rule"], e["ids"], e["where"]) for e in live_errors)
     assert [r["label"] for r in rows] == [
         "WS /v1/responses #1", "WS /v1/responses #2", "WS /v1/realtime #1", "WS /v1/realtime #2",
     ]  # fmt: skip
+    assert said["label"] == "WS /v1/realtime (session)"
