@@ -104,12 +104,17 @@ def chat_stream(events: list[Any], notes: list[str]) -> list[Call]:
             if choice.get("index", 0) != 0:
                 continue
             for fragment in (choice.get("delta") or {}).get("tool_calls") or []:
-                if "index" not in fragment:
-                    notes.append("a tool_calls fragment without index: taken as index 0")
-                call = calls.setdefault(
-                    fragment.get("index", 0), {"id": "", "name": "", "args": ""}
-                )
                 function = fragment.get("function") or {}
+                index = fragment.get("index")
+                if index is None:
+                    # Mistral sends each call whole, in a chunk of its own, with no index.
+                    named = bool(function.get("name"))
+                    notes.append(
+                        "a tool_calls fragment without index: "
+                        + ("a new call (it names one)" if named else "part of the last call")
+                    )
+                    index = len(calls) if named or not calls else max(calls)
+                call = calls.setdefault(index, {"id": "", "name": "", "args": ""})
                 call["id"] = call["id"] or fragment.get("id") or ""
                 call["name"] = call["name"] or function.get("name") or ""
                 call["args"] += function.get("arguments") or ""
