@@ -152,19 +152,26 @@ class Proxy:
         count: int = 1,
         where: Callable[[dict[str, Any]], bool] | None = None,
         timeout: float = 15.0,
+        since: int = 0,
     ) -> list[dict[str, Any]]:
-        """The log events named `event` (and matching `where`), once `count` have arrived or time is up."""
+        """The log events named `event` (and matching `where`), once `count` have arrived or time
+        is up; since: only those after the first `since` events (a `mark()` taken before)."""
         deadline = time.monotonic() + timeout
         while True:
             with self._lock:
                 found = [
                     e
-                    for e in self.events
+                    for e in self.events[since:]
                     if e.get("event") == event and (where is None or where(e))
                 ]
             if len(found) >= count or time.monotonic() > deadline:
                 return found
             time.sleep(0.02)
+
+    def mark(self) -> int:
+        """A point in the log: wait_for(..., since=mark) sees only what came after it."""
+        with self._lock:
+            return len(self.events)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None

@@ -8,7 +8,7 @@ import sys
 
 import httpx
 import pytest
-from support.scenarios import SCENARIOS, route
+from support.scenarios import route
 
 from tooltap.addon.commands.cli import main
 from tooltap.addon.harness.launch import Proxy
@@ -310,18 +310,25 @@ def test_flow_and_har_files_from_a_real_mitmdump_give_the_live_findings(tmp_path
                     headers={"x-scenario": name},
                 )
         live = proxy.wait_for("turn", len(names))
-    live_states = sorted(((t["api"], t["state"], t["calls"]) for t in live), key=str)
-    assert ("chat", "strict-void", 2) in live_states and ("messages", None, 0) in live_states
-    assert live_states.count(("chat", "strict-void", 2)) == 3  # JSON, SSE and gzip
+    # Read off the captures: two calls under a strict tool with parallel calls on (Chat); the
+    # Responses capture echoes its own strict tool and makes one call; the request's tool is in
+    # Chat's shape, which names no Anthropic tool; the 400 is a rejection, no turn.
+    expected = [
+        ("chat", "strict-void", 2),
+        ("chat", "strict-void", 2),
+        ("responses", "strict-at-risk", 1),
+        ("responses", "strict-at-risk", 1),
+        ("messages", "no-tools", 1),
+        ("messages", "no-tools", 1),
+        ("chat", "strict-void", 2),
+        ("messages", None, 0),
+    ]
+    assert [(t["api"], t["state"], t["calls"]) for t in live] == expected
     for source in (["-r", str(flows)], ["--har", str(har)]):
         code, out, _ = audit(capsys, *source, "--format", "json")
         verdicts = [json.loads(line) for line in out.splitlines()][:-1]
-        assert (
-            sorted(((v["api"], v["state"], len(v["calls"])) for v in verdicts), key=str)
-            == live_states
-        ), source
+        assert [(v["api"], v["state"], len(v["calls"])) for v in verdicts] == expected, source
         assert code == 1
-    assert SCENARIOS  # the same replies the live proxy saw
 
 
 def test_the_cli_runs_as_a_process(api):
@@ -354,7 +361,7 @@ def test_a_socket_saved_while_open_skips_its_turn_in_flight_rather_than_call_it_
     path = tmp_path / "open.mitm"
     with path.open("wb") as handle:
         io.FlowWriter(handle).add(flow)
-    assert main(["audit", "-r", str(path), "--format", "json"]) in (0, 1)
+    assert main(["audit", "-r", str(path), "--format", "json"]) == 0  # the turn read is clean
     *turns, summary = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(t["label"], t["outcome"]) for t in turns] == [
         ("WS /v1/responses #1", "inspected"),

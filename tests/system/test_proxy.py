@@ -205,6 +205,7 @@ def test_raw_bytes_of_every_scenario_equal_what_the_upstream_sent(proxy):
 
 
 def test_openai_responses_streaming_and_not(proxy):
+    start = proxy.mark()
     client = openai_client(proxy, "responses-json")
     response = client.responses.create(model="gpt-5.4", input="weather in Boston?")
     assert response.output[0].call_id == "call_unLAR8MvFNptuiZK6K6HCy5k"
@@ -213,14 +214,15 @@ def test_openai_responses_streaming_and_not(proxy):
     )
     kinds = [event.type for event in stream]
     assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
-    turns = proxy.wait_for(count=2, where=lambda t: t["api"] == "responses")
-    assert {(t["stream"], t["state"], t["calls"]) for t in turns} >= {
-        (False, "strict-at-risk", 1),
-        (True, "strict-at-risk", 1),
-    }
+    turns = proxy.wait_for(count=2, since=start)
+    assert [(t["api"], t["stream"], t["state"], t["calls"]) for t in turns] == [
+        ("responses", False, "strict-at-risk", 1),
+        ("responses", True, "strict-at-risk", 1),
+    ]
 
 
 def test_anthropic_sdk_streaming_and_not(proxy):
+    start = proxy.mark()
     message = anthropic_client(proxy, "messages-json").messages.create(
         model="claude-haiku-4-5",
         max_tokens=100,
@@ -234,14 +236,18 @@ def test_anthropic_sdk_streaming_and_not(proxy):
     ) as stream:
         final = stream.get_final_message()
     assert final.content[1].input == {"location": "Paris"}
-    wanted = {"toolu_011bpynHqFZ9P4u5rSaXsTJQ", "toolu_01NRLabsLyVHZPKxbKvkfSMn"}
-    calls = proxy.wait_for("tool_call", 2, where=lambda c: c["call_id"] in wanted)
-    assert {"toolu_011bpynHqFZ9P4u5rSaXsTJQ", "toolu_01NRLabsLyVHZPKxbKvkfSMn"} <= {
-        c["call_id"] for c in calls
-    }
+    calls = proxy.wait_for("tool_call", 2, since=start)
+    assert [(c["call_id"], c["name"]) for c in calls] == [
+        ("toolu_011bpynHqFZ9P4u5rSaXsTJQ", "get_weather"),
+        ("toolu_01NRLabsLyVHZPKxbKvkfSMn", "get_weather"),
+    ]
 
 
 def test_a_rejected_anthropic_request_is_logged_with_the_apis_words(proxy):
+    start = proxy.mark()
+    rejected_before = sample(
+        metrics(proxy), "tooltap_rejected_requests_total", api="messages", status="400"
+    )
     with pytest.raises(anthropic.BadRequestError):
         anthropic_client(proxy, "messages-400").messages.create(
             model="claude-haiku-4-5",
@@ -260,13 +266,15 @@ def test_a_rejected_anthropic_request_is_logged_with_the_apis_words(proxy):
                 },
             ],
         )
-    rejected = proxy.wait_for("request_rejected")[-1]
+    (rejected,) = proxy.wait_for("request_rejected", since=start)
     assert rejected["status"] == 400
     assert "unexpected `tool_use_id` found in `tool_result` blocks" in rejected["message"]
-    loop = proxy.wait_for("loop_error", where=lambda e: e["rule"] == "orphan-result")
-    assert loop[-1]["ids"] == ["toolu_01GHndag5wQmbzNihYmV2UBj"]
+    (loop,) = proxy.wait_for("loop_error", since=start)
+    assert (loop["rule"], loop["ids"]) == ("orphan-result", ["toolu_01GHndag5wQmbzNihYmV2UBj"])
+    proxy.wait_for("turn", since=start)
     assert (
-        sample(metrics(proxy), "tooltap_rejected_requests_total", api="messages", status="400") >= 1
+        sample(metrics(proxy), "tooltap_rejected_requests_total", api="messages", status="400")
+        == rejected_before + 1
     )
 
 
