@@ -132,21 +132,24 @@ async def test_a_socket_on_another_path_or_host_is_left_alone(harness):
 
 
 async def test_past_the_socket_limit_the_oldest_is_let_go_and_its_turn_in_flight_skipped(
-    harness, monkeypatch
+    harness,
 ):
-    monkeypatch.setattr(addon_module, "MAX_SOCKETS", 1)
-    first, second = socket_flow("/v1/responses"), socket_flow("/v1/responses")
+    assert addon_module.MAX_SOCKETS == 10_000  # the README's figure
+    first = socket_flow("/v1/responses")
     harness.addon.websocket_start(first)
     relay(harness.addon, first, RECORDED[:6])  # a turn under way
-    harness.addon.websocket_start(second)
-    assert list(harness.addon._sockets) == [second.id]
+    others = [socket_flow("/v1/responses") for _ in range(addon_module.MAX_SOCKETS)]
+    for flow in others:
+        harness.addon.websocket_start(flow)
+    assert len(harness.addon._sockets) == addon_module.MAX_SOCKETS
+    assert first.id not in harness.addon._sockets and others[0].id in harness.addon._sockets
     relay(harness.addon, first, RECORDED[6:])  # no longer followed
     assert harness.addon.flush(5)
     # Not read as cut short: the turn went on, unseen.
     (turn,) = [e for e in harness.events() if e["event"] == "turn"]
     assert (turn["outcome"], turn["reason"]) == (
         "skipped",
-        "tooltap stopped following the socket: more than 1 were open",
+        "tooltap stopped following the socket: more than 10000 were open",
     )
     assert harness.addon.budget.used == 0
 
@@ -176,6 +179,30 @@ async def test_a_sockets_last_batch_refused_by_a_full_hand_over_is_counted_dropp
     relay(harness.addon, flow, RECORDED)  # its turns fill the queue, the rest is refused
     harness.addon.websocket_end(flow)
     assert harness.value("tooltap_flows_total", api="responses", outcome="dropped") == 1
+
+
+async def test_messages_refused_by_a_full_hand_over_are_counted_as_queue_full(harness):
+    harness.tctx.configure(harness.addon, tooltap_queue_size=1)
+    await harness.addon.restarting
+    worker = harness.addon.inspection.worker
+    worker.stop()  # nothing drains the queue now
+    flow = socket_flow("/v1/responses")
+    harness.addon.websocket_start(flow)
+    first_turn = next(i for i, (_, m) in enumerate(RECORDED, 1) if "response.completed" in m)
+    relay(harness.addon, flow, RECORDED[:first_turn])  # its batch takes the one place
+    relay(harness.addon, flow, RECORDED[first_turn:])  # refused: 6 messages a turn needs
+    worker.start()
+    assert worker.wait_idle(5)
+    harness.addon.websocket_end(flow)  # the next batch carries the count
+    assert harness.addon.flush(5)
+    assert (
+        harness.value(
+            "tooltap_websocket_messages_skipped_total", api="responses", reason="queue_full"
+        )
+        == 6  # response.create, .created, .in_progress, .output_item.added/.done, .completed
+    )
+    turns = [e for e in harness.events() if e["event"] == "turn"]
+    assert [t["outcome"] for t in turns] == ["inspected"]  # the second was lost, not misread
 
 
 def test_one_socket_holding_more_than_the_limit_lets_go_of_its_turn_in_flight():

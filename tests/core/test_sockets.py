@@ -282,6 +282,46 @@ def test_lanes_are_matched_by_stream_id():
     assert by_id["resp_y"].calls[0].call_id == "call_y" and by_id["resp_x"].calls == []
 
 
+def test_past_64_lanes_a_new_lane_is_skipped_and_the_running_ones_read_on():
+    assert MAX_LANES == 64  # the README's figure
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    for lane in range(MAX_LANES + 1):
+        create = {"type": "response.create", "stream_id": f"lane{lane}", "input": "hi"}
+        reader.feed(frame(create).encode(), True)
+    assert reader.skipped == {"too_many_lanes": 1}
+    answers = {
+        lane: responses_turn(
+            f"resp_lane{lane}", [text_item(f"msg_{lane}", "hi")], stream_id=f"lane{lane}"
+        )
+        for lane in (MAX_LANES, 0, MAX_LANES - 1)  # the 65th first, while all 64 are taken
+    }
+    turns = [
+        t for answer in answers.values() for m in answer for t in reader.feed(m.encode(), False)
+    ]
+    assert [v.response_id for v in verdicts(turns)] == ["resp_lane0", "resp_lane63"]
+    # The 65th lane's request, then each event of its response.
+    assert reader.skipped["too_many_lanes"] == 1 + len(answers[MAX_LANES])
+
+
+def test_past_1000_results_between_two_requests_the_rest_are_counted_and_none_is_an_orphan():
+    from tooltap.core.sockets import MAX_ITEMS
+
+    assert MAX_ITEMS == 1_000  # the README's figure
+    reader = realtime_started()
+    calls = [(f"call_{n:04d}", "get_weather", '{"city":"Paris"}') for n in range(MAX_ITEMS + 1)]
+    messages = [
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_many00000001", calls),
+        *(realtime_output(call_id) for call_id, _, _ in calls),
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_many00000002"),
+    ]
+    turns, session = feed(reader, messages)
+    first, second = verdicts(turns + reader.close(), session)
+    assert reader.skipped["too_many_items"] == 1
+    assert (first.call_count, len(second.tool_results), second.loop_errors) == (1001, 1000, [])
+
+
 def test_a_socket_closed_mid_turn_gives_the_cut_turn_and_the_request_left_unanswered():
     reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
     turns = reader.feed(frame({"type": "response.create", "input": "a"}).encode(), True)

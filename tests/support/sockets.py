@@ -11,6 +11,7 @@ as the API sends it.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from typing import Any
 
@@ -185,7 +186,7 @@ def realtime_turn(response_id: str, calls: list[tuple[str, str, str]], text: str
         for direction, event in recording(REALTIME_CASSETTE)
         if direction == "received" and event["type"] == "response.done"
     )
-    numbers = iter(range(1000))
+    numbers = itertools.count()
 
     def event_id() -> str:
         return f"event_{response_id[5:13]}{next(numbers):05d}"
