@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import psutil
 import pytest
 from mitmproxy import io as flow_io
@@ -166,21 +167,28 @@ def test_a_sockets_turns_show_on_the_messages_that_ended_them(demo_web):
 def test_marks_and_comments_leave_the_bytes_on_the_wire_unchanged():
     with demo_through_web() as (proxy, upstream, web):
         before = len(web.flows())
-        replay_every_step(proxy, upstream)
-        recorded = len(DEMO_FLOWS) - 1  # every HTTP step
-        flows = web.annotated(before + recorded)
-    # The same requests, marked and commented as the first time.
-    originals = [f for f in flows[:before] if not f.get("websocket")]
-    assert listed(flows[before:]) == listed(originals)
+        connection = replay_every_step(proxy, upstream)
+        flows = web.annotated(before + len(DEMO_FLOWS))
+        relayed(web, connection)
+    # The same requests and socket, marked and commented as the first time.
+    originals = flows[:before]
+    replayed = flows[before:]
+    assert sorted(listed(replayed)) == sorted(listed(originals))
 
 
-def replay_every_step(proxy: Proxy, upstream: ReplayServer) -> None:
+# Headers a reverse proxy may set itself (mitmproxy rewrites Host; the framing is redone).
+HOP = {"host", "content-length", "transfer-encoding", "connection", "date", "server"}
+
+
+def replay_every_step(proxy: Proxy, upstream: ReplayServer) -> Any:
     """Each HTTP request the upstream saw, sent again through the proxy as raw bytes: the
-    upstream gets the same request and the client the same response, byte for byte."""
+    upstream gets the same request, headers included, and the client the same response, its
+    headers included, byte for byte. Then the WebSocket step again, through the SDK: every
+    frame arrives unchanged, both ways."""
     recorded = list(upstream.seen)
     with httpx.Client(base_url=proxy.url, timeout=10) as client:
         for seen in recorded:
-            headers = {k: v for k, v in seen.headers.items() if k not in ("host", "content-length")}
+            headers = {k: v for k, v in seen.headers.items() if k not in HOP}
             request = client.build_request(
                 seen.method, seen.path, headers=headers, content=seen.body
             )
@@ -189,8 +197,38 @@ def replay_every_step(proxy: Proxy, upstream: ReplayServer) -> None:
             response.close()
             assert seen.reply is not None
             assert (response.status_code, got) == (seen.reply.status, seen.reply.body)
+            assert [
+                (k.lower(), v) for k, v in response.headers.multi_items() if k.lower() not in HOP
+            ] == [(k.lower(), v) for k, v in seen.reply.headers]
             again = upstream.seen[-1]
             assert (again.method, again.path, again.body) == (seen.method, seen.path, seen.body)
+            assert {k: v for k, v in again.headers.items() if k not in HOP} == headers
+    (socket_step,) = [step for step in STEPS if step.reply is None]
+    before = len(upstream.connections)
+    sdk = openai.OpenAI(
+        base_url=proxy.url + "/v1",
+        api_key="sk-demo-not-a-real-key",
+        max_retries=0,
+        default_headers={"x-demo-step": socket_step.name},
+    )
+    socket_step.call(sdk, None)
+    (connection,) = upstream.connections[before:]
+    assert connection.closed.wait(5)
+    return connection
+
+
+def relayed(web: Web, connection: Any) -> None:
+    """mitmweb's record of the replayed socket holds exactly the frames both ends exchanged."""
+    socket = [f for f in web.flows() if f.get("websocket")][-1]
+    messages = web.view(socket["id"], "messages", "raw")
+    client_side = [m["text"] for m in messages if m["from_client"]]
+    server_side = [m["text"] for m in messages if not m["from_client"]]
+    assert client_side == [_text(m) for m in connection.received]
+    assert server_side == [_text(m) for m in connection.sent]
+
+
+def _text(message: str | bytes) -> str:
+    return message if isinstance(message, str) else message.decode()
 
 
 def test_a_flow_file_loaded_by_tooltap_web_is_marked_as_live_and_tooltap_run_marks_nothing(
