@@ -506,7 +506,6 @@ class Run:
     samples_in_window: float = 0.0
     down: list[dict[str, Any]] = field(default_factory=list)  # TooltapDown once the proxy stopped
     up_after_stop: float | None = None
-    seconds: float = 0.0
 
 
 def all_expressions() -> list[tuple[str, str]]:
@@ -606,7 +605,6 @@ def stop_prometheus(prometheus: Prometheus) -> None:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    started = time.monotonic()
     found = Run()
     tmp = tmp_path_factory.mktemp("prometheus")
     reference = 'sum(increase(tooltap_flows_total{outcome="inspected"}[%s]))'
@@ -691,7 +689,6 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             )
         finally:
             stop_prometheus(prometheus)
-    found.seconds = time.monotonic() - started
     yield found
 
 
@@ -1003,7 +1000,3 @@ def test_every_metric_a_rule_or_panel_reads_is_in_the_live_metrics_output(run):
     assert {"tooltap:exposure_rate:5m", "tooltap:exposure_rate_by_model:5m"} <= read
     assert read - recorded - from_prometheus <= live, read - recorded - from_prometheus - live
     assert read <= run.series_names, read - run.series_names  # and Prometheus holds them all
-
-
-def test_the_whole_run_is_quick(run):
-    assert run.seconds < 90, run.seconds
