@@ -96,8 +96,9 @@ def serve(
     """Handle the proxy's records in order until it closes the pipe, or until `stopping`.
 
     One at a time: the next record is read only once this one is handled, so a
-    burst waits in the pipe and the proxy's backlog rather than in a queue here.
-    What is not handled at a stop, the proxy counts and says.
+    burst waits in the pipe and the proxy's backlog rather than in a queue here;
+    all of it holds the proxy's memory budget until the count table says it was
+    handled. What is not handled at a stop, the proxy counts and says.
     """
     inspected = 0  # bytes since memory was last given back
     folded = time.monotonic()  # when the proxy's counts were last folded in
@@ -117,8 +118,10 @@ def serve(
         except Exception:
             metrics.internal_error("worker")
             logger.exception("error while inspecting a flow")
-        counts.handled(record.api)
+        api, held = record.api, record.held
         inspected += len(record.request_body) + len(record.response_body)
+        del record  # its bodies are freed before the proxy counts their budget free
+        counts.handled(api, held)
         if time.monotonic() - folded >= FOLD_EVERY:  # busy: still folded in once a second
             counts.fold_into(metrics)
             folded = time.monotonic()
