@@ -120,7 +120,9 @@ class ThreadWorker:
 @dataclass(slots=True)
 class _Frame:
     api: str
-    views: deque[memoryview]  # what is still to be written
+    # What is still to be written: the record's own buffers, uncopied and unwrapped (a
+    # view each would cost more than a small SSE chunk); the first may be a view of its end.
+    parts: deque[bytes | memoryview]
     held: int  # the record's bytes taken from the budget, given back once the child handled it
 
 
@@ -203,21 +205,21 @@ class ProcessWorker:
     def submit(self, item: Any) -> bool:
         if self.process is None or self.dead or len(self._backlog) >= self._size:
             return False
-        views = deque(memoryview(part) for part in encode(item) if part)
-        self._backlog.append(_Frame(item.api or "none", views, item.held))
+        parts: deque[bytes | memoryview] = deque(part for part in encode(item) if part)
+        self._backlog.append(_Frame(item.api or "none", parts, item.held))
         if not self._watching:  # else the pipe is full: the loop flushes it once it drains
             self._flush()
         return True
 
     def _flush(self) -> None:
         while self._backlog:
-            views: list[memoryview] = []
+            parts: list[bytes | memoryview] = []
             for frame in self._backlog:
-                views.extend(itertools.islice(frame.views, IOV_MAX - len(views)))
-                if len(views) == IOV_MAX:
+                parts.extend(itertools.islice(frame.parts, IOV_MAX - len(parts)))
+                if len(parts) == IOV_MAX:
                     break
             try:
-                written = os.writev(self._fd, views)
+                written = os.writev(self._fd, parts)
             except BlockingIOError:
                 break
             except OSError:
@@ -230,13 +232,13 @@ class ProcessWorker:
         """Drop what the pipe took off the front of the backlog."""
         while written:
             frame = self._backlog[0]
-            view = frame.views[0]
-            if written < len(view):
-                frame.views[0] = view[written:]
+            part = frame.parts[0]
+            if written < len(part):
+                frame.parts[0] = memoryview(part)[written:]
                 return
-            written -= len(view)
-            frame.views.popleft()
-            if not frame.views:
+            written -= len(part)
+            frame.parts.popleft()
+            if not frame.parts:
                 self._backlog.popleft()
                 self._counts.written(frame.api, frame.held)
 
