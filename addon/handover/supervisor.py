@@ -136,6 +136,10 @@ class Supervisor:
 
     # --- the worker's interface ---------------------------------------------------
 
+    @property
+    def waiting(self) -> int:
+        return self.worker.waiting if self.worker is not None else 0
+
     def submit(self, item: Any) -> bool:
         return self.worker is not None and self.worker.submit(item)
 

@@ -59,6 +59,11 @@ class ThreadWorker:
             self._thread = threading.Thread(target=self._run, name="tooltap-worker", daemon=True)
             self._thread.start()
 
+    @property
+    def waiting(self) -> int:
+        """Items queued, not taken yet."""
+        return self._queue.qsize()
+
     def submit(self, item: Any) -> bool:
         """Queue an item; False (and nothing queued) when the queue is full."""
         try:
