@@ -71,7 +71,7 @@ OPTIONS = (
         "tooltap_memory_budget",
         int,
         256 * 1024 * 1024,
-        "Bytes tooltap may hold for inspection at once (stream copies, bodies waiting for the inspector); past it, exchanges pass through uninspected and are counted as skipped. The inspector holds its WebSocket turns in flight to the same number.",
+        "Bytes tooltap may hold for inspection at once (stream copies, and bodies until the inspector has handled them); past it, exchanges pass through uninspected and are counted as skipped. The inspector holds its WebSocket turns in flight to the same number.",
         minimum=1024 * 1024,
         inspection=True,
     ),

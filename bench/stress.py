@@ -3,9 +3,10 @@
 The scenarios a shared staging proxy meets (after the memory probe): many concurrent large
 JSON bodies; many concurrent SSE streams; an inspector that stops while large bodies keep
 coming; responses heavy enough to make inspection slower than forwarding. For each, the peak
-RSS of the proxy and its children (sampled every 50 ms), the RSS a few seconds after the burst,
-and whether every body reached the client intact. Plain mitmdump is the baseline; for streams,
-a mitmdump that streams large bodies too (`stream_large_bodies=1`), as tooltap streams SSE.
+RSS of the proxy and its children together, and of each apart (sampled every 50 ms), the RSS a
+few seconds after the burst, and whether every body reached the client intact. Plain mitmdump
+is the baseline; for streams, a mitmdump that streams large bodies too
+(`stream_large_bodies=1`), as tooltap streams SSE.
 
 The target: tooltap's peak is at most the baseline's plus tooltap_memory_budget plus a fixed
 overhead (OVERHEAD_MIB: the inspector process and its work on one exchange), and a few
@@ -15,10 +16,12 @@ of buffered bodies (about 300 MiB after 50 concurrent 6 MB bodies, malloc_trim o
 that part is not tooltap's to give back.
 
     python -m bench --only stress [--quick]
+    python -m bench.stress [--quick] [--scenario sse-4mb ...]   # some scenarios, JSON on stdout
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import hashlib
@@ -37,7 +40,7 @@ from . import targets
 
 MiB = 1 << 20
 BUDGET = 256 * MiB  # tooltap_memory_budget's default
-OVERHEAD_MIB = 300  # the inspector process at its peak plus the proxy's fixed cost, stated
+OVERHEAD_MIB = 160  # the inspector process at its peak plus the proxy's fixed cost, stated
 SETTLE_S = 5.0  # how long after a burst the RSS is read again
 
 
@@ -143,34 +146,42 @@ def upstream(quick: bool) -> Any:
 # --- measuring ------------------------------------------------------------------------------
 
 
-def tree_rss(pid: int) -> int:
+def tree_rss(pid: int) -> tuple[int, int]:
+    """The RSS of a process, and of its children together (tooltap's inspector)."""
     try:
         root = psutil.Process(pid)
-        processes = [root, *root.children(recursive=True)]
+        children = root.children(recursive=True)
+        own = root.memory_info().rss
     except psutil.Error:
-        return 0
+        return 0, 0
     total = 0
-    for process in processes:
+    for process in children:
         with contextlib.suppress(psutil.Error):
             total += process.memory_info().rss
-    return total
+    return own, total
 
 
 class Peak:
-    """Samples the RSS of a process and its children every 50 ms, in a thread."""
+    """Samples the RSS of a process and its children every 50 ms, in a thread: the peak of
+    both together, and of each apart."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.peak = 0
+        self.peak = self.proxy = self.children = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def _sample(self) -> None:
+        proxy, children = tree_rss(self.pid)
+        self.peak = max(self.peak, proxy + children)
+        self.proxy, self.children = max(self.proxy, proxy), max(self.children, children)
+
     def _run(self) -> None:
         while not self._stop.wait(0.05):
-            self.peak = max(self.peak, tree_rss(self.pid))
+            self._sample()
 
     def __enter__(self) -> Peak:
-        self.peak = tree_rss(self.pid)
+        self._sample()
         self._thread.start()
         return self
 
@@ -225,7 +236,7 @@ async def scenario(kind: str, url: str, step: dict[str, Any], expected: str) -> 
     name, count, concurrency = step["name"], step["count"], step["concurrency"]
     with targets.started(proxy):
         await asyncio.sleep(1.0)  # the inspector settles
-        start = tree_rss(proxy.pid)
+        start = sum(tree_rss(proxy.pid))
         stopped = inspector_of(proxy.pid) if step.get("stop") and kind == "tooltap" else None
         if stopped is not None:
             os.kill(stopped.pid, signal.SIGSTOP)
@@ -233,7 +244,7 @@ async def scenario(kind: str, url: str, step: dict[str, Any], expected: str) -> 
             with Peak(proxy.pid) as peak:
                 result = await burst(proxy, name, count, concurrency, expected)
                 await asyncio.sleep(SETTLE_S)
-                after = tree_rss(proxy.pid)
+                after = sum(tree_rss(proxy.pid))
         finally:
             if stopped is not None:
                 with contextlib.suppress(ProcessLookupError):
@@ -241,6 +252,8 @@ async def scenario(kind: str, url: str, step: dict[str, Any], expected: str) -> 
     return result | {
         "start_mib": round(start / MiB, 1),
         "peak_mib": round(peak.peak / MiB, 1),
+        "proxy_peak_mib": round(peak.proxy / MiB, 1),
+        "child_peak_mib": round(peak.children / MiB, 1),
         "after_mib": round(after / MiB, 1),
     }
 
@@ -344,7 +357,8 @@ def pathological() -> dict[str, dict[str, Any]]:
     return out
 
 
-async def run(quick: bool) -> dict[str, Any]:
+async def run(quick: bool, only: list[str] | None = None) -> dict[str, Any]:
+    """The scenarios (those named in `only`, if given), each against its baseline."""
     bodies = replies(quick)
     results: dict[str, Any] = {}
     handover = handover_cost()
@@ -354,6 +368,8 @@ async def run(quick: bool) -> dict[str, Any]:
     with upstream(quick) as url:
         for step in plan(quick):
             name = step["name"]
+            if only and name not in only:
+                continue
             _, chunks, _ = bodies[name]
             expected = hashlib.sha256(b"".join(chunks)).hexdigest()
             kinds = ["tooltap", "mitmdump"] + (
@@ -388,3 +404,14 @@ async def run(quick: bool) -> dict[str, Any]:
 if __name__ == "__main__":
     if "--serve" in sys.argv:
         asyncio.run(_serve("--quick" in sys.argv))
+    else:
+        parser = argparse.ArgumentParser(prog="python -m bench.stress")
+        parser.add_argument("--quick", action="store_true")
+        parser.add_argument(
+            "--scenario",
+            action="append",
+            choices=[step["name"] for step in plan(False)],
+            help="run only this scenario (repeatable); bench/out and the README are left alone",
+        )
+        options = parser.parse_args()
+        print(json.dumps(asyncio.run(run(options.quick, options.scenario)), indent=1))

@@ -244,8 +244,7 @@ class _Reader:
         turn.events.append(message)
 
     def _done(self, turn: _Turn, cut: bool = False) -> SocketTurn:
-        if turn.skipped is None:
-            self.held -= turn.size
+        self.held -= len(turn.request) + (turn.size if turn.skipped is None else 0)
         exchange = self._exchange(turn.request, turn.events)
         return SocketTurn(exchange, turn.prior, cut=cut, skipped=turn.skipped)
 
@@ -375,6 +374,7 @@ class ResponsesSocket(_Reader):
         turn = _Turn(create.request if create else b"{}", response_id=as_str(response.get("id")))
         turn.skipped = create.skipped if create else None
         self.active[lane] = turn
+        self.held += len(turn.request)  # held until the turn is done, as its events are
         self._add(turn, message)
 
     def _error(self, lane: str, message: bytes, event: dict[str, Any]) -> list[SocketTurn]:
@@ -622,6 +622,7 @@ class RealtimeSocket(_Reader):
         if not self.known:
             turn.skipped = "the session's tools were set before tooltap followed this socket"
         self.turns[response_id] = turn
+        self.held += len(turn.request)  # held until the turn is done, as its events are
         self._add(turn, message)
 
     def _owe(self, turn: _Turn, response: Mapping[str, Any]) -> None:

@@ -1,9 +1,10 @@
 """The byte budget for what tooltap holds for inspection, and giving freed memory back.
 
-Everything the proxy keeps alive only so that it can be inspected is taken from
+Everything tooltap keeps alive only so that it can be inspected is taken from
 one budget: the tap's copy of a stream, and the bodies of a record until the
-inspector has them. Taking never waits: what does not fit is not inspected
-(and is counted), and the traffic goes by as it would without tooltap.
+inspector has handled it (in the proxy's backlog, the pipe, or the inspector
+process). Taking never waits: what does not fit is not inspected (and is
+counted), and the traffic goes by as it would without tooltap.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import threading
+from collections.abc import Callable
 from functools import cache
 
 MiB = 1 << 20
@@ -28,10 +30,22 @@ class Budget:
         self.limit = limit
         self.used = 0
         self.peak = 0
+        # Gives back what was freed out of this process's sight (records the inspector
+        # process has handled); asked before a take is refused.
+        self.reclaim: Callable[[], None] | None = None
         self._lock = threading.Lock()
 
     def take(self, size: int) -> bool:
         """Hold size more bytes if they fit; False (and nothing held) if they do not."""
+        if self._take(size):
+            return True
+        reclaim = self.reclaim
+        if reclaim is None:
+            return False
+        reclaim()
+        return self._take(size)
+
+    def _take(self, size: int) -> bool:
         with self._lock:
             if self.used + size > self.limit:
                 return False

@@ -21,7 +21,11 @@ SLOTS = (
     ("restarted", "inspector"),
     ("held", "now"),  # a gauge, set by the proxy: bytes it holds for inspection
     ("held", "peak"),
+    # The budget the records written to the pipe hold; in the second row, that of those
+    # the child handled, which the proxy gives back.
+    ("bytes", "written"),
 )
+_BYTES = SLOTS.index(("bytes", "written"))
 _SLOT = struct.Struct("<Q")
 
 
@@ -78,14 +82,28 @@ class SharedCounts:
         for slot, value in ((("held", "now"), used), (("held", "peak"), peak)):
             self._set(0, SLOTS.index(slot), max(0, value))
 
-    def written(self, api: str) -> None:
-        """Proxy side: one more record is in the pipe."""
+    def written(self, api: str, held: int) -> None:
+        """Proxy side: one more record is in the pipe, holding `held` bytes of the budget."""
         self._add(("written", api if api in APIS else "none"))
+        self._set(0, _BYTES, self._get(0, _BYTES) + held)
 
-    def handled(self, api: str | None) -> None:
-        """Child side: one more record read off the pipe is handled."""
+    def handled(self, api: str | None, held: int) -> None:
+        """Child side: one more record read off the pipe is handled (and its bodies freed)."""
         index = SLOTS.index(("written", api if api in APIS else "none"))
         self._set(1, index, self._get(1, index) + 1)
+        self._set(1, _BYTES, self._get(1, _BYTES) + held)
+
+    def handled_records(self) -> int:
+        """Proxy side: how many records the child has handled so far."""
+        return sum(self._get(1, i) for i, (kind, _) in enumerate(SLOTS) if kind == "written")
+
+    def written_bytes(self) -> int:
+        """Proxy side: the budget held by all the records written to the pipe so far."""
+        return self._get(0, _BYTES)
+
+    def handled_bytes(self) -> int:
+        """Proxy side: the budget held by those of them the child has handled."""
+        return self._get(1, _BYTES)
 
     def restarted(self, times: int) -> None:
         """Set before the child starts: it is the proxy's inspector restarted this many times."""
@@ -122,7 +140,7 @@ class SharedCounts:
             value, seen = self._get(0, index), self._get(1, index)
             if kind == "held":
                 (metrics.held if label == "now" else metrics.held_peak).set(value)
-            elif kind != "written" and value > seen:
+            elif kind not in ("written", "bytes") and value > seen:
                 if kind == "dropped":
                     metrics.flows.labels(label, "dropped").inc(value - seen)
                 elif kind == "error":

@@ -158,10 +158,11 @@ def encode(record: Record) -> list[bytes]:
 
 
 class FrameReader:
-    """The inspector's side of the pipe: frames in, records out.
+    """The inspector's side of the pipe: frames in, records out, one at a time.
 
-    read() takes what the (non-blocking) pipe holds and returns the records it
-    completed; each body is read straight into a buffer of its exact size.
+    read() takes from the (non-blocking) pipe up to the end of the next record,
+    never a byte further, so the records after it wait in the pipe; each body is
+    read straight into a buffer of its exact size.
     """
 
     def __init__(self, fd: int) -> None:
@@ -173,22 +174,22 @@ class FrameReader:
         self._filled = 0
         self.closed = False  # the proxy closed its end
 
-    def read(self) -> list[Record]:
-        records: list[Record] = []
+    def read(self) -> Record | None:
+        """The next record, once all of it has come; None while the pipe holds no more of it."""
         while not self.closed:
             if self._filled < len(self._piece):
                 count = self._pipe.readinto(memoryview(self._piece)[self._filled :])
                 if count is None:
-                    break  # nothing more for now
+                    return None  # nothing more for now
                 if count == 0:
                     self.closed = True
-                    break
+                    return None
                 self._filled += count
                 continue
             record = self._next_piece()
             if record is not None:
-                records.append(record)
-        return records
+                return record
+        return None
 
     def _next_piece(self) -> Record | None:
         """The current piece is full: start the next one, or finish the record."""

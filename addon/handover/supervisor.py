@@ -1,10 +1,13 @@
 """The inspector process, supervised: restarted with backoff when it dies or stops taking work.
 
 The proxy's event loop never waits for it. A child that exits, or that leaves
-records waiting without taking a byte for STALLED seconds (stopped, hung), is
-said once in the log, killed and replaced. What waited for it is given back to
-the budget and counted as dropped by the next child, which also counts the
-restart (tooltap_inspector_restarts_total) and serves /metrics again.
+records waiting (for the pipe or in it) without handling one for STALLED
+seconds (stopped, hung), is said once in the log, killed and replaced. What
+waited for it, and what it never handled, is given back to the budget and
+counted as dropped by the next child, which also counts the restart
+(tooltap_inspector_restarts_total) and serves /metrics again. While a child
+lives, the budget its handled records held comes back on each check, and
+whenever the budget would otherwise refuse a take.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from .workers import ProcessWorker
 
 logger = logging.getLogger("tooltap")
 
-STALLED = 10.0  # seconds with records waiting and none taken
+STALLED = 10.0  # seconds with records waiting and none handled
 CHECK_EVERY = 1.0
 BACKOFF = (1.0, 60.0)  # the first wait before a restart, and the longest
 STEADY = 60.0  # a child that lived this long starts the backoff over
@@ -70,6 +73,7 @@ class Supervisor:
         self._unfolded = []
         counts.held(self._budget.used, self._budget.peak)
         self.worker, self.counts = worker, counts
+        self._budget.reclaim = self.reclaim
         self._started_at = time.monotonic()
 
     # --- watching ---------------------------------------------------------------
@@ -81,6 +85,7 @@ class Supervisor:
     async def _watch(self) -> None:
         while True:
             await asyncio.sleep(CHECK_EVERY)
+            self.reclaim()
             if self.counts is not None:
                 self.counts.held(self._budget.used, self._budget.peak)
             trouble = self.trouble()
@@ -95,10 +100,10 @@ class Supervisor:
         code = worker.process.poll()
         if code is not None or worker.dead:
             return f"the inspection process is gone (exit code {code})"
-        if worker.waiting and time.monotonic() - worker.progress > STALLED:
+        if worker.stalled(STALLED):
             return (
                 f"the inspection process took nothing for {STALLED:.0f} s with "
-                f"{worker.waiting} exchange(s) waiting (stopped or hung)"
+                f"{worker.unhandled} exchange(s) waiting (stopped or hung)"
             )
         return None
 
@@ -131,8 +136,16 @@ class Supervisor:
 
     # --- the worker's interface ---------------------------------------------------
 
+    @property
+    def waiting(self) -> int:
+        return self.worker.waiting if self.worker is not None else 0
+
     def submit(self, item: Any) -> bool:
         return self.worker is not None and self.worker.submit(item)
+
+    def reclaim(self) -> None:
+        if self.worker is not None:
+            self.worker.reclaim()
 
     def wait_idle(self, timeout: float) -> bool:
         return self.worker is not None and self.worker.wait_idle(timeout)
@@ -144,9 +157,11 @@ class Supervisor:
             self.worker.detach()
 
     def stop(self, timeout: float = 2.0) -> Counter[str]:
-        """Stop watching, stop the child (bounded); returns the records it never got, by api."""
+        """Stop watching, stop the child (bounded); returns the records it never handled, by api."""
         if self._watching is not None:
             self._watching.cancel()
+        if self._budget.reclaim == self.reclaim:
+            self._budget.reclaim = None
         left = self._missed + (self.worker.stop(timeout) if self.worker is not None else Counter())
         self._missed.clear()
         self.worker = None

@@ -59,6 +59,11 @@ class ThreadWorker:
             self._thread = threading.Thread(target=self._run, name="tooltap-worker", daemon=True)
             self._thread.start()
 
+    @property
+    def waiting(self) -> int:
+        """Items queued, not taken yet."""
+        return self._queue.qsize()
+
     def submit(self, item: Any) -> bool:
         """Queue an item; False (and nothing queued) when the queue is full."""
         try:
@@ -120,8 +125,10 @@ class ThreadWorker:
 @dataclass(slots=True)
 class _Frame:
     api: str
-    views: deque[memoryview]  # what is still to be written
-    held: int  # the record's bytes taken from the budget, given back once it is all written
+    # What is still to be written: the record's own buffers, uncopied and unwrapped (a
+    # view each would cost more than a small SSE chunk); the first may be a view of its end.
+    parts: deque[bytes | memoryview]
+    held: int  # the record's bytes taken from the budget, given back once the child handled it
 
 
 class ProcessWorker:
@@ -129,9 +136,11 @@ class ProcessWorker:
 
     submit() frames the record (its bodies are not copied) and writes what the
     pipe takes at once, from the event loop; the rest waits in a backlog of at
-    most `size` records, drained when the pipe is writable. A record's budget is
-    given back when its last byte is in the pipe. When the child is gone, `dead`
-    is set and what waited is given back and counted as dropped.
+    most `size` records, drained when the pipe is writable. A record holds its
+    budget until the child has handled it: reclaim() gives back what the count
+    table says was handled since it last looked, without waiting. When the
+    child is gone, `dead` is set and what waited is given back and counted as
+    dropped; once stopped, so is what the child never handled.
     """
 
     def __init__(
@@ -147,12 +156,28 @@ class ProcessWorker:
         self._watching = False
         self._detached = False  # no longer driven by the event loop: see detach()
         self.dead = False
-        self.progress = time.monotonic()  # when the child last took bytes, or had none waiting
+        self.progress = time.monotonic()  # when the child was seen handling, or with none left
+        self._handled = 0  # records the child had handled then
+        self._given = 0  # of the budget the written records hold, what was given back
+        self._giving = threading.Lock()  # reclaim() may run on the loop while stop() runs
 
     @property
     def waiting(self) -> int:
         """Records waiting for the pipe."""
         return len(self._backlog)
+
+    @property
+    def unhandled(self) -> int:
+        """Records the child has not handled: waiting for the pipe, or in it."""
+        return len(self._backlog) + self._counts.unhandled().total()
+
+    def stalled(self, seconds: float) -> bool:
+        """Records have waited this long with none handled. Asked on a beat: progress is what
+        changed between two calls."""
+        handled = self._counts.handled_records()
+        if handled != self._handled or not self.unhandled:
+            self._handled, self.progress = handled, time.monotonic()
+        return time.monotonic() - self.progress > seconds
 
     def start(self, timeout: float = 30.0) -> int:
         """Start the child and wait for its metrics endpoint; returns the port. Raises RuntimeError."""
@@ -185,29 +210,26 @@ class ProcessWorker:
     def submit(self, item: Any) -> bool:
         if self.process is None or self.dead or len(self._backlog) >= self._size:
             return False
-        views = deque(memoryview(part) for part in encode(item) if part)
-        self._backlog.append(_Frame(item.api or "none", views, item.held))
+        parts: deque[bytes | memoryview] = deque(part for part in encode(item) if part)
+        self._backlog.append(_Frame(item.api or "none", parts, item.held))
         if not self._watching:  # else the pipe is full: the loop flushes it once it drains
             self._flush()
         return True
 
     def _flush(self) -> None:
-        if not self._backlog:
-            self.progress = time.monotonic()
         while self._backlog:
-            views: list[memoryview] = []
+            parts: list[bytes | memoryview] = []
             for frame in self._backlog:
-                views.extend(itertools.islice(frame.views, IOV_MAX - len(views)))
-                if len(views) == IOV_MAX:
+                parts.extend(itertools.islice(frame.parts, IOV_MAX - len(parts)))
+                if len(parts) == IOV_MAX:
                     break
             try:
-                written = os.writev(self._fd, views)
+                written = os.writev(self._fd, parts)
             except BlockingIOError:
                 break
             except OSError:
                 self._lost()
                 return
-            self.progress = time.monotonic()
             self._advance(written)
         self._watch(bool(self._backlog))
 
@@ -215,16 +237,31 @@ class ProcessWorker:
         """Drop what the pipe took off the front of the backlog."""
         while written:
             frame = self._backlog[0]
-            view = frame.views[0]
-            if written < len(view):
-                frame.views[0] = view[written:]
+            part = frame.parts[0]
+            if written < len(part):
+                frame.parts[0] = memoryview(part)[written:]
                 return
-            written -= len(view)
-            frame.views.popleft()
-            if not frame.views:
+            written -= len(part)
+            frame.parts.popleft()
+            if not frame.parts:
                 self._backlog.popleft()
-                self._budget.give(frame.held)
-                self._counts.written(frame.api)
+                self._counts.written(frame.api, frame.held)
+
+    def reclaim(self) -> None:
+        """Give back the budget of the records the child has handled since the last call."""
+        with self._giving:
+            if self.process is None:
+                return  # stopped: stop() gave it all back, and the table may be closed
+            handled = self._counts.handled_bytes()
+            self._budget.give(handled - self._given)
+            self._given = handled
+
+    def _give_back_unhandled(self) -> None:
+        """The child is gone: the records it never handled hold no budget any more."""
+        with self._giving:
+            written = self._counts.written_bytes()
+            self._budget.give(written - self._given)
+            self._given = written
 
     def detach(self) -> None:
         """Stop writing from the event loop, so that stop() can run in another thread."""
@@ -255,7 +292,7 @@ class ProcessWorker:
         return left
 
     def wait_idle(self, timeout: float) -> bool:
-        """Everything submitted is in the pipe (the child's progress is not visible from here)."""
+        """Everything submitted is in the pipe (not necessarily handled by the child yet)."""
         deadline = time.monotonic() + timeout
         while self._backlog and not self.dead and time.monotonic() < deadline:
             select.select([], [self._fd], [], max(0.0, deadline - time.monotonic()))
@@ -265,7 +302,7 @@ class ProcessWorker:
     def stop(self, timeout: float = 2.0) -> Counter[str]:
         """Hand over the backlog (up to timeout), close the pipe, let the child finish (bounded).
 
-        Returns how many records never reached the child, by api.
+        Returns how many records the child never handled, by api; their budget is given back.
         """
         if self.process is None:
             return Counter()
@@ -286,4 +323,5 @@ class ProcessWorker:
                 self.process.kill()
                 self.process.wait()
         self.process = None
+        self._give_back_unhandled()
         return left + self._counts.unhandled()

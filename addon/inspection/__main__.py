@@ -16,11 +16,13 @@ import os
 import select
 import signal
 import sys
+import time
+from collections.abc import Callable
 
 from .. import options
 from ..handover.budget import MiB, map_large_allocations, return_freed_memory
 from ..handover.counts import SharedCounts
-from ..handover.record import FrameReader
+from ..handover.record import FrameReader, Record
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from ..sinks.traces import traces
@@ -28,6 +30,7 @@ from .inspector import Inspector
 
 logger = logging.getLogger("tooltap")
 RETURN_AFTER = 32 * MiB  # bodies inspected before freed memory is worth giving back
+FOLD_EVERY = 1.0  # seconds: the proxy's counts reach the metrics at least this often
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,35 +74,57 @@ def main(argv: list[str] | None = None) -> int:
         traces=traces(settings, metrics.span),
     )
     os.set_blocking(args.records, False)
-    frames = FrameReader(args.records)
     stopping: list[int] = []  # SIGTERM: the proxy will not wait any longer
     signal.signal(signal.SIGTERM, lambda number, _frame: stopping.append(number))
-    inspected = 0  # bytes since memory was last given back
     try:
-        while not frames.closed:
-            # Wake at least once a second, so the proxy's counts show up while idle.
-            readable, _, _ = select.select([args.records], [], [], 1.0)
-            records = frames.read() if readable else []
-            for record in records:
-                if stopping:
-                    return 0  # what was not handled, the proxy counts and says
-                try:
-                    inspector.handle(record)
-                except Exception:
-                    metrics.internal_error("worker")
-                    logger.exception("error while inspecting a flow")
-                counts.handled(record.api)
-                inspected += len(record.request_body) + len(record.response_body)
-            if not records and inspected >= RETURN_AFTER:
-                return_freed_memory()  # idle after a burst: the peak goes back
-                inspected = 0
-            counts.fold_into(metrics)
+        serve(FrameReader(args.records), inspector.handle, counts, metrics, stopping)
     finally:
         inspector.close()
         counts.fold_into(metrics)
         metrics.close()
         counts.close()
     return 0
+
+
+def serve(
+    frames: FrameReader,
+    handle: Callable[[Record], None],
+    counts: SharedCounts,
+    metrics: Metrics,
+    stopping: list[int],
+) -> None:
+    """Handle the proxy's records in order until it closes the pipe, or until `stopping`.
+
+    One at a time: the next record is read only once this one is handled, so a
+    burst waits in the pipe and the proxy's backlog rather than in a queue here;
+    all of it holds the proxy's memory budget until the count table says it was
+    handled. What is not handled at a stop, the proxy counts and says.
+    """
+    inspected = 0  # bytes since memory was last given back
+    folded = time.monotonic()  # when the proxy's counts were last folded in
+    while not frames.closed and not stopping:
+        record = frames.read()
+        if record is None:
+            counts.fold_into(metrics)
+            folded = time.monotonic()
+            # Wake at least once a second, so the proxy's counts show up while idle.
+            readable, _, _ = select.select([frames.fd], [], [], FOLD_EVERY)
+            if not readable and inspected >= RETURN_AFTER:
+                return_freed_memory()  # idle after a burst: the peak goes back
+                inspected = 0
+            continue
+        try:
+            handle(record)
+        except Exception:
+            metrics.internal_error("worker")
+            logger.exception("error while inspecting a flow")
+        api, held = record.api, record.held
+        inspected += len(record.request_body) + len(record.response_body)
+        del record  # its bodies are freed before the proxy counts their budget free
+        counts.handled(api, held)
+        if time.monotonic() - folded >= FOLD_EVERY:  # busy: still folded in once a second
+            counts.fold_into(metrics)
+            folded = time.monotonic()
 
 
 if __name__ == "__main__":

@@ -186,12 +186,16 @@ class Tooltap:
 
         mitmproxy reads a body in pieces small enough to come from the heap, which
         glibc keeps at its peak; malloc_trim gives the free pages back (a few ms).
+        The pieces a burst handed over are freed once the inspector took them, so
+        this waits until nothing waits for it.
         """
         trimmed_at = seen = self._bodies
         while True:
             await asyncio.sleep(1.0)
             quiet = self._bodies - seen < MiB
             seen = self._bodies
+            if self.inspection is not None and self.inspection.worker.waiting:
+                continue  # still handing the burst over
             if quiet and self._bodies - trimmed_at >= GIVE_BACK_AFTER:
                 trimmed_at = self._bodies
                 await asyncio.to_thread(return_freed_memory)

@@ -3,6 +3,7 @@
 import asyncio
 import io
 import json
+import threading
 
 import pytest
 from mitmproxy.test import taddons, tflow
@@ -10,6 +11,7 @@ from support.captures import SSE, WIRE, stream_bytes
 from support.flows import CHAT_REQUEST, lines, make_flow
 
 import tooltap.addon.proxy.addon as addon_module
+from tooltap.addon.inspection.inspector import Inspector
 from tooltap.addon.proxy.addon import Tooltap
 
 
@@ -229,6 +231,28 @@ async def test_the_budget_is_given_back_once_each_record_is_inspected_or_refused
     assert (budget.used, 0 < budget.peak <= budget.limit) == (0, True)
     assert harness.value("tooltap_held_bytes") == 0
     assert harness.value("tooltap_flows_total", api="chat", outcome="inspected") == 10
+
+
+async def test_a_records_bytes_stay_in_the_budget_until_the_thread_inspector_has_handled_it(
+    harness, monkeypatch
+):
+    gate, handle = threading.Event(), Inspector.handle
+
+    def held_at_the_gate(self, record):
+        gate.wait(5)
+        handle(self, record)
+
+    monkeypatch.setattr(Inspector, "handle", held_at_the_gate)
+    harness.tctx.configure(harness.addon, tooltap_queue_size=8)
+    await harness.addon.restarting  # a new worker, on the gated handler
+    body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
+    flow = make_flow("/v1/chat/completions", CHAT_REQUEST, body)
+    await harness.cycle(flow)
+    budget = harness.addon.budget
+    assert budget.used == len(flow.request.raw_content) + len(body)
+    gate.set()
+    assert harness.addon.flush(5)
+    assert budget.used == 0
 
 
 async def test_a_full_queue_drops_and_counts_without_blocking(harness):

@@ -54,8 +54,8 @@ def test_what_a_dead_child_never_counted_is_carried_to_the_next_one(metrics):
         old.dropped("chat", 2)
         old.error("tap")
         for _ in range(3):
-            old.written("responses")
-        child.handled("responses")  # one handled; two were in the pipe when it died
+            old.written("responses", 100)
+        child.handled("responses", 100)  # one handled; two were in the pipe when it died
         new.carry(old.unfolded())
         assert sorted(old.unfolded()) == [
             (("dropped", "chat"), 2),
@@ -69,3 +69,20 @@ def test_what_a_dead_child_never_counted_is_carried_to_the_next_one(metrics):
     finally:
         for table in (old, child, new):
             table.close()
+
+
+def test_the_budget_of_the_records_written_and_of_those_handled_is_read_back_exactly(metrics):
+    proxy = SharedCounts()
+    child = SharedCounts(os.dup(proxy.fd))
+    try:
+        proxy.written("chat", 4_000)
+        proxy.written("not-an-api", 500)
+        proxy.written("messages", 0)  # a record that held nothing (skipped)
+        child.handled("chat", 4_000)
+        child.fold_into(metrics)  # bytes are no flows: nothing counted from them
+        assert (proxy.written_bytes(), proxy.handled_bytes()) == (4_500, 4_000)
+        assert proxy.unhandled() == {"none": 1, "messages": 1}
+        assert flows(metrics, "chat", "dropped") == 0
+    finally:
+        child.close()
+        proxy.close()

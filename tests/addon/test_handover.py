@@ -6,6 +6,7 @@ import time
 from dataclasses import replace
 
 import pytest
+from support.pipes import in_the_pipe
 
 from tooltap.addon.handover.record import FrameReader, Record, encode
 from tooltap.addon.handover.workers import ThreadWorker
@@ -45,9 +46,10 @@ def test_frames_read_back_whole_however_the_pipe_cuts_them():
     try:
         for at in range(0, len(wire), 7):  # the reader gets the bytes seven at a time
             os.write(write_end, wire[at : at + 7])
-            got += reader.read()
+            if (done := reader.read()) is not None:
+                got.append(done)
         os.close(write_end)
-        got += reader.read()
+        assert reader.read() is None
     finally:
         os.close(read_end)
     joined = [
@@ -57,6 +59,21 @@ def test_frames_read_back_whole_however_the_pipe_cuts_them():
     ]
     assert got == joined
     assert reader.closed
+
+
+def test_the_reader_takes_no_byte_past_the_record_it_returns():
+    records = [record(path=f"/v1/chat/completions?n={n}") for n in range(3)]
+    frames = [b"".join(encode(r)) for r in records]
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    try:
+        os.write(write_end, b"".join(frames))
+        first = FrameReader(read_end).read()
+        assert in_the_pipe(read_end) == len(frames[1]) + len(frames[2])
+        assert first == replace(records[0], response_body=b"".join(records[0].chunks), chunks=[])
+    finally:
+        os.close(write_end)
+        os.close(read_end)
 
 
 def test_the_record_builds_the_exchange_and_what_is_logged_of_it():

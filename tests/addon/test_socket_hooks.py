@@ -12,6 +12,8 @@ from support.sockets import (
     realtime_session,
     realtime_turn,
     recording,
+    responses_turn,
+    text_item,
 )
 
 import tooltap.addon.proxy.addon as addon_module
@@ -219,6 +221,18 @@ def test_one_socket_holding_more_than_the_limit_lets_go_of_its_turn_in_flight():
     assert lost.skipped == "messages of this turn were not kept for inspection"
     assert sockets.held == 0 and len(sockets) == 1
     assert sockets.skipped[("realtime", "lost")] == 0  # its request had been answered
+
+
+def test_a_running_turns_request_counts_toward_the_limit_the_readers_are_trimmed_on():
+    sockets = Sockets(max_turn=1 << 20, limit=2_000)
+    request = frame({"type": "response.create", "input": "x" * 3_000}).encode()
+    started = responses_turn("resp_a", [text_item("msg_a", "ok")])[0].encode()
+    batch = SocketBatch("socket", bytes([1, 0]))
+    (lost,) = sockets.read(
+        "responses", "wss://api.openai.com/v1/responses", batch, [request, started]
+    )
+    assert lost.skipped == "messages of this turn were not kept for inspection"
+    assert sockets.held == 0
 
 
 async def test_each_turn_on_a_socket_is_a_span_of_its_own_timed_by_its_messages(harness):

@@ -419,6 +419,17 @@ def test_a_request_past_the_byte_bound_keeps_its_place_and_its_turn_is_skipped()
     assert reader.held == 0
 
 
+def test_a_running_turns_request_counts_in_what_the_reader_holds_until_the_turn_ends():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    request = frame({"type": "response.create", "input": "x" * 5_000}).encode()
+    reader.feed(request, True)
+    started, *rest = (m.encode() for m in responses_turn("resp_a", [text_item("msg_a", "ok")]))
+    reader.feed(started, False)
+    assert reader.held == len(request) + len(started)
+    turns = [turn for m in rest for turn in reader.feed(m, False)]
+    assert len(turns) == 1 and reader.held == 0
+
+
 # --- the Realtime API ---------------------------------------------------------
 
 
@@ -441,6 +452,20 @@ def test_the_recorded_realtime_session_gives_a_turn_per_response_and_a_clean_loo
         ("call_9ghqokxJmZFwiAM0", "ok")
     ]
     assert reader.held == 0
+
+
+def test_a_running_realtime_turns_request_counts_in_what_the_reader_holds_until_it_ends():
+    reader = socket_reader("realtime", REALTIME_URL, 8 << 20)
+    created, updated = realtime_session([WEATHER])
+    reader.feed(created.encode(), False)
+    reader.feed(updated.encode(), False)
+    reader.feed(frame({"type": "response.create"}).encode(), True)
+    (request,) = (create.request for create in reader.waiting)
+    started, *rest = (m.encode() for m in realtime_turn("resp_held0000001", [], "Mild."))
+    reader.feed(started, False)
+    assert reader.held == len(request) + len(started)
+    turns = [turn for m in rest for turn in reader.feed(m, False)]
+    assert len(turns) == 1 and reader.held == 0
 
 
 def realtime_messages(

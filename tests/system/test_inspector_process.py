@@ -138,9 +138,13 @@ async def test_a_killed_inspector_is_said_once_restarted_and_inspection_resumes(
             before = (flow.request.get_state(), flow.response.get_state())
             await tap.cycle(flow)
             assert (flow.request.get_state(), flow.response.get_state()) == before
-        assert await until(lambda: asyncio.sleep(0, tap.addon.inspection.worker.restarts == 1))
-        child = the_child()
-        assert child is not None and child.pid != tap.child.pid
+
+        async def replaced():  # the restart is counted just before the new child starts
+            child = the_child()
+            restarts = tap.addon.inspection.worker.restarts
+            return restarts == 1 and child is not None and child.pid != tap.child.pid
+
+        assert await until(replaced)
 
         async def restart_counted():
             return (await samples(tap.url)).get(("tooltap_inspector_restarts_total", ())) == 1
@@ -156,6 +160,50 @@ async def test_a_killed_inspector_is_said_once_restarted_and_inspection_resumes(
     assert len(gone) == 1 and "exit code -9" in gone[0]
     seen = await flows_by_outcome(tap.url)
     assert seen["inspected"] + seen["dropped"] == 1 + 3  # the three sent meanwhile: counted
+
+
+async def test_a_records_bytes_stay_in_the_budget_until_the_inspector_has_handled_it(
+    in_process_mode,
+):
+    tap = in_process_mode
+    body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
+    flows = [make_flow("/v1/chat/completions", CHAT_REQUEST, body) for _ in range(3)]
+    held = sum(len(f.request.raw_content) + len(body) for f in flows)
+    budget = tap.addon.budget
+    tap.child.suspend()
+    try:
+        for flow in flows:
+            await tap.cycle(flow)
+        assert tap.addon.inspection.worker.worker.waiting == 0  # all of them in the pipe
+        assert budget.used == held
+    finally:
+        tap.child.resume()
+    assert await until(lambda: asyncio.sleep(0, budget.used == 0))
+
+    async def inspected():
+        return (await flows_by_outcome(tap.url)).get("inspected") == 3
+
+    assert await until(inspected)
+
+
+async def test_the_budget_of_records_a_killed_inspector_never_handled_comes_back(
+    in_process_mode,
+):
+    tap = in_process_mode
+    body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
+    budget = tap.addon.budget
+    tap.child.suspend()
+    for _ in range(3):
+        await tap.cycle(make_flow("/v1/chat/completions", CHAT_REQUEST, body))
+    assert budget.used > 0
+    tap.child.kill()  # with three records in its pipe, none handled
+    assert await until(lambda: asyncio.sleep(0, tap.addon.inspection.worker.restarts == 1))
+    assert budget.used == 0
+
+    async def dropped():
+        return (await flows_by_outcome(tap.url)).get("dropped") == 3
+
+    assert await until(dropped)
 
 
 async def test_a_stopped_inspector_is_restarted_and_the_backlog_stays_within_the_budget(

@@ -1,0 +1,26 @@
+"""The memory budget: taking never waits, and what was freed elsewhere is counted back first."""
+
+from tooltap.addon.handover.budget import Budget
+
+
+def test_a_take_that_does_not_fit_is_refused_and_holds_nothing():
+    budget = Budget(100)
+    assert budget.take(60) and not budget.take(41)
+    assert (budget.used, budget.peak) == (60, 60)
+    budget.give(60)
+    assert (budget.used, budget.peak) == (0, 60)
+
+
+def test_before_refusing_a_take_the_budget_reclaims_what_the_inspector_freed():
+    budget = Budget(100)
+    freed = [0, 50]  # what the inspector process had handled, on each look
+
+    def reclaim() -> None:
+        budget.give(freed.pop(0))
+
+    budget.reclaim = reclaim
+    assert budget.take(80)
+    assert freed == [0, 50]  # it fitted: not asked
+    assert not budget.take(30)  # asked, nothing freed yet: refused
+    assert budget.take(30)  # asked again: 50 freed, so it fits
+    assert (budget.used, budget.peak, freed) == (60, 80, [])

@@ -1,0 +1,40 @@
+"""The inspector process's loop (tooltap.addon.inspection.__main__), on a real pipe."""
+
+import os
+
+from support.pipes import in_the_pipe
+
+from tooltap.addon.handover.counts import SharedCounts
+from tooltap.addon.handover.record import FrameReader, Record, encode
+from tooltap.addon.inspection.__main__ import serve
+
+
+def test_the_inspector_reads_the_next_record_only_once_it_has_handled_this_one(metrics):
+    records = [
+        Record("chat", path=f"/v1/chat/completions?n={n}", request_body=b"{}" * 100 * n,
+               status=200, response_body=b"x" * 1_000 * n, held=1_200 * n)
+        for n in range(1, 4)
+    ]  # fmt: skip
+    frames = [b"".join(encode(r)) for r in records]
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    os.write(write_end, b"".join(frames))  # the whole burst is waiting
+    os.close(write_end)
+    counts = SharedCounts()
+    # Each record's path, what was left in the pipe, and the budget counted handled before it.
+    handled: list[tuple[str, int, int]] = []
+
+    def handle(record: Record) -> None:
+        handled.append((record.path, in_the_pipe(read_end), counts.handled_bytes()))
+
+    try:
+        serve(FrameReader(read_end), handle, counts, metrics, stopping=[])
+        assert counts.handled_bytes() == 1_200 + 2_400 + 3_600
+    finally:
+        counts.close()
+        os.close(read_end)
+    assert handled == [
+        (records[0].path, len(frames[1]) + len(frames[2]), 0),
+        (records[1].path, len(frames[2]), 1_200),
+        (records[2].path, 0, 1_200 + 2_400),
+    ]
