@@ -307,7 +307,7 @@ def test_the_real_world_corpus_as_a_cassette_gives_the_verdicts_of_jsonl(tmp_pat
     assert summary == jsonl_summary
 
 
-README = Path(__file__).parents[2] / "README.md"
+AUDIT_DOC = Path(__file__).parents[2] / "docs" / "audit.md"
 AGENT_TESTS = """\
 import anthropic
 import openai
@@ -340,7 +340,7 @@ def test_agent_step(name):
 
 def readme_ci() -> tuple[list[str], list[str]]:
     """The "In CI" section's commands: the one-time adoption, and the workflow's `run:` lines."""
-    section = README.read_text().split("## In CI", 1)[1].split("\n## ", 1)[0]
+    section = AUDIT_DOC.read_text().split("## In CI", 1)[1].split("\n## ", 1)[0]
     shell = re.search(r"```sh\n(.*?)```", section, re.S)
     workflow = re.search(r"```yaml\n(.*?)```", section, re.S)
     assert shell is not None and workflow is not None
