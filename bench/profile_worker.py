@@ -70,20 +70,6 @@ def shipped_worker(
     what the proxy's side costs per flow: the hooks, and pickling the record for the child."""
     captured: dict[str, Any] = {"items": []}
 
-    class Capture:  # stands in for Worker: keeps the handler and the records
-        def __init__(self, handle: Any, _on_error: Any, _size: int) -> None:
-            captured["handle"] = handle
-
-        def start(self) -> None:
-            pass
-
-        def submit(self, item: Any) -> bool:
-            captured["items"].append(item)
-            return True
-
-        def stop(self, timeout: float = 5.0) -> None:
-            pass
-
     # Newer addons choose where inspection runs (tooltap_inspector); its thread
     # mode takes the same handler the child process runs. Older ones had Worker.
     if hasattr(addon_module, "ThreadWorker"):
@@ -91,11 +77,25 @@ def shipped_worker(
     else:
         name, options = "Worker", {}
     original = getattr(addon_module, name)
+
+    # The addon's own worker class (so its constructor and stop stay whatever they are now),
+    # keeping the handler it is given and the records instead of handling them.
+    class Capture(original):  # type: ignore[valid-type, misc]
+        def __init__(self, handle: Any, *args: Any, **kwargs: Any) -> None:
+            super().__init__(handle, *args, **kwargs)
+            captured["handle"] = handle
+
+        def submit(self, item: Any) -> bool:
+            captured["items"].append(item)
+            return True
+
     setattr(addon_module, name, Capture)
     try:
         addon = addon_module.Tooltap(log_stream=_Discard())  # type: ignore[arg-type]
         with taddons.context(addon) as tctx:
             tctx.configure(addon, tooltap_log_format="json", tooltap_metrics_port=0, **options)
+            if "handle" not in captured:  # mitmproxy logs a configure hook's error and goes on
+                raise RuntimeError(f"tooltap started no {name}: see the addon error logged above")
             flow = tflow.tflow(resp=True)
             flow.client_conn.proxy_mode = ProxyMode.parse("reverse:https://api.openai.com")
             flow.request.method, flow.request.path = "POST", bodies.CHAT_PATH
