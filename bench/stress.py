@@ -229,6 +229,8 @@ async def scenario(kind: str, url: str, step: dict[str, Any], expected: str) -> 
         stopped = inspector_of(proxy.pid) if step.get("stop") and kind == "tooltap" else None
         if stopped is not None:
             os.kill(stopped.pid, signal.SIGSTOP)
+        elif step.get("stop") and kind == "tooltap":  # else the scenario measures nothing
+            raise RuntimeError("stress: no inspector process under tooltap to stop")
         try:
             with Peak(proxy.pid) as peak:
                 result = await burst(proxy, name, count, concurrency, expected)
