@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections import Counter
 from typing import Any
@@ -42,6 +43,11 @@ class Supervisor:
         self._backoff = BACKOFF[0]
         self._started_at = 0.0
         self._watching: asyncio.Task[None] | None = None
+        # A restart starts its child in a thread, which goes on if stop() cancels the restart:
+        # that child is stopped by whichever of the two comes second.
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._starting: tuple[ProcessWorker, SharedCounts] | None = None  # started, not adopted
 
     def start(self) -> int:
         """Start the first child; returns its metrics port. Blocks; raises RuntimeError."""
@@ -58,9 +64,19 @@ class Supervisor:
         except RuntimeError:
             counts.close()
             raise
+        with self._lock:
+            stopped = self._stopped
+            if not stopped:
+                self._starting = (worker, counts)
+        if stopped:
+            worker.stop(0.0)
+            counts.close()
+            raise RuntimeError("tooltap stopped while the inspection process started")
         return worker, counts, port
 
     def _adopt(self, worker: ProcessWorker, counts: SharedCounts) -> None:
+        with self._lock:
+            self._starting = None
         if self.restarts:
             counts.restarted(self.restarts)
         counts.carry(self._unfolded)
@@ -147,6 +163,12 @@ class Supervisor:
         """Stop watching, stop the child (bounded); returns the records it never got, by api."""
         if self._watching is not None:
             self._watching.cancel()
+        with self._lock:
+            self._stopped = True
+            starting, self._starting = self._starting, None
+        if starting is not None:  # started for a restart that this stop cut short
+            starting[0].stop(0.0)
+            starting[1].close()
         left = self._missed + (self.worker.stop(timeout) if self.worker is not None else Counter())
         self._missed.clear()
         self.worker = None
