@@ -1,7 +1,8 @@
-"""Run the benchmarks: `python -m bench [--quick] [--only json,stream,memory,core,profile,websocket,web,traces,stress,why]`.
+"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,stream,memory,core,profile,websocket,web,traces,stress,why]`.
 
-Results go to bench/out/<name>.json (bench/out/quick/ for --quick); the
-report step then writes results.md there, and for full runs (or with
+Results go to bench/out/<name>.json (bench/out/quick/ for --quick,
+bench/out/smoke/ for --smoke, or --out); the report step then writes
+results.md and the plot latency.png there, and for full runs (or with
 --readme) the plot bench/latency.png and the results in bench/README.md.
 """
 
@@ -34,6 +35,7 @@ from . import (
     websocket,
     why,
 )
+from .sizes import Size
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
@@ -128,9 +130,20 @@ def _without_commit(argv: list[str]) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small counts: under ~2 minutes")
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument("--quick", action="store_true", help="small counts: a few minutes")
+    sizes.add_argument(
+        "--smoke",
+        action="store_true",
+        help="each step once at a tiny size, waiting for no quiet machine (under a minute):"
+        " proves the benchmarks still run; the figures mean nothing",
+    )
     parser.add_argument(
-        "--only", help=f"comma list of {', '.join(ALL)} (default: all; quick: not why)"
+        "--only",
+        help=f"comma list of {', '.join(ALL)} (default: all; quick: not stress or why)",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="results here (default: bench/out, or its quick/ or smoke/)"
     )
     parser.add_argument("--readme", action="store_true", help="update README.md even if quick")
     parser.add_argument(
@@ -141,39 +154,41 @@ def main() -> int:
         help="measure core/ and addon/ as of this commit (e.g. HEAD), not the working tree",
     )
     args = parser.parse_args()
+    if args.readme and args.smoke:
+        parser.error("--readme publishes the figures, and a smoke run's mean nothing")
     if args.report:
         report.write(OUT, HERE, readme=True)
         print((OUT / "results.md").read_text())
         return 0
     if args.commit and not os.environ.get(SNAPSHOT_ENV):
         pin(args.commit, _without_commit(sys.argv[1:]))
-    only = args.only or ",".join(QUICK if args.quick else ALL)
+    size: Size = "smoke" if args.smoke else "quick" if args.quick else "full"
+    only = args.only or ",".join(QUICK if size == "quick" else ALL)
     wanted = [name for name in only.split(",") if name]
     unknown = set(wanted) - set(ALL)
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
-    # Quick runs keep to their own folder, so a smoke run never replaces full results.
-    out = OUT / "quick" if args.quick else OUT
+    # Quick and smoke runs keep to their own folders, so they never replace full results.
+    out = args.out or (OUT if size == "full" else OUT / size)
     out.mkdir(parents=True, exist_ok=True)
-    mode = "quick" if args.quick else "full"
-    meta = {"mode": mode, "machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-    print(f"bench ({mode}): {meta['machine']}", flush=True)
+    meta = {"mode": size, "machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    print(f"bench ({size}): {meta['machine']}", flush=True)
 
     steps = {
-        "json": lambda: asyncio.run(json_load.run(args.quick)),
-        "stream": lambda: asyncio.run(streaming.run(args.quick)),
-        "memory": lambda: asyncio.run(memory.run(args.quick)),
-        "core": lambda: core_cost.run(args.quick),
-        "profile": lambda: profile_worker.run(args.quick, out),
-        "websocket": lambda: asyncio.run(websocket.run(args.quick)),
-        "web": lambda: asyncio.run(web.run(args.quick)),
-        "traces": lambda: traces.run(args.quick),
-        "stress": lambda: asyncio.run(stress.run(args.quick)),
-        "why": lambda: asyncio.run(why.run(args.quick)),
+        "json": lambda: asyncio.run(json_load.run(size)),
+        "stream": lambda: asyncio.run(streaming.run(size)),
+        "memory": lambda: asyncio.run(memory.run(size)),
+        "core": lambda: core_cost.run(size),
+        "profile": lambda: profile_worker.run(size, out),
+        "websocket": lambda: asyncio.run(websocket.run(size)),
+        "web": lambda: asyncio.run(web.run(size)),
+        "traces": lambda: traces.run(size),
+        "stress": lambda: asyncio.run(stress.run(size)),
+        "why": lambda: asyncio.run(why.run(size)),
     }
     for name in wanted:
         if name == "why" and not why.applicable():
-            print("== why: skipped, see why.applicable() (use --commit dc86e40)", flush=True)
+            print(f"== why: skipped: {why.SKIPPED}", flush=True)
             continue
         started = time.monotonic()
         print(f"== {name}", flush=True)
@@ -182,7 +197,7 @@ def main() -> int:
         (out / f"{name}.json").write_text(json.dumps(result, indent=1))
         print(f"== {name} done in {time.monotonic() - started:.0f} s", flush=True)
 
-    report.write(out, HERE, readme=args.readme or not args.quick)
+    report.write(out, HERE, readme=args.readme or size == "full")
     print((out / "results.md").read_text())
     return 0
 

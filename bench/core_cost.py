@@ -16,6 +16,7 @@ import itertools
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -23,6 +24,7 @@ import orjson
 from tooltap.core import Exchange, StreamReader, ValidatorCache, inspect
 
 from . import bodies
+from .sizes import Size
 from .targets import Noise
 
 URLS = {
@@ -34,20 +36,38 @@ JSON_HEADERS = {"content-type": "application/json"}
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8"}
 
 
-def per_call(fn: Callable[[], Any], min_time: float, repeats: int = 5) -> float:
-    """Seconds per call: the fastest of `repeats` runs of at least `min_time` each.
+@dataclass(frozen=True)
+class Timing:
+    """How a figure is timed: the fastest of `repeats` runs of at least `min_time` seconds
+    each, after waiting up to `wait` seconds for other jobs to quiet down."""
+
+    min_time: float
+    repeats: int = 5
+    wait: float = 10.0
+
+
+TIMING: dict[Size, Timing] = {
+    "full": Timing(0.3),
+    "quick": Timing(0.05),
+    "smoke": Timing(0.0, repeats=1, wait=0.0),  # one call each
+}
+
+
+def per_call(fn: Callable[[], Any], timing: Timing) -> float:
+    """Seconds per call: the fastest of `timing.repeats` runs of at least `timing.min_time` each.
 
     As timeit does: the fastest run, since slower ones measure what else the
     machine was doing (on a shared VM, bursts that no local process shows), and
     the cyclic garbage collector off, since its pauses depend on everything the
     benchmark process holds. Waits (bounded) for other jobs to quiet down first.
     """
-    Noise().wait_quiet(max_wait=10.0)
+    if timing.wait:
+        Noise().wait_quiet(max_wait=timing.wait)
     fn()
     gc.collect()
     gc.disable()
     try:
-        return _fastest(fn, min_time, repeats)
+        return _fastest(fn, timing.min_time, timing.repeats)
     finally:
         gc.enable()
 
@@ -109,20 +129,20 @@ def sse_case(request: bytes, events: list[bytes]) -> tuple[Exchange, Callable[[]
 
 
 def measure(
-    exchange: Exchange, baseline: Callable[[], Any], size: int, min_time: float
+    exchange: Exchange, baseline: Callable[[], Any], size: int, timing: Timing
 ) -> dict[str, Any]:
     validators = ValidatorCache()
     verdict = inspect(exchange, {}, validators=validators)
     assert verdict.outcome == "inspected", verdict.reason
-    t_inspect = per_call(lambda: inspect(exchange, {}, validators=validators), min_time)
-    t_json = per_call(baseline, min_time)
+    t_inspect = per_call(lambda: inspect(exchange, {}, validators=validators), timing)
+    t_json = per_call(baseline, timing)
     t_orjson = per_call(
         lambda: (
             (orjson.loads(exchange.request_body), orjson.loads(exchange.response_body))
             if not verdict.stream
             else None
         ),
-        min_time,
+        timing,
     )
     return {
         "bytes": size,
@@ -135,7 +155,7 @@ def measure(
 
 
 def stream_throughput(
-    events: list[bytes], api: str, min_time: float, chunk: int | None
+    events: list[bytes], api: str, timing: Timing, chunk: int | None
 ) -> dict[str, Any]:
     """MB/s of StreamReader.feed over the body, cut per event or in `chunk`-byte pieces."""
     body = b"".join(events)
@@ -148,7 +168,7 @@ def stream_throughput(
         result = reader.close()
         assert result.complete
 
-    seconds = per_call(read, min_time)
+    seconds = per_call(read, timing)
     return {
         "bytes": len(body),
         "events": len(events),
@@ -168,15 +188,15 @@ def growth(points: list[dict[str, Any]], key: str) -> list[dict[str, float]]:
     ]
 
 
-def run(quick: bool) -> dict[str, Any]:
-    min_time = 0.05 if quick else 0.3
+def run(size: Size) -> dict[str, Any]:
+    timing = TIMING[size]
     cases = {
         "small": json_case(*bodies.small_pair()),
         "medium": json_case(bodies.chat_request(), bodies.chat_response()),
         "large": json_case(*bodies.scaled_pair(100)),
         "medium-sse": sse_case(bodies.chat_request(stream=True), bodies.chat_stream_events()),
     }
-    per_case = {name: measure(*case, min_time) for name, case in cases.items()}
+    per_case = {name: measure(*case, timing) for name, case in cases.items()}
     for name, row in per_case.items():
         print(
             f"  core {name:<11} {row['bytes']:>8} B  inspect {row['inspect_us']:9.1f} us"
@@ -186,7 +206,7 @@ def run(quick: bool) -> dict[str, Any]:
 
     scales = (1, 10, 100)
     inspect_scaling = [
-        measure(*json_case(*bodies.scaled_pair(k)), min_time) | {"scale": k} for k in scales
+        measure(*json_case(*bodies.scaled_pair(k)), timing) | {"scale": k} for k in scales
     ]
     builders: dict[str, Callable[..., list[bytes]]] = {
         "chat": bodies.chat_stream_events,
@@ -196,7 +216,7 @@ def run(quick: bool) -> dict[str, Any]:
     streams: dict[str, Any] = {}
     for api, build in builders.items():
         points = [
-            stream_throughput(build(content_size=2800 * k, deltas=43 * k), api, min_time, None)
+            stream_throughput(build(content_size=2800 * k, deltas=43 * k), api, timing, None)
             | {"scale": k}
             for k in scales
         ]
@@ -209,9 +229,9 @@ def run(quick: bool) -> dict[str, Any]:
     # One long argument string in 64-byte pieces: the case that catches a
     # line buffer rebuilt on every feed (quadratic).
     long_line = bodies.chat_stream_events(content_size=2_000_000, deltas=3)
-    streams["chat-long-line-64B-chunks"] = stream_throughput(long_line, "chat", min_time, 64)
+    streams["chat-long-line-64B-chunks"] = stream_throughput(long_line, "chat", timing, 64)
     streams["chat-1KiB-chunks"] = stream_throughput(
-        bodies.chat_stream_events(content_size=280_000, deltas=4300), "chat", min_time, 1024
+        bodies.chat_stream_events(content_size=280_000, deltas=4300), "chat", timing, 1024
     )
     return {
         "cases": per_case,

@@ -34,6 +34,7 @@ from typing import Any
 import psutil
 
 from . import bodies, client, targets
+from .sizes import Size
 from .stats import median, pct, ratio
 
 NAMES = (
@@ -47,10 +48,16 @@ NAMES = (
 )
 
 
-def settings(quick: bool) -> dict[str, int]:
-    if quick:
-        return {"rounds": 3, "sequential": 150, "concurrent": 320, "warmup": 150}
-    return {"rounds": 7, "sequential": 1500, "concurrent": 3200, "warmup": 500}
+SETTINGS: dict[Size, dict[str, int]] = {
+    "full": {"rounds": 7, "sequential": 1500, "concurrent": 3200, "warmup": 500},
+    "quick": {"rounds": 3, "sequential": 150, "concurrent": 320, "warmup": 150},
+    "smoke": {"rounds": 1, "sequential": 8, "concurrent": 32, "warmup": 16},
+}
+CALIBRATION: dict[Size, tuple[int, float]] = {  # requests, seconds (ReplayServer can be slow)
+    "full": (2000, 10.0),
+    "quick": (300, 2.0),
+    "smoke": (32, 2.0),
+}
 
 
 async def one_batch(
@@ -150,11 +157,11 @@ def summarize(batches: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-async def calibrate(quick: bool) -> dict[str, Any]:
+async def calibrate(size: Size) -> dict[str, Any]:
     """Is the upstream the bottleneck? Direct and via mitmdump, ReplayServer vs bench.upstream."""
-    count, deadline = (300, 2.0) if quick else (2000, 10.0)  # ReplayServer can be very slow
+    count, deadline = CALIBRATION[size]
     out: dict[str, Any] = {}
-    noise = targets.Noise()
+    noise = targets.noise(size)
     for kind, replay in (("replay-server", True), ("bench-upstream", False)):
         with targets.upstream(replay=replay) as (url, pid):
             upstream = psutil.Process(pid)
@@ -176,10 +183,10 @@ async def calibrate(quick: bool) -> dict[str, Any]:
     return out
 
 
-async def run(quick: bool) -> dict[str, Any]:
-    cfg = settings(quick)
-    noise = targets.Noise()
-    calibration = await calibrate(quick)
+async def run(size: Size) -> dict[str, Any]:
+    cfg = SETTINGS[size]
+    noise = targets.noise(size)
+    calibration = await calibrate(size)
     batches: list[dict[str, Any]] = []
     with targets.upstream() as (url, pid):
         upstream = psutil.Process(pid)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import bodies, client, targets
+from .sizes import Size
 from .stats import slope
 from .upstream import MAX_BODY
 
@@ -49,14 +50,15 @@ def requests(url: str) -> list[bytes]:
     return [client.build_request(url, *by_name[name], scenario=name) for name in CYCLE]
 
 
-def settings(quick: bool) -> dict[str, int]:
-    if quick:
-        return {"flows": 3_000, "batch": 500, "warmup": 1_000, "concurrency": 8}
-    return {"flows": 50_000, "batch": 1_000, "warmup": 10_000, "concurrency": 8}
+SETTINGS: dict[Size, dict[str, int]] = {
+    "full": {"flows": 50_000, "batch": 1_000, "warmup": 10_000, "concurrency": 8},
+    "quick": {"flows": 3_000, "batch": 500, "warmup": 1_000, "concurrency": 8},
+    "smoke": {"flows": 40, "batch": 20, "warmup": 20, "concurrency": 8},
+}
 
 
-async def run(quick: bool) -> dict[str, Any]:
-    cfg = settings(quick)
+async def run(size: Size) -> dict[str, Any]:
+    cfg = SETTINGS[size]
     with targets.upstream() as (url, _pid):
         proxies = {
             "tooltap": targets.tooltap(url, "--set", f"tooltap_max_body={MAX_BODY}"),

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,8 @@ from tooltap.addon.sinks.metrics import Metrics
 from tooltap.core import Exchange, ValidatorCache, inspect
 
 from . import bodies
-from .core_cost import JSON_HEADERS, SSE_HEADERS, URLS, per_call
+from .core_cost import JSON_HEADERS, SSE_HEADERS, TIMING, URLS, Timing, per_call
+from .sizes import Size
 
 
 class _Discard:
@@ -64,25 +66,11 @@ def _hooks_cost(addon: Any, template: Any, count: int) -> float:
 
 @contextmanager
 def shipped_worker(
-    hook_flows: int = 5_000,
+    hook_flows: int, timing: Timing
 ) -> Iterator[tuple[Callable[[], None], dict[str, float]]]:
     """The addon's own worker handler, the record its hooks made for the medium flow, and
     what the proxy's side costs per flow: the hooks, and pickling the record for the child."""
     captured: dict[str, Any] = {"items": []}
-
-    class Capture:  # stands in for Worker: keeps the handler and the records
-        def __init__(self, handle: Any, _on_error: Any, _size: int) -> None:
-            captured["handle"] = handle
-
-        def start(self) -> None:
-            pass
-
-        def submit(self, item: Any) -> bool:
-            captured["items"].append(item)
-            return True
-
-        def stop(self, timeout: float = 5.0) -> None:
-            pass
 
     # Newer addons choose where inspection runs (tooltap_inspector); its thread
     # mode takes the same handler the child process runs. Older ones had Worker.
@@ -91,11 +79,25 @@ def shipped_worker(
     else:
         name, options = "Worker", {}
     original = getattr(addon_module, name)
+
+    # The addon's own worker class (so its constructor and stop stay whatever they are now),
+    # keeping the handler it is given and the records instead of handling them.
+    class Capture(original):  # type: ignore[valid-type, misc]
+        def __init__(self, handle: Any, *args: Any, **kwargs: Any) -> None:
+            super().__init__(handle, *args, **kwargs)
+            captured["handle"] = handle
+
+        def submit(self, item: Any) -> bool:
+            captured["items"].append(item)
+            return True
+
     setattr(addon_module, name, Capture)
     try:
         addon = addon_module.Tooltap(log_stream=_Discard())  # type: ignore[arg-type]
         with taddons.context(addon) as tctx:
             tctx.configure(addon, tooltap_log_format="json", tooltap_metrics_port=0, **options)
+            if "handle" not in captured:  # mitmproxy logs a configure hook's error and goes on
+                raise RuntimeError(f"tooltap started no {name}: see the addon error logged above")
             flow = tflow.tflow(resp=True)
             flow.client_conn.proxy_mode = ProxyMode.parse("reverse:https://api.openai.com")
             flow.request.method, flow.request.path = "POST", bodies.CHAT_PATH
@@ -109,7 +111,10 @@ def shipped_worker(
             handle, record = captured["handle"], captured["items"][-1]
             proxy_side = {
                 "proxy_hooks": _hooks_cost(addon, flow, hook_flows),
-                "proxy_pickle_record": per_call(lambda: pickle.dumps(record, protocol=5), 0.1)
+                "proxy_pickle_record": per_call(
+                    lambda: pickle.dumps(record, protocol=5),
+                    replace(timing, min_time=0.1) if timing.min_time else timing,
+                )
                 * 1e6,
             }
             try:
@@ -156,9 +161,13 @@ def _walk(
         _walk(child, (*stack, name), own, total)
 
 
-def run(quick: bool, out_dir: Path) -> dict[str, Any]:
-    min_time = 0.05 if quick else 0.3
-    stages = {name: per_call(fn, min_time) * 1e6 for name, fn in parts().items()}
+ITERATIONS: dict[Size, int] = {"full": 20_000, "quick": 2_000, "smoke": 20}  # profiled
+HOOK_FLOWS: dict[Size, int] = {"full": 5_000, "quick": 500, "smoke": 20}
+
+
+def run(size: Size, out_dir: Path) -> dict[str, Any]:
+    timing = TIMING[size]
+    stages = {name: per_call(fn, timing) * 1e6 for name, fn in parts().items()}
     # SSE for comparison: the same content as a 50-event stream.
     sse = Exchange(
         method="POST",
@@ -170,13 +179,13 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
     )
     sse_validators = ValidatorCache()
     stages["inspect_sse_50_events"] = (
-        per_call(lambda: inspect(sse, {}, validators=sse_validators), min_time) * 1e6
+        per_call(lambda: inspect(sse, {}, validators=sse_validators), timing) * 1e6
     )
 
-    iterations = 2_000 if quick else 20_000
+    iterations = ITERATIONS[size]
     profiler = Profiler(interval=0.0001)
-    with shipped_worker(500 if quick else 5_000) as (one, proxy_side):
-        stages["worker_handler_as_shipped"] = per_call(one, min_time) * 1e6
+    with shipped_worker(HOOK_FLOWS[size], timing) as (one, proxy_side):
+        stages["worker_handler_as_shipped"] = per_call(one, timing) * 1e6
         stages.update(proxy_side)
         profiler.start()
         for _ in range(iterations):

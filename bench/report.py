@@ -284,7 +284,7 @@ def stress_section(data: dict[str, Any]) -> str:
     if h:
         lines += [
             "",
-            f"Handing a record with a 6 MB body to the inspector's pipe: then (pickled whole,"
+            f"Handing a record with a {h.get('body_mib', 6):g} MiB body to the inspector's pipe: then (pickled whole,"
             f" then joined to its length) {h['then_ms']} ms and {h['then_allocated_mib']} MiB"
             f" allocated; now (metadata pickled, the body written as it is) {h['now_ms']} ms and"
             f" {h['now_allocated_mib']} MiB.",
@@ -309,8 +309,8 @@ def websocket_section(data: dict[str, Any]) -> str:
         f" {data['rounds']} interleaved rounds, medians)",
         "",
         f"Delay: when the client had a message minus when the upstream sent it (paced: one every"
-        f" {data['gap_ms']:g} ms). Per message: the burst's 1,000 back to back, first send to last"
-        f" receipt, divided by 1,000. tooltap inspected {data['turns_inspected']} of"
+        f" {data['gap_ms']:g} ms). Per message: the burst's {data['events']:,} back to back, first"
+        f" send to last receipt, divided by {data['events']:,}. tooltap inspected {data['turns_inspected']} of"
         f" {data['sockets_per_target']} turns.",
         "",
         "| turn | direct p50 / p99 | mitmdump p50 / p99 | tooltap p50 / p99 | tooltap added p50 / p99 |",
@@ -525,8 +525,8 @@ def write(out: Path, here: Path, readme: bool) -> None:
     text = head + summary + "\n\n" + "\n\n".join(sections) + "\n"
     (out / "results.md").write_text(text)
     json_data = _load(out, "json")
-    if json_data is not None and readme:
-        plot(json_data, here / "latency.png")
+    if json_data is not None:
+        plot(json_data, (here if readme else out) / "latency.png")
     if readme:
         path = here / "README.md"
         current = path.read_text() if path.exists() else f"{START}\n{END}\n"

@@ -18,22 +18,25 @@ complete event. Targets take turns stream by stream:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tooltap.addon.harness.replay import ReplayServer, Reply, Seen
 
 from . import bodies, client, targets
+from .sizes import Size
 from .stats import median, pct
 
 EVENTS = 50
-GAP = 0.020
+GAP: dict[Size, float] = {"full": 0.020, "quick": 0.020, "smoke": 0.002}  # between events
+ROUNDS: dict[Size, int] = {"full": 20, "quick": 3, "smoke": 1}
 LATE_MS = 100.0  # five gaps: no streaming proxy should ever hold an event this long
 NAMES = ("direct", "mitmdump-stream", "tooltap", "mitmdump-buffered")
 SSE_HEADERS = [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache")]
 
 
-def route(_seen: Seen) -> Reply:
-    return Reply(headers=SSE_HEADERS, chunks=bodies.chat_stream_events(), delay=GAP)
+def route(gap: float) -> Callable[[Seen], Reply]:
+    return lambda _seen: Reply(headers=SSE_HEADERS, chunks=bodies.chat_stream_events(), delay=gap)
 
 
 async def one_stream(
@@ -95,11 +98,11 @@ def summarize(streams: list[dict[str, Any]]) -> dict[str, Any]:
     return rows
 
 
-async def run(quick: bool) -> dict[str, Any]:
-    rounds = 3 if quick else 20
+async def run(size: Size) -> dict[str, Any]:
+    rounds, gap = ROUNDS[size], GAP[size]
     streams: list[dict[str, Any]] = []
-    noise = targets.Noise()
-    with ReplayServer(route) as server:
+    noise = targets.noise(size)
+    with ReplayServer(route(gap)) as server:
         proxies = {
             "mitmdump-stream": targets.variant(server.url, "stream-only"),
             "tooltap": targets.tooltap(server.url),
@@ -131,7 +134,7 @@ async def run(quick: bool) -> dict[str, Any]:
                 await conn.close()
             inspected = proxies["tooltap"].wait_turns(rounds + 1, timeout=5)
     return {
-        "settings": {"rounds": rounds, "events": EVENTS, "gap_ms": GAP * 1e3},
+        "settings": {"rounds": rounds, "events": EVENTS, "gap_ms": gap * 1e3},
         "summary": summarize(streams),
         "tooltap_turns_logged": inspected,
         "streams": streams,

@@ -15,8 +15,8 @@ mitmdump is after the same burst, whichever is higher: mitmproxy itself keeps so
 of buffered bodies (about 300 MiB after 50 concurrent 6 MB bodies, malloc_trim or not), and
 that part is not tooltap's to give back.
 
-    python -m bench --only stress [--quick]
-    python -m bench.stress [--quick] [--scenario sse-4mb ...]   # some scenarios, JSON on stdout
+    python -m bench --only stress [--quick | --smoke]
+    python -m bench.stress [--size quick] [--scenario sse-4mb ...]   # some, JSON on stdout
 """
 
 from __future__ import annotations
@@ -37,11 +37,16 @@ from typing import Any
 import psutil
 
 from . import targets
+from .sizes import Size
 
 MiB = 1 << 20
 BUDGET = 256 * MiB  # tooltap_memory_budget's default
 OVERHEAD_MIB = 160  # the inspector process at its peak plus the proxy's fixed cost, stated
-SETTLE_S = 5.0  # how long after a burst the RSS is read again
+# Seconds the inspector is left to settle before a burst, and after it before RSS is read again.
+SETTLE: dict[Size, tuple[float, float]] = {"full": (1.0, 5.0), "quick": (1.0, 5.0), "smoke": (0.0, 0.0)}  # fmt: skip
+BODIES: dict[Size, float] = {"full": 1.0, "quick": 1.0, "smoke": 1 / 64}  # of the sizes below
+COUNTS: dict[Size, float] = {"full": 1.0, "quick": 0.25, "smoke": 0.0}  # of the flows below
+CALLS: dict[Size, int] = {"full": 10_000, "quick": 10_000, "smoke": 100}  # the pathological
 
 
 # --- the upstream: a child process serving bodies by the x-stress header -------------------
@@ -72,18 +77,19 @@ def sse_events(count: int, size: int) -> list[bytes]:
     return [event] * count + [b"data: [DONE]\n\n"]
 
 
-def replies(quick: bool) -> dict[str, tuple[bytes, list[bytes], float]]:
+def replies(size: Size) -> dict[str, tuple[bytes, list[bytes], float]]:
     """x-stress name -> (content type, chunks, seconds between chunks)."""
+    scale = BODIES[size]
     return {
-        "json-6mb": (b"application/json", [json_body(6 * MiB)], 0.0),
-        "json-5mb": (b"application/json", [json_body(5 * MiB)], 0.0),
-        "heavy-7mb": (b"application/json", [json_body(7 * MiB, calls=3000)], 0.0),
-        "sse-4mb": (b"text/event-stream", sse_events(2000, 2048), 0.001),
-    }
+        "json-6mb": (b"application/json", [json_body(int(6 * MiB * scale))], 0.0),
+        "json-5mb": (b"application/json", [json_body(int(5 * MiB * scale))], 0.0),
+        "heavy-7mb": (b"application/json", [json_body(int(7 * MiB * scale), calls=int(3000 * scale))], 0.0),
+        "sse-4mb": (b"text/event-stream", sse_events(int(2000 * scale), 2048), 0.001),
+    }  # fmt: skip
 
 
-async def _serve(quick: bool) -> None:
-    table = replies(quick)
+async def _serve(size: Size) -> None:
+    table = replies(size)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
@@ -121,9 +127,9 @@ async def _serve(quick: bool) -> None:
 
 
 @contextlib.contextmanager
-def upstream(quick: bool) -> Any:
+def upstream(size: Size) -> Any:
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench.stress", "--serve", *(["--quick"] if quick else [])],
+        [sys.executable, "-m", "bench.stress", "--serve", size],
         cwd=targets.ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -227,7 +233,9 @@ async def burst(
     }
 
 
-async def scenario(kind: str, url: str, step: dict[str, Any], expected: str) -> dict[str, Any]:
+async def scenario(
+    kind: str, url: str, step: dict[str, Any], expected: str, settle: tuple[float, float]
+) -> dict[str, Any]:
     proxy = (
         targets.tooltap(url)
         if kind == "tooltap"
@@ -235,15 +243,17 @@ async def scenario(kind: str, url: str, step: dict[str, Any], expected: str) -> 
     )  # fmt: skip
     name, count, concurrency = step["name"], step["count"], step["concurrency"]
     with targets.started(proxy):
-        await asyncio.sleep(1.0)  # the inspector settles
+        await asyncio.sleep(settle[0])  # the inspector settles
         start = sum(tree_rss(proxy.pid))
         stopped = inspector_of(proxy.pid) if step.get("stop") and kind == "tooltap" else None
         if stopped is not None:
             os.kill(stopped.pid, signal.SIGSTOP)
+        elif step.get("stop") and kind == "tooltap":  # else the scenario measures nothing
+            raise RuntimeError("stress: no inspector process under tooltap to stop")
         try:
             with Peak(proxy.pid) as peak:
                 result = await burst(proxy, name, count, concurrency, expected)
-                await asyncio.sleep(SETTLE_S)
+                await asyncio.sleep(settle[1])
                 after = sum(tree_rss(proxy.pid))
         finally:
             if stopped is not None:
@@ -258,11 +268,11 @@ async def scenario(kind: str, url: str, step: dict[str, Any], expected: str) -> 
     }
 
 
-def plan(quick: bool) -> list[dict[str, Any]]:
-    scale = 0.25 if quick else 1.0
+def plan(size: Size) -> list[dict[str, Any]]:
+    scale, least = COUNTS[size], 2 if size == "smoke" else 8
 
     def n(full: int) -> int:
-        return max(8, int(full * scale))
+        return max(least, int(full * scale))
 
     return [
         {"name": "json-6mb", "what": "concurrent 6 MB JSON", "count": n(200), "concurrency": n(200)},
@@ -302,10 +312,10 @@ def handover_cost(size: int = 6 * MiB, rounds: int = 20) -> dict[str, float]:
         out[f"{name}_allocated_mib"] = round(tracemalloc.get_traced_memory()[1] / MiB, 2)
         tracemalloc.stop()
         out[f"{name}_ms"] = round(min(timeit.repeat(step, number=1, repeat=rounds)) * 1000, 3)
-    return out
+    return out | {"body_mib": round(size / MiB, 2)}
 
 
-def pathological() -> dict[str, dict[str, Any]]:
+def pathological(calls: int = 10_000) -> dict[str, dict[str, Any]]:
     """The inspector's CPU for one pathological exchange: inspect, the log and the metrics."""
     import io
 
@@ -331,7 +341,7 @@ def pathological() -> dict[str, dict[str, Any]]:
 
     history: list[dict[str, Any]] = []
     items: list[dict[str, Any]] = []
-    for n in range(10_000):
+    for n in range(calls):
         history += [{"role": "assistant", "tool_calls": [call(n)]}, {"role": "tool", "tool_call_id": f"call_{n}", "content": "ok"}]  # fmt: skip
         items += [{"type": "function_call", "call_id": f"call_{n}", "name": "get_weather", "arguments": "{}"}, {"type": "function_call_output", "call_id": f"call_{n}", "output": "ok"}]  # fmt: skip
     responses = Exchange(method="POST", url="http://h/v1/responses",
@@ -339,10 +349,10 @@ def pathological() -> dict[str, dict[str, Any]]:
                          response_headers={"content-type": "application/json"},
                          response_body=b'{"id": "resp_1", "output": [], "tools": []}')  # fmt: skip
     cases = {
-        "10,000 calls": chat({"tools": tools, "messages": []}, [call(n) for n in range(10_000)]),
-        "20,000-message chat history": chat({"tools": tools, "messages": history}, [call(0)]),
-        "20,000 Responses input items": responses,
-        "a 7 MB argument": chat({"tools": tools, "messages": []}, [call(0, json.dumps({"city": "x" * 7_000_000}))]),
+        f"{calls:,} calls": chat({"tools": tools, "messages": []}, [call(n) for n in range(calls)]),
+        f"{2 * calls:,}-message chat history": chat({"tools": tools, "messages": history}, [call(0)]),
+        f"{2 * calls:,} Responses input items": responses,
+        f"a {calls * 700 / 1e6:g} MB argument": chat({"tools": tools, "messages": []}, [call(0, json.dumps({"city": "x" * calls * 700}))]),
     }  # fmt: skip
     out = {}
     for name, exchange in cases.items():
@@ -357,16 +367,16 @@ def pathological() -> dict[str, dict[str, Any]]:
     return out
 
 
-async def run(quick: bool, only: list[str] | None = None) -> dict[str, Any]:
+async def run(size: Size, only: list[str] | None = None) -> dict[str, Any]:
     """The scenarios (those named in `only`, if given), each against its baseline."""
-    bodies = replies(quick)
+    bodies = replies(size)
     results: dict[str, Any] = {}
-    handover = handover_cost()
-    print(f"  stress handover of a 6 MB record: {handover}", flush=True)
-    costly = pathological()
+    handover = handover_cost(int(6 * MiB * BODIES[size]), 20 if size != "smoke" else 1)
+    print(f"  stress handover of a record: {handover}", flush=True)
+    costly = pathological(CALLS[size])
     print(f"  stress one pathological exchange: {costly}", flush=True)
-    with upstream(quick) as url:
-        for step in plan(quick):
+    with upstream(size) as url:
+        for step in plan(size):
             name = step["name"]
             if only and name not in only:
                 continue
@@ -378,7 +388,7 @@ async def run(quick: bool, only: list[str] | None = None) -> dict[str, Any]:
             row: dict[str, Any] = {"what": step["what"], "count": step["count"]}
             for kind in kinds:
                 print(f"  stress {name} [{kind}] x{step['count']}", flush=True)
-                row[kind] = await scenario(kind, url, step, expected)
+                row[kind] = await scenario(kind, url, step, expected, SETTLE[size])
             baseline = row["mitmdump-streaming" if step.get("streams") else "mitmdump"]
             tooltap = row["tooltap"]
             row["over_baseline_mib"] = round(tooltap["peak_mib"] - baseline["peak_mib"], 1)
@@ -402,16 +412,16 @@ async def run(quick: bool, only: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    if "--serve" in sys.argv:
-        asyncio.run(_serve("--quick" in sys.argv))
+    if sys.argv[1:2] == ["--serve"]:
+        asyncio.run(_serve(sys.argv[2]))  # type: ignore[arg-type]
     else:
         parser = argparse.ArgumentParser(prog="python -m bench.stress")
-        parser.add_argument("--quick", action="store_true")
+        parser.add_argument("--size", choices=["full", "quick", "smoke"], default="full")
         parser.add_argument(
             "--scenario",
             action="append",
-            choices=[step["name"] for step in plan(False)],
+            choices=[step["name"] for step in plan("full")],
             help="run only this scenario (repeatable); bench/out and the README are left alone",
         )
         options = parser.parse_args()
-        print(json.dumps(asyncio.run(run(options.quick, options.scenario)), indent=1))
+        print(json.dumps(asyncio.run(run(options.size, options.scenario)), indent=1))

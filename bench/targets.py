@@ -13,12 +13,15 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
 
 import psutil
 
 from tooltap.addon.harness.launch import Proxy
+
+from .sizes import Size
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -172,11 +175,18 @@ def variant(upstream_url: str, name: str) -> BenchProxy:
 
 @contextlib.contextmanager
 def started(*proxies: BenchProxy) -> Iterator[None]:
-    """Start every proxy; stop each one (by its PID) whatever happens."""
-    with contextlib.ExitStack() as stack:
-        for proxy in proxies:
-            stack.enter_context(proxy)
-        yield
+    """Start every proxy; stop each one (by its PID) whatever happens.
+
+    All at once: nothing is measured while they start or stop, and one after another those
+    waits would be most of a short run.
+    """
+    with ThreadPoolExecutor(max(1, len(proxies))) as pool:
+        try:
+            for starting in [pool.submit(proxy.start) for proxy in proxies]:
+                starting.result()
+            yield
+        finally:
+            list(pool.map(lambda proxy: proxy.stop(), proxies))
 
 
 def _busy() -> float:
@@ -190,6 +200,11 @@ def _busy() -> float:
         + getattr(t, "softirq", 0)
         + getattr(t, "steal", 0)
     )
+
+
+def noise(size: Size) -> Noise | None:
+    """The watch on other jobs' CPU; none for a smoke run, which waits for no quiet machine."""
+    return None if size == "smoke" else Noise()
 
 
 class Noise:

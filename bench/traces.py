@@ -23,6 +23,7 @@ from tooltap.addon.sinks.metrics import Metrics
 from tooltap.addon.sinks.traces import TraceSink
 
 from . import bodies
+from .sizes import Size
 from .stats import median
 
 COLLECTOR = """
@@ -39,8 +40,11 @@ server.serve_forever()
 TRACEPARENT = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
-def settings(quick: bool) -> dict[str, int]:
-    return {"rounds": 3, "exchanges": 500} if quick else {"rounds": 7, "exchanges": 3_000}
+SETTINGS: dict[Size, dict[str, int]] = {
+    "full": {"rounds": 7, "exchanges": 3_000},
+    "quick": {"rounds": 3, "exchanges": 500},
+    "smoke": {"rounds": 1, "exchanges": 10},
+}
 
 
 def record() -> Record:
@@ -73,8 +77,8 @@ def cpu_per_exchange(inspector: Inspector, count: int) -> float:
     return (time.process_time() - started) / count * 1e3
 
 
-def run(quick: bool) -> dict[str, Any]:
-    plan = settings(quick)
+def run(size: Size) -> dict[str, Any]:
+    plan = SETTINGS[size]
     collector = subprocess.Popen(
         [sys.executable, "-c", COLLECTOR], stdout=subprocess.PIPE, text=True
     )
@@ -116,4 +120,4 @@ def run(quick: bool) -> dict[str, Any]:
 if __name__ == "__main__":
     import json
 
-    print(json.dumps(run(True), indent=1))
+    print(json.dumps(run("quick"), indent=1))

@@ -26,15 +26,17 @@ from tooltap.addon.web.annotate import WebAnnotations
 
 from . import bodies, targets
 from .json_load import one_batch
+from .sizes import Size
 from .stats import median
 
 NAMES = ("mitmdump", "tooltap run", "mitmweb", "tooltap web")
 
 
-def settings(quick: bool) -> dict[str, int]:
-    if quick:
-        return {"rounds": 3, "requests": 150, "warmup": 50, "annotations": 300}
-    return {"rounds": 5, "requests": 600, "warmup": 200, "annotations": 3_000}
+SETTINGS: dict[Size, dict[str, int]] = {
+    "full": {"rounds": 5, "requests": 600, "warmup": 200, "annotations": 3_000},
+    "quick": {"rounds": 3, "requests": 150, "warmup": 50, "annotations": 300},
+    "smoke": {"rounds": 1, "requests": 8, "warmup": 2, "annotations": 5},
+}
 
 
 def mitmweb(upstream_url: str, tooltap: bool) -> targets.BenchProxy:
@@ -75,8 +77,8 @@ def annotation_ms(count: int) -> float:
     return (time.perf_counter() - started) / count * 1e3
 
 
-async def run(quick: bool) -> dict[str, Any]:
-    plan = settings(quick)
+async def run(size: Size) -> dict[str, Any]:
+    plan = SETTINGS[size]
     with targets.upstream() as (url, upstream_pid):
         upstream = psutil.Process(upstream_pid)
         proxies = {
@@ -112,4 +114,4 @@ async def run(quick: bool) -> dict[str, Any]:
 if __name__ == "__main__":
     import json
 
-    print(json.dumps(asyncio.run(run(True)), indent=1))
+    print(json.dumps(asyncio.run(run("quick")), indent=1))

@@ -28,15 +28,17 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 
 from . import targets
+from .sizes import Size
 from .stats import median, pct
 
-EVENTS = 1_000
+EVENTS: dict[Size, int] = {"full": 1_000, "quick": 1_000, "smoke": 50}  # per turn
+ROUNDS: dict[Size, int] = {"full": 5, "quick": 2, "smoke": 1}
 GAP = 0.002
 KINDS = ("text", "arguments")
 NAMES = ("direct", "mitmdump", "tooltap")
 
 
-def turn(kind: str, number: int) -> list[str]:
+def turn(kind: str, number: int, count: int) -> list[str]:
     """One turn's events, as WebSocket mode sends them (compact JSON, type first)."""
     response_id = f"resp_bench{number:06d}"
     item = (
@@ -60,9 +62,9 @@ def turn(kind: str, number: int) -> list[str]:
                                           "additionalProperties": False}}]}  # fmt: skip
     done_item = item | {"status": "completed"}
     if kind == "arguments":
-        done_item["arguments"] = "a" * 2 * (EVENTS - 3)
+        done_item["arguments"] = "a" * 2 * (count - 3)
     events = [{"type": "response.created", "response": response}]
-    events += [delta | {"sequence_number": n} for n in range(1, EVENTS - 2)]
+    events += [delta | {"sequence_number": n} for n in range(1, count - 2)]
     events[1] = {"type": "response.output_item.added", "output_index": 0, "item": item}
     events.append({"type": "response.output_item.done", "output_index": 0, "item": done_item})
     events.append(
@@ -90,15 +92,13 @@ class Upstream:
                     await asyncio.sleep(self.gap)
 
 
-async def one_socket(
-    url: str, upstream: Upstream, kind: str, number: int, gap: float
-) -> dict[str, Any]:
-    upstream.plan, upstream.gap = turn(kind, number), gap
+async def one_socket(url: str, upstream: Upstream, plan: list[str], gap: float) -> dict[str, Any]:
+    upstream.plan, upstream.gap = plan, gap
     received: list[float] = []
     ws_url = url.replace("http://", "ws://", 1) + "/v1/responses"
     async with connect(ws_url, max_size=None, compression=None, proxy=None) as ws:
         await ws.send(json.dumps({"type": "response.create", "model": "gpt-5.1", "input": "hi"}))
-        for _ in range(EVENTS):
+        for _ in plan:
             await asyncio.wait_for(ws.recv(), 15)
             received.append(time.perf_counter())
     delays = [(r - s) * 1e3 for r, s in zip(received, upstream.sent, strict=True)]
@@ -109,8 +109,8 @@ async def one_socket(
     }
 
 
-async def run(quick: bool) -> dict[str, Any]:
-    rounds = 2 if quick else 5
+async def run(size: Size) -> dict[str, Any]:
+    rounds, count = ROUNDS[size], EVENTS[size]
     upstream = Upstream()
     server = await serve(upstream.handle, "127.0.0.1", 0, max_size=None, compression=None)
     port = server.sockets[0].getsockname()[1]
@@ -127,7 +127,8 @@ async def run(quick: bool) -> dict[str, Any]:
                 for pace, gap in (("paced", GAP), ("burst", 0.0)):
                     for name in NAMES:
                         number += 1
-                        row = await one_socket(where[name], upstream, kind, number, gap)
+                        plan = turn(kind, number, count)
+                        row = await one_socket(where[name], upstream, plan, gap)
                         runs.append({"round": round_number, "kind": kind, "pace": pace,
                                      "target": name} | row)  # fmt: skip
         turns = await asyncio.to_thread(tooltap.wait_turns, number // len(NAMES))
@@ -135,11 +136,11 @@ async def run(quick: bool) -> dict[str, Any]:
         await asyncio.to_thread(tooltap.stop)
         await asyncio.to_thread(mitmdump.stop)
         server.close()
-    return {"events": EVENTS, "gap_ms": GAP * 1e3, "rounds": rounds, "turns_inspected": turns,
-            "sockets_per_target": number // len(NAMES), "rows": summarize(runs)}  # fmt: skip
+    return {"events": count, "gap_ms": GAP * 1e3, "rounds": rounds, "turns_inspected": turns,
+            "sockets_per_target": number // len(NAMES), "rows": summarize(runs, count)}  # fmt: skip
 
 
-def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def summarize(runs: list[dict[str, Any]], count: int) -> dict[str, dict[str, Any]]:
     """Medians over the rounds, per kind, pace and target; tooltap against mitmdump."""
     rows: dict[str, dict[str, Any]] = {}
     for kind in KINDS:
@@ -152,7 +153,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 row[name] = {
                     "delay_p50_ms": round(median([r["delay_p50_ms"] for r in mine]), 3),
                     "delay_p99_ms": round(median([r["delay_p99_ms"] for r in mine]), 3),
-                    "per_message_ms": round(median([r["total_ms"] for r in mine]) / EVENTS, 4),
+                    "per_message_ms": round(median([r["total_ms"] for r in mine]) / count, 4),
                 }
             tt, md = row["tooltap"], row["mitmdump"]
             row["added_p50_ms"] = round(tt["delay_p50_ms"] - md["delay_p50_ms"], 3)

@@ -1,6 +1,6 @@
 """Why tooltap costs the proxy throughput: the JSON load against variants of the addon.
 
-    python -m bench --only why [--quick]
+    python -m bench --only why [--quick | --smoke]
 
 Same load and method as benchmark 1 (bench/json_load.py), interleaved, with
 plain mitmdump as the baseline and each variant of bench/variants.py loaded
@@ -15,26 +15,38 @@ from typing import Any
 import psutil
 
 from . import json_load, targets
+from .sizes import Size
 from .stats import median, ratio
 from .variants import NAMES
+
+SKIPPED = (
+    "its variants replace the addon's single in-process Worker, which tooltap had up to 8f498a8;"
+    " the diagnosis was made on dc86e40 (bench/README.md, Why)"
+)
 
 
 def applicable() -> bool:
     """The variants replace the addon's single in-process Worker: the design up to 8f498a8.
 
     Later, inspection runs in a child process by default (the fix this
-    experiment led to), and there is no Worker to replace; measure the
-    diagnosis on the commit it was made on: `python -m bench --commit dc86e40 --only why`.
+    experiment led to), and there is no Worker to replace.
     """
     import tooltap.addon.proxy.addon as addon_module
 
     return hasattr(addon_module, "Worker")
 
 
-async def run(quick: bool) -> dict[str, Any]:
-    rounds, seq, conc = (2, 200, 480) if quick else (5, 1000, 2400)
+ROUNDS: dict[Size, tuple[int, int, int]] = {  # rounds, sequential and concurrent requests
+    "full": (5, 1000, 2400),
+    "quick": (2, 200, 480),
+    "smoke": (1, 8, 32),
+}
+
+
+async def run(size: Size) -> dict[str, Any]:
+    rounds, seq, conc = ROUNDS[size]
     rows: list[dict[str, Any]] = []
-    noise = targets.Noise()
+    noise = targets.noise(size)
     with targets.upstream() as (url, pid):
         upstream = psutil.Process(pid)
         proxies = {"mitmdump": targets.mitmdump(url)}
@@ -42,7 +54,7 @@ async def run(quick: bool) -> dict[str, Any]:
         with targets.started(*proxies.values()):
             order = [targets.Target(name, p.url, p) for name, p in proxies.items()]
             for target in order:
-                await json_load.one_batch(target, 200, 16, upstream)
+                await json_load.one_batch(target, min(200, conc), 16, upstream)
             for round_ in range(rounds):
                 for concurrency, count in ((1, seq), (16, conc)):
                     for target in order:

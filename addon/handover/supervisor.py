@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections import Counter
 from typing import Any
@@ -45,6 +46,11 @@ class Supervisor:
         self._backoff = BACKOFF[0]
         self._started_at = 0.0
         self._watching: asyncio.Task[None] | None = None
+        # A restart starts its child in a thread, which goes on if stop() cancels the restart:
+        # that child is stopped by whichever of the two comes second.
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._starting: tuple[ProcessWorker, SharedCounts] | None = None  # started, not adopted
 
     def start(self) -> int:
         """Start the first child; returns its metrics port. Blocks; raises RuntimeError."""
@@ -61,9 +67,19 @@ class Supervisor:
         except RuntimeError:
             counts.close()
             raise
+        with self._lock:
+            stopped = self._stopped
+            if not stopped:
+                self._starting = (worker, counts)
+        if stopped:
+            worker.stop(0.0)
+            counts.close()
+            raise RuntimeError("tooltap stopped while the inspection process started")
         return worker, counts, port
 
     def _adopt(self, worker: ProcessWorker, counts: SharedCounts) -> None:
+        with self._lock:
+            self._starting = None
         if self.restarts:
             counts.restarted(self.restarts)
         counts.carry(self._unfolded)
@@ -162,6 +178,12 @@ class Supervisor:
             self._watching.cancel()
         if self._budget.reclaim == self.reclaim:
             self._budget.reclaim = None
+        with self._lock:
+            self._stopped = True
+            starting, self._starting = self._starting, None
+        if starting is not None:  # started for a restart that this stop cut short
+            starting[0].stop(0.0)
+            starting[1].close()
         left = self._missed + (self.worker.stop(timeout) if self.worker is not None else Counter())
         self._missed.clear()
         self.worker = None

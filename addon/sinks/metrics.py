@@ -164,7 +164,8 @@ class Metrics:
         self.spans = Counter(
             "tooltap_spans_total",
             "OpenTelemetry spans (tooltap_otlp), by outcome: exported, or dropped (the collector "
-            "was down, slow or refused them, or the queue was full).",
+            "was down, slow or refused them, the queue was full, or tooltap stopped first). "
+            "Each span counts once.",
             ["outcome"],
             registry=r,
         )

@@ -6,8 +6,9 @@ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set. One CLIENT span per model call, name
 `tooltap.`; an event per tool call, loop error and tool failure. When the request carries W3C
 `traceparent`, the span is its child. Its start and end are the exchange's own timestamps.
 
-Spans are batched on the SDK's own thread with a bounded queue: a slow or absent collector
-drops spans (counted in tooltap_spans_total{outcome="dropped"}), never slows inspection.
+Spans are batched on a thread of their own with a bounded queue: a slow or absent collector
+drops spans (counted in tooltap_spans_total{outcome="dropped"}), never slows inspection. Each
+span is counted once, exported or dropped.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.semconv.attributes import error_attributes, server_attributes
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -34,6 +36,8 @@ from .redaction import ArgumentPolicy
 
 ENDPOINT_ENV = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 MAX_QUEUE = 2048  # spans waiting for the collector; past it, the oldest are dropped
+BATCH = 512  # spans per export at most
+DELAY = 1.0  # seconds a batch that is not full waits for more spans
 TIMEOUT = 5.0  # seconds per export, unless OTEL_EXPORTER_OTLP_TIMEOUT says otherwise
 Provider = gen_ai.GenAiProviderNameValues
 
@@ -62,46 +66,97 @@ def provider_name(api: str | None, host: str) -> str:
     return Provider.OPENAI.value
 
 
-class _Counted(SpanExporter):
-    """The OTLP exporter, counting what reached the collector and what did not."""
+class _Batches(SpanProcessor):
+    """Ended spans to the exporter in batches, on a thread of its own, through a bounded queue.
 
-    def __init__(self, inner: SpanExporter, count: Callable[[str, int], None]) -> None:
-        self.inner = inner
-        self.count = count
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        try:
-            result = self.inner.export(spans)
-        except Exception:  # noqa: BLE001 - an exporter error is a dropped batch, nothing more
-            result = SpanExportResult.FAILURE
-        self.count("exported" if result is SpanExportResult.SUCCESS else "dropped", len(spans))
-        return result
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self.inner.force_flush(timeout_millis)
-
-
-class _Bounded(BatchSpanProcessor):
-    """The SDK's batch processor; a span that pushes the oldest out of its full queue is counted."""
+    The queue is this class's own, and one lock guards every change to it: a span that pushes
+    the oldest out of a full queue, a batch taken for export, what close leaves behind. So each
+    span is counted once, exported or dropped, whatever the threads do. (The SDK's batch
+    processor drops silently, and a look at its queue from outside races its export thread.)
+    on_end only appends under the lock, so the thread that ends a span never waits for the
+    collector.
+    """
 
     def __init__(self, exporter: SpanExporter, count: Callable[[str, int], None]) -> None:
-        super().__init__(
-            exporter,
-            max_queue_size=MAX_QUEUE,
-            schedule_delay_millis=1000,
-            max_export_batch_size=min(512, MAX_QUEUE),
-        )
+        self.exporter = exporter
         self.count = count
+        self.size, self.batch, self.delay = MAX_QUEUE, min(BATCH, MAX_QUEUE), DELAY
+        self.queue: deque[ReadableSpan] = deque()
+        self.changed = threading.Condition()
+        self.sending = False  # a batch is with the exporter
+        self.flushing = 0  # force_flush calls waiting
+        self.closing = False
+        self.thread = threading.Thread(target=self._run, name="tooltap-spans", daemon=True)
+        self.thread.start()
 
     def on_end(self, span: ReadableSpan) -> None:
-        # The SDK (1.45, the pinned minimum) drops the oldest span of a full queue silently.
-        queue = getattr(getattr(self, "_batch_processor", None), "_queue", None)
-        if queue is not None and queue.maxlen is not None and len(queue) >= queue.maxlen:
+        if not (span.context and span.context.trace_flags.sampled):
+            return  # the caller's trace is not being recorded
+        with self.changed:
+            dropped = self.closing or len(self.queue) == self.size
+            if not self.closing:
+                if dropped:
+                    self.queue.popleft()  # the oldest goes
+                self.queue.append(span)
+                if len(self.queue) >= self.batch:
+                    self.changed.notify_all()
+        if dropped:
             self.count("dropped", 1)
-        super().on_end(span)
+
+    def _due(self) -> bool:
+        """A batch is full, or what is queued is wanted now (a flush, or close)."""
+        return len(self.queue) >= self.batch or bool(self.queue and self.flushing) or self.closing
+
+    def _run(self) -> None:
+        while True:
+            with self.changed:
+                self.changed.wait_for(self._due, self.delay)
+                batch = [self.queue.popleft() for _ in range(min(self.batch, len(self.queue)))]
+                if not batch:
+                    if self.closing:
+                        return
+                    continue
+                self.sending = True
+            self._send(batch)
+            with self.changed:
+                self.sending = False
+                self.changed.notify_all()
+
+    def _send(self, batch: list[ReadableSpan]) -> None:
+        try:
+            result = self.exporter.export(batch)
+        except Exception:  # noqa: BLE001 - an exporter error is a dropped batch, nothing more
+            result = SpanExportResult.FAILURE
+        self.count("exported" if result is SpanExportResult.SUCCESS else "dropped", len(batch))
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Wait until every span ended so far has been exported or dropped; False on timeout."""
+        with self.changed:
+            self.flushing += 1
+            self.changed.notify_all()
+            done = self.changed.wait_for(
+                lambda: not self.queue and not self.sending, timeout_millis / 1000
+            )
+            self.flushing -= 1
+        return done
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Send what is queued, for `timeout` seconds at most; what is still queued is dropped.
+
+        A batch still with the exporter then is counted when the exporter gives it back
+        (shutting the exporter down cuts it short)."""
+        with self.changed:
+            if self.closing:
+                return
+            self.closing = True
+            self.changed.notify_all()
+        self.thread.join(timeout)
+        with self.changed:
+            left = len(self.queue)
+            self.queue.clear()
+        if left:
+            self.count("dropped", left)
+        self.exporter.shutdown()
 
 
 class TraceSink:
@@ -124,7 +179,8 @@ class TraceSink:
             resource=Resource.create({SERVICE_NAME: "tooltap"}),
             shutdown_on_exit=False,  # close() does it, bounded: a restart leaves none behind
         )
-        self.provider.add_span_processor(_Bounded(_Counted(exporter, count), count))
+        self.spans = _Batches(exporter, count)
+        self.provider.add_span_processor(self.spans)
         self.tracer = self.provider.get_tracer("tooltap")
         self.propagator = TraceContextTextMapPropagator()
 
@@ -237,9 +293,7 @@ class TraceSink:
 
     def close(self, timeout: float = 3.0) -> None:
         """Send what is queued, for a few seconds at most (a collector may be down), then stop."""
-        closing = threading.Thread(target=self.provider.shutdown, daemon=True)
-        closing.start()
-        closing.join(timeout)
+        self.spans.shutdown(timeout)
 
 
 def traces(settings: dict[str, Any], count: Callable[[str, int], None]) -> TraceSink | None:

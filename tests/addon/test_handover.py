@@ -1,13 +1,18 @@
-"""The hand-over: a record framed for the pipe and read back whole, and the thread worker."""
+"""The hand-over: a record framed for the pipe and read back whole, the thread worker, and the
+supervisor of the inspector process."""
 
+import asyncio
 import os
 import threading
 import time
+from collections import Counter
 from dataclasses import replace
 
 import pytest
 from support.pipes import in_the_pipe
 
+from tooltap.addon.handover import supervisor
+from tooltap.addon.handover.budget import Budget, MiB
 from tooltap.addon.handover.record import FrameReader, Record, encode
 from tooltap.addon.handover.workers import ThreadWorker
 
@@ -146,3 +151,30 @@ def test_a_worker_still_busy_at_stop_ends_once_its_item_is_done():
     gate.set()
     thread.join(5)
     assert not thread.is_alive() and handled == ["busy"]
+
+
+async def test_a_child_still_starting_when_tooltap_stops_is_stopped_not_left_behind(monkeypatch):
+    begun, go, stopped = threading.Event(), threading.Event(), threading.Event()
+
+    class Starting:  # a ProcessWorker whose child starts when told to
+        def __init__(self, *_args):
+            pass
+
+        def start(self):
+            begun.set()
+            go.wait(5)
+            return 9090
+
+        def stop(self, timeout=2.0):
+            stopped.set()
+            return Counter()
+
+    monkeypatch.setattr(supervisor, "ProcessWorker", Starting)
+    monkeypatch.setattr(supervisor, "BACKOFF", (0.0, 0.0))
+    watcher = supervisor.Supervisor({}, 1, Budget(MiB))
+    # The watch replaces a dead child; the new one is starting in a thread when tooltap stops.
+    watcher._watching = asyncio.create_task(watcher._replace("the child died"))
+    assert await asyncio.to_thread(begun.wait, 5)
+    assert watcher.stop() == Counter()
+    go.set()
+    assert await asyncio.to_thread(stopped.wait, 5)

@@ -138,13 +138,11 @@ async def test_a_killed_inspector_is_said_once_restarted_and_inspection_resumes(
             before = (flow.request.get_state(), flow.response.get_state())
             await tap.cycle(flow)
             assert (flow.request.get_state(), flow.response.get_state()) == before
-
-        async def replaced():  # the restart is counted just before the new child starts
-            child = the_child()
-            restarts = tap.addon.inspection.worker.restarts
-            return restarts == 1 and child is not None and child.pid != tap.child.pid
-
-        assert await until(replaced)
+        watcher = tap.addon.inspection.worker
+        # The count goes up before the new child starts (in a thread): wait for it to be taken on.
+        assert await until(lambda: asyncio.sleep(0, watcher.restarts == 1 and watcher.worker))
+        child = the_child()
+        assert child is not None and child.pid != tap.child.pid
 
         async def restart_counted():
             return (await samples(tap.url)).get(("tooltap_inspector_restarts_total", ())) == 1
