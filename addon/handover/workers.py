@@ -300,12 +300,13 @@ class ProcessWorker:
         return not self._backlog
 
     def stop(self, timeout: float = 2.0) -> Counter[str]:
-        """Hand over the backlog (up to timeout), close the pipe, let the child finish (bounded).
+        """Hand over the backlog and let the child handle it, both within timeout; then end it.
 
         Returns how many records the child never handled, by api; their budget is given back.
         """
         if self.process is None:
             return Counter()
+        deadline = time.monotonic() + timeout
         with contextlib.suppress(RuntimeError):
             self._watch(False)
         with contextlib.suppress(OSError):
@@ -314,13 +315,13 @@ class ProcessWorker:
         with contextlib.suppress(OSError):
             os.close(self._fd)  # end of file: the child handles what it has, then exits
         try:
-            self.process.wait(timeout)
+            self.process.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.process.terminate()  # it stops after the record in hand
             try:
-                self.process.wait(1.0)
+                self.process.wait(0.5)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                self.process.kill()  # stopped or hung
                 self.process.wait()
         self.process = None
         self._give_back_unhandled()

@@ -24,6 +24,10 @@ from support.flows import CHAT_REQUEST, make_flow
 from tooltap.addon.handover import supervisor
 from tooltap.addon.proxy.addon import Tooltap
 
+# Read before any test patches them: the figures the README gives.
+DOCUMENTED_STALL = supervisor.STALLED
+SHUTDOWN_WAIT = 2.0  # "about two seconds" for the inspector to take what is waiting
+
 
 @dataclass
 class InProcessMode:
@@ -253,8 +257,37 @@ async def test_shutdown_is_bounded_and_says_how_many_exchanges_were_not_inspecte
     # Refused by the full hand-over: the dropped counts, less the records still in the pipe.
     refused = sum(n for _slot, n in table.unfolded()) - sum(table.unhandled().values())
     with caplog.at_level(logging.WARNING, logger="tooltap"):
+        started = time.monotonic()
         await asyncio.to_thread(tap.addon.done)
+        took = time.monotonic() - started
+    # The stopped inspector gets its two seconds, and not much more.
+    assert SHUTDOWN_WAIT <= took < SHUTDOWN_WAIT + 1.5, took
     assert not tap.child.is_running() or tap.child.status() == psutil.STATUS_ZOMBIE
     (said,) = [r.getMessage() for r in caplog.records if "not inspected" in r.getMessage()]
     never = int(said.split()[1])  # in the pipe or waiting for it
     assert refused > 0 and never + refused == sent  # every flow: said or counted as dropped
+
+
+async def test_an_inspector_that_handles_nothing_for_10_s_is_restarted_after_10_s(
+    in_process_mode, caplog, monkeypatch
+):
+    assert DOCUMENTED_STALL == 10.0
+    monkeypatch.setattr(supervisor, "STALLED", DOCUMENTED_STALL)
+    tap = in_process_mode
+    stopped = tap.child
+    stopped.suspend()
+    try:
+        with caplog.at_level(logging.WARNING, logger="tooltap"):
+            started = time.monotonic()
+            await tap.cycle(make_flow("/v1/chat/completions", CHAT_REQUEST, b"{}"))
+
+            async def said():
+                return any("took nothing for 10 s" in r.getMessage() for r in caplog.records)
+
+            assert await until(said, timeout=20)
+            took = time.monotonic() - started
+    finally:
+        with contextlib.suppress(psutil.Error):
+            stopped.resume()
+    # Checked every 0.2 s here (CHECK_EVERY is patched; 1 s in production).
+    assert DOCUMENTED_STALL - 0.3 <= took < DOCUMENTED_STALL + 1.5, took
