@@ -93,9 +93,10 @@ def test_the_record_builds_the_exchange_and_what_is_logged_of_it():
 
 
 def test_a_full_thread_worker_refuses_at_once_and_a_failing_item_does_not_stop_it():
-    handled, errors, gate = [], [], threading.Event()
+    handled, errors, gate, holding = [], [], threading.Event(), threading.Event()
 
     def handle(item):
+        holding.set()
         gate.wait(5)
         if item == "bad":
             raise ValueError(item)
@@ -104,7 +105,7 @@ def test_a_full_thread_worker_refuses_at_once_and_a_failing_item_does_not_stop_i
     worker = ThreadWorker(handle, errors.append, size=2)
     worker.start()
     assert worker.submit("bad")
-    time.sleep(0.05)  # the thread holds "bad"; the queue is empty again
+    assert holding.wait(5)  # the thread holds "bad"; the queue is empty again
     assert worker.submit("a") and worker.submit("b")
     started = time.monotonic()
     assert not worker.submit("c")  # full: refused, never waited for
@@ -135,9 +136,10 @@ def test_an_interrupt_in_the_thread_worker_ends_it_rather_than_being_swallowed(s
 
 
 def test_a_worker_still_busy_at_stop_ends_once_its_item_is_done():
-    gate, handled = threading.Event(), []
+    gate, holding, handled = threading.Event(), threading.Event(), []
 
     def handle(item):
+        holding.set()
         gate.wait(5)
         handled.append(item)
 
@@ -145,7 +147,7 @@ def test_a_worker_still_busy_at_stop_ends_once_its_item_is_done():
     worker.start()
     thread = worker._thread
     worker.submit("busy")
-    time.sleep(0.05)  # the thread holds "busy"
+    assert holding.wait(5)  # the thread holds "busy"
     worker.submit("queued")
     assert worker.stop(timeout=0.1) == {"none": 1}  # "queued" never handled, and counted
     gate.set()
