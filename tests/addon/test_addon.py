@@ -567,6 +567,8 @@ async def test_two_quick_settings_changes_end_with_one_inspection_on_the_latest(
     harness.tctx.configure(harness.addon, tooltap_model_labels=20)
     await harness.addon.restarting
     assert harness.addon.inspection.metrics.model_labels == 20
-    await asyncio.sleep(0.1)
+    current = harness.addon.inspection.worker._thread
+    for old in [t for t in threading.enumerate() if t.name == "tooltap-worker" and t != current]:
+        old.join(5)  # the inspections the two changes replaced end
     workers = [t for t in threading.enumerate() if t.name == "tooltap-worker"]
-    assert workers == [harness.addon.inspection.worker._thread]
+    assert workers == [current]
