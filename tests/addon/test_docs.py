@@ -110,3 +110,25 @@ def test_every_state_and_format_state_is_explained():
     apis = (DOCS / "apis.md").read_text(encoding="utf-8")
     assert {s for s in parallel.STATES if f"| `{s}` |" not in readme} == set()
     assert {s for s in schema.STATES if f"`{s}`" not in apis} == set()
+
+
+def defined_tests(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.name.startswith("test_")
+    }
+
+
+def test_every_test_the_promises_page_names_exists():
+    text = (DOCS / "promises.md").read_text(encoding="utf-8")
+    named = re.findall(r"`(tests/[\w/]+\.py)(?:::(\w+))?`", text)
+    assert len(named) > 30
+    missing = [
+        f"{path}::{name}" if name else path
+        for path, name in named
+        if not (ROOT / path).exists() or (name and name not in defined_tests(ROOT / path))
+    ]
+    assert missing == []
