@@ -214,7 +214,8 @@ def test_openai_responses_streaming_and_not(proxy):
     )
     kinds = [event.type for event in stream]
     assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
-    turns = proxy.wait_for(count=2, since=start)
+    # The earlier tests' exchanges (Chat and Messages) may still be logging: only Responses here.
+    turns = proxy.wait_for(count=2, where=lambda t: t["api"] == "responses", since=start)
     assert [(t["api"], t["stream"], t["state"], t["calls"]) for t in turns] == [
         ("responses", False, "strict-at-risk", 1),
         ("responses", True, "strict-at-risk", 1),
