@@ -6,7 +6,7 @@ import json
 import pytest
 from support.captures import JSON, SSE, URLS, exchange_of, pairs, sse
 
-from tooltap.core import Exchange, ValidatorCache, inspect
+from tooltap.core import OPENAI_LIMITS, Exchange, ParseError, ValidatorCache, inspect
 from tooltap.core.arguments import compile_schema, diagnose
 from tooltap.core.parallel import repair_lines
 from tooltap.core.wire import Tool, ToolCall
@@ -678,4 +678,169 @@ def test_the_format_repair_is_built_from_the_schema_the_request_sent():
         "  $: needs additionalProperties: false",
         "  $: every property must be listed in required; missing note. Use a nullable type "
         "for the optional ones rather than leaving them out.",
+    ]
+
+
+def deep(levels):
+    """An object schema nested `levels` objects deep, strict-clean at every level."""
+    schema = {"type": "string"}
+    for _ in range(levels):
+        schema = {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["x"],
+            "properties": {"x": schema},
+        }
+    return schema
+
+
+LOOSE = {"type": "object", "properties": {"a": {"type": "string"}}}
+BAD_SCHEMA = json.dumps({"error": {"type": "invalid_request_error", "message": "bad"}}).encode()
+
+
+def rejected(api, request, **options):
+    exchange = exchange_of(api, request, {}, status=400, response_body=BAD_SCHEMA)
+    return inspect(exchange, **options).rejected
+
+
+def test_a_rejection_is_explained_only_by_what_was_declared_strict():
+    loose_only = {
+        "messages": [],
+        "tools": [
+            {"type": "function", "function": {"name": "clean", "strict": True, "parameters": deep(1)}},
+            {"type": "function", "function": {"name": "loose", "parameters": LOOSE}},
+        ],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": LOOSE}},
+    }  # fmt: skip
+    assert rejected("chat", loose_only).blockers == []
+    unnamed = {
+        "messages": [],
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"strict": True, "schema": LOOSE},
+        },
+    }
+    assert rejected("chat", unnamed).blockers == [
+        "format: $: needs additionalProperties: false",
+        "format: $: every property must be listed in required; missing a. Use a nullable type "
+        "for the optional ones rather than leaving them out.",
+    ]
+
+
+def test_a_rejection_is_explained_under_the_limits_given():
+    request = {
+        "messages": [],
+        "tools": [{"type": "function", "function": {"name": "deep", "strict": True, "parameters": deep(7)}}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "d", "strict": True, "schema": deep(7)}},
+    }  # fmt: skip
+    assert rejected("chat", request).blockers == [
+        "tool deep: $.x.x.x.x.x: nested 6 levels deep, past the limit of 5",
+        "format d: $.x.x.x.x.x: nested 6 levels deep, past the limit of 5",
+    ]
+    assert rejected("chat", request, limits=OPENAI_LIMITS).blockers == []
+
+
+def test_an_anthropic_output_format_is_held_to_anthropics_rules_for_a_format_not_a_tool():
+    # An array at the root is fine for a format; a tool's input_schema must be an object.
+    array = {"type": "array", "items": {"type": "string"}}
+    request = {
+        "messages": [],
+        "output_config": {"format": {"type": "json_schema", "schema": array}},
+    }
+    assert rejected("messages", request).blockers == []
+
+
+def test_anthropic_advisory_tools_list_only_the_client_tools_that_are_not_strict():
+    strict = {"type": "object", "additionalProperties": False, "required": ["a"],
+              "properties": {"a": {"type": "string"}}}  # fmt: skip
+    request = {
+        "messages": [],
+        "output_config": {"format": {"type": "json_schema", "schema": strict}},
+        "tools": [
+            {"name": "contact", "strict": True, "input_schema": LOOSE},
+            {"name": "unstrict", "strict": False, "input_schema": LOOSE},
+            {"type": "web_search_20250305", "name": "web_search"},
+        ],
+    }
+    reply = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
+             "content": [{"type": "text", "text": "{}"}], "stop_reason": "end_turn"}  # fmt: skip
+    verdict = inspect(exchange_of("messages", request, reply))
+    assert (verdict.format_state, verdict.repairs) == (
+        "advisory-tools",
+        [
+            "Set strict: true on every tool beside the strict output format. Anthropic's strict "
+            "subset keeps optional properties, and needs additionalProperties: false on every "
+            "object.",
+            "strict: true on tool unstrict needs these fixed first:",
+            "  $: needs additionalProperties: false",
+        ],
+    )
+
+
+def test_the_format_repair_applies_the_limits_given():
+    request = {
+        "input": "x",
+        "text": {"format": {"type": "json_schema", "name": "d", "schema": deep(7)}},
+    }
+    reply = {"id": "resp_1", "model": "gpt-4o", "status": "completed", "output": []}
+    assert inspect(exchange_of("responses", request, reply), limits=OPENAI_LIMITS).repairs == [
+        "This schema already satisfies the strict subset, so setting strict: true is a "
+        "one-line change. Somebody dropped the flag and the request kept succeeding."
+    ]
+
+
+def chunk(delta, finish=None):
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return b"data: " + json.dumps({"id": "c", "model": "m", "choices": [choice]}).encode() + b"\n\n"
+
+
+def test_a_stream_says_what_it_dropped_and_read_leniently_and_only_empty_arguments_are_unknown():
+    first = {
+        "index": 0,
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "lookup_order", "arguments": '{"order_id": "caf#"}'},
+    }
+    second = {"index": 1, "id": "call_2", "type": "function", "function": {"name": "lookup_order"}}
+    lost = {"index": 1, "function": {"arguments": "{}"}}
+    events = [
+        chunk({"role": "assistant", "tool_calls": [first]}).replace(b"caf#", b"caf\xe9"),
+        chunk({"tool_calls": [second]}),
+        chunk({"tool_calls": [lost]})[:-6] + b"\n\n",  # cut inside the JSON
+        chunk({}, "tool_calls"),
+        b"data: [DONE]\n\n",
+    ]
+    streamed = {"response_headers": SSE, "response_body": b"".join(events)}
+    verdict = inspect(exchange_of("chat", CHAT_REQUEST, REPLY, **streamed))
+    note = (
+        "1 stream event(s) could not be read and were dropped; 1 stream event(s) held invalid "
+        "UTF-8 or raw control characters, read leniently"
+    )
+    assert verdict.reason == note
+    unknown = "the arguments are unknown: an event of this stream could not be read"
+    assert [(c.arguments_raw, c.parse_error) for c in verdict.calls] == [
+        ('{"order_id": "caf\ufffd"}', None),
+        ("", ParseError(type="StreamError", message=unknown)),
+    ]
+    streamed["response_body"] = b"".join(events[1:3])
+    cut = inspect(exchange_of("chat", CHAT_REQUEST, REPLY, **streamed))
+    assert cut.reason == (
+        "the stream ended before its final event; 1 stream event(s) could not be read and were dropped"
+    )
+
+
+def test_a_background_stream_cut_short_says_so_and_keeps_its_stream_errors():
+    reply = {"id": "resp_1", "model": "gpt-4o", "status": "completed", "output": []}
+    wire = sse("responses", reply)
+    cut = wire[: wire.index(b"event: response.completed")] + b"data: {broken\n\n"
+    request = {"background": True, "stream": True, "input": "x"}
+    verdict = inspect(
+        exchange_of("responses", request, reply, response_headers=SSE, response_body=cut)
+    )
+    assert verdict.reason == (
+        "the stream ended before the response reached a final status: a background response "
+        "is classified once, when it reaches a final status"
+    )
+    assert [(e.type, e.message) for e in verdict.stream_errors] == [
+        ("malformed_event", "1 stream event(s) could not be read and were dropped")
     ]
