@@ -138,9 +138,8 @@ def error_payload(content: Any) -> bool:
     text = _text(content).strip()
     if not text.startswith("{"):
         return False
-    value, error = loads(text)
-    body = as_dict(value)
-    if error is not None or not body:
+    body = as_dict(loads(text)[0])  # text that does not parse reads as {}
+    if not body:
         return False
     return (
         bool(body.get("error"))
@@ -266,7 +265,7 @@ def _is_reference(item: Mapping[str, Any]) -> bool:
 def _responses(
     request: Mapping[str, Any],
     prior: Mapping[str, Sequence[str]] | None,
-    api: Api = "responses",
+    api: Api,
 ) -> LoopReport:
     items = [as_dict(item) for item in as_list(request.get("input"))]
     previous = as_str(request.get("previous_response_id"))
@@ -331,7 +330,7 @@ def _responses(
             continue
         ids = result_call_ids(item)
         call_id = next((i for i in ids if pending.get(i)), ids[0] if ids else "")
-        output = item.get("output", item.get("approve"))
+        output = item.get("output")
         if kind in _TEXT_RESULTS and _empty(output):
             check.error("empty-result", [call_id], index)
         if not call_id:
@@ -411,7 +410,7 @@ def _messages(request: Mapping[str, Any]) -> LoopReport:
     # Results answer only the assistant turn right before them, so the history
     # before the newest one cannot change what is reported.
     runs = runs[newest:]
-    check = _Checker("messages", "messages", runs[0][1][0] if runs else 0)
+    check = _Checker("messages", "messages", 0)  # the walk starts at the newest turn
     pending: dict[str, int] = {}
     answered: set[str] = set()
     result_runs: list[list[int]] = []  # the user turns holding results for the open calls

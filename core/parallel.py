@@ -151,7 +151,7 @@ def classify(response: Any, *, parallel_voids_strict: bool = True) -> tuple[str,
 
     strict = strict_tools(response)
     calls = function_calls(response)
-    names = ", ".join(c["name"] for c in calls) or "none"
+    names = ", ".join(c["name"] for c in calls)  # only shown for two calls or more
 
     if not strict:
         if len(calls) > 1:

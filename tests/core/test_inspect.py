@@ -1,11 +1,14 @@
 """inspect(): argument diagnostics, the three failure layers, and outcomes for bad input."""
 
+import gzip
 import json
 
-from support.captures import JSON, URLS, pairs
+import pytest
+from support.captures import JSON, SSE, URLS, exchange_of, pairs, sse
 
-from tooltap.core import Exchange, ValidatorCache, inspect
+from tooltap.core import OPENAI_LIMITS, Exchange, ParseError, ValidatorCache, inspect
 from tooltap.core.arguments import compile_schema, diagnose
+from tooltap.core.parallel import repair_lines
 from tooltap.core.wire import Tool, ToolCall
 
 SCHEMA = {
@@ -85,6 +88,34 @@ def test_validators_are_compiled_once_per_schema():
     assert compile_schema({"type": 12}).startswith("the declared schema is invalid")
 
 
+def test_a_cache_keys_a_schema_by_its_content_not_its_key_order():
+    cache = ValidatorCache(size=2)
+    first = cache.get({"type": "object", "required": []})
+    assert cache.get({"required": [], "type": "object"}) is first
+    second = cache.get({"type": "string"})
+    assert cache.get({"type": "object", "required": []}) is first  # two fit in two
+    assert cache.get({"type": "string"}) is second
+
+
+def test_the_default_cache_keeps_the_256_schemas_used_last():
+    cache = ValidatorCache()
+    compiled = [cache.get({"maxLength": n}) for n in range(257)]
+    assert cache.get({"maxLength": 256}) is compiled[256]
+    assert cache.get({"maxLength": 1}) is compiled[1]
+    assert cache.get({"maxLength": 0}) is not compiled[0]
+
+
+def test_a_schema_that_is_not_json_is_a_schema_problem_not_a_crash():
+    tool = Tool(name="lookup_order", parameters={"type": "object", "enum": {1, 2}})
+    cached = diagnose(call('{"order_id": "A-1"}'), tool, ValidatorCache())
+    assert (cached.schema_problem, cached.schema_errors) == (
+        "the tool schema is not JSON-serialisable",
+        [],
+    )
+    uncached = diagnose(call('{"order_id": "A-1"}'), tool)
+    assert uncached.schema_problem == "the declared schema is invalid: Unsupported type: 'set'"
+
+
 def test_thousands_of_errors_are_capped():
     schema = {
         "type": "object",
@@ -94,7 +125,10 @@ def test_thousands_of_errors_are_capped():
         call(json.dumps({"xs": ["a"] * 5000})), Tool(name="lookup_order", parameters=schema)
     )
     assert len(found.schema_errors) == 21
-    assert found.schema_errors[-1].message == "more than 20 errors; the rest are not listed"
+    assert [(e.path, e.message) for e in found.schema_errors[-2:]] == [
+        ("$.xs[19]", '"a" is not of type "integer"'),
+        ("$", "more than 20 errors; the rest are not listed"),
+    ]
 
 
 def test_an_anthropic_tool_with_no_input_gives_an_empty_object():
@@ -392,3 +426,434 @@ def test_a_responses_history_past_the_bound_is_walked_from_its_newest_items():
     # One message fewer: all 10,000 are walked and the output answers its call.
     whole = loop.check_loop("responses", {"input": [*items[:-2], items[-1]]})
     assert (whole.errors, whole.unchecked) == ([], [])
+
+
+def test_each_finding_is_told_apart_by_names_paths_and_places_free_of_ids():
+    from tooltap.core.findings import occurrences
+    from tooltap.core.inspection import Rejected, Verdict
+
+    verdict = Verdict(
+        api="responses",
+        outcome="inspected",
+        state="strict-void",
+        format_state="advisory-schema",
+        calls=[
+            {"call_id": "call_1", "name": "lookup", "type": "function_call", "arguments_raw": "{",
+             "parse_error": {"type": "JSONDecodeError", "message": "eof"}},
+            {"call_id": "call_2", "name": "create", "type": "function_call", "arguments_raw": "{}",
+             "schema_errors": [{"path": "$.y", "message": "y"}, {"path": "$", "message": "x"},
+                               {"path": "$.y", "message": "z"}]},
+            {"call_id": "call_3", "name": "ok", "type": "function_call", "arguments_raw": "{}"},
+        ],
+        loop_errors=[{"rule": "unanswered-call", "ids": ["call_9"],
+                      "where": "previous_response_id resp_Ab-1", "repair": "r"}],
+        rejected=Rejected(status=400, type="invalid_request_error", message="no"),
+        session_errors=[{"type": "input_audio_buffer_commit_empty", "message": "m"}],
+    )  # fmt: skip
+    assert occurrences(verdict) == [
+        ("strict-void", "create,lookup,ok"),
+        ("advisory-schema", ""),
+        ("argument-parse", "lookup"),
+        ("argument-schema", "create $,$.y"),
+        ("unanswered-call", "previous_response_id <id>"),
+        ("rejected", "400 invalid_request_error"),
+        ("session-error", "input_audio_buffer_commit_empty"),
+    ]
+
+
+CHAT_REQUEST = {
+    "model": "gpt-4o",
+    "tools": [{"type": "function", "function": {"name": "lookup_order", "strict": True,
+                                                "parameters": SCHEMA}}],
+    "messages": [{"role": "user", "content": "where is A-1?"}],
+}  # fmt: skip
+
+
+def chat_reply(*calls):
+    tool_calls = [
+        {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+        for call_id, name, arguments in calls
+    ]
+    return {
+        "id": "chatcmpl-1",
+        "model": "gpt-4o-2024-08-06",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "tool_calls": tool_calls},
+             "finish_reason": "tool_calls"}
+        ],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 5},
+    }  # fmt: skip
+
+
+GOOD = ("call_1", "lookup_order", '{"order_id": "A-1", "channel": null}')
+REPLY = chat_reply(GOOD)
+
+
+def test_an_endpoint_that_calls_no_tools_is_skipped_and_says_why():
+    verdict = inspect(Exchange(method="GET", url="https://api.openai.com/v1/models", status=200))
+    assert (verdict.outcome, verdict.reason) == ("skipped", "not a tool-calling endpoint")
+
+
+def test_a_turn_carries_its_status_both_models_and_its_usage():
+    verdict = inspect(exchange_of("chat", CHAT_REQUEST, REPLY))
+    assert (verdict.status, verdict.request_model, verdict.model) == (
+        200,
+        "gpt-4o",
+        "gpt-4o-2024-08-06",
+    )
+    assert verdict.usage == {"input_tokens": 12, "output_tokens": 5}
+
+
+def test_from_500_up_the_upstream_failed_and_below_it_the_request_was_rejected():
+    error = {"error": {"type": "server_error", "message": "boom"}}
+    failed = inspect(exchange_of("chat", CHAT_REQUEST, error, status=500))
+    assert (failed.outcome, failed.reason, failed.rejected) == (
+        "upstream_error",
+        "500 server_error: boom",
+        None,
+    )
+    refused = inspect(exchange_of("chat", CHAT_REQUEST, error, status=499))
+    assert (refused.outcome, refused.request_model, refused.model) == (
+        "inspected",
+        "gpt-4o",
+        "gpt-4o",
+    )
+    assert (refused.rejected.status, refused.rejected.message) == (499, "boom")
+
+
+def test_an_upstream_failure_quotes_the_first_300_characters_of_a_body_that_is_not_json():
+    verdict = inspect(exchange_of("chat", CHAT_REQUEST, {}, status=502, response_body=b"x" * 400))
+    assert verdict.reason == "502 : " + "x" * 300
+
+
+def test_a_request_body_is_read_through_its_content_encoding_and_must_be_a_json_object():
+    packed = gzip.compress(json.dumps(CHAT_REQUEST).encode())
+    verdict = inspect(
+        exchange_of(
+            "chat",
+            CHAT_REQUEST,
+            REPLY,
+            request_body=packed,
+            request_headers={"Content-Encoding": "gzip"},
+        )
+    )
+    assert (verdict.outcome, verdict.request_model) == ("inspected", "gpt-4o")
+    broken = inspect(
+        exchange_of(
+            "chat",
+            CHAT_REQUEST,
+            REPLY,
+            request_body=b"xx",
+            request_headers={"content-encoding": "gzip"},
+        )
+    )
+    assert (broken.outcome, broken.reason) == (
+        "unparseable",
+        "request body could not be decoded: Error -3 while decompressing data: incorrect header check",
+    )
+    listed = inspect(exchange_of("chat", CHAT_REQUEST, REPLY, request_body=b"[]"))
+    assert (listed.outcome, listed.reason) == ("unparseable", "request body is not a JSON object")
+
+
+def test_a_response_that_is_not_a_json_object_is_unparseable_in_the_parsers_words():
+    not_json = "response body is not JSON (unexpected character, expected a JSON value)"
+    gzip_sse = SSE | {"content-encoding": "gzip"}
+    cases = [
+        (JSON, b"<html>", False, not_json),
+        # Labelled JSON, it is read as JSON, as the client reads it, even when it looks like SSE.
+        (JSON, sse("chat", REPLY), False, not_json),
+        (JSON, b"[1]", False, "response body is not a JSON object"),
+        (SSE, b": a comment and nothing else\n\n", True, "stream carried no JSON events"),
+        (gzip_sse, b"xx", True,
+         "stream could not be decoded: Error -3 while decompressing data: incorrect header check"),
+    ]  # fmt: skip
+    for headers, body, stream, reason in cases:
+        verdict = inspect(
+            exchange_of("chat", CHAT_REQUEST, REPLY, response_headers=headers, response_body=body)
+        )
+        assert (verdict.outcome, verdict.stream, verdict.reason) == ("unparseable", stream, reason)
+
+
+def test_the_decoded_size_limit_applies_to_json_and_to_streams():
+    json_body = gzip.compress(json.dumps(REPLY).encode())
+    stream_body = gzip.compress(sse("chat", REPLY))
+    for headers, body, reason in (
+        (
+            JSON,
+            json_body,
+            "response body could not be decoded: decoded body exceeds the size limit",
+        ),
+        (SSE, stream_body, "stream could not be decoded: decoded body exceeds the size limit"),
+    ):
+        exchange = exchange_of(
+            "chat",
+            CHAT_REQUEST,
+            REPLY,
+            response_headers=headers | {"content-encoding": "gzip"},
+            response_body=body,
+        )
+        assert inspect(exchange).outcome == "inspected"
+        assert inspect(exchange, max_decoded=100).reason == reason
+
+
+@pytest.mark.parametrize(
+    "head",
+    [b"\n\n", b"event: chunk\n", b": keep-alive\n\n", b"id: 1\n"],
+    ids=["blank-lines", "event", "comment", "id"],
+)
+def test_a_stream_sent_without_its_content_type_is_known_by_its_first_field(head):
+    body = head + sse("chat", REPLY)
+    verdict = inspect(
+        exchange_of(
+            "chat",
+            CHAT_REQUEST,
+            REPLY,
+            response_headers={"content-type": "text/plain"},
+            response_body=body,
+        )
+    )
+    assert (verdict.outcome, verdict.stream, [c.call_id for c in verdict.calls]) == (
+        "inspected",
+        True,
+        ["call_1"],
+    )
+
+
+def test_exactly_the_call_bound_leaves_nothing_unchecked():
+    from tooltap.core.inspection import MAX_CALLS
+
+    reply = chat_reply(*[(f"call_{n}", "lookup_order", "{}") for n in range(MAX_CALLS)])
+    verdict = inspect(exchange_of("chat", CHAT_REQUEST, reply))
+    assert (len(verdict.calls), verdict.more_calls, verdict.unchecked) == (MAX_CALLS, 0, [])
+
+
+def test_bad_arguments_and_a_name_called_twice_each_get_their_repair_word_for_word():
+    reply = chat_reply(
+        GOOD,
+        ("call_2", "lookup_order", '{"order_id": 7, "channel": null}'),
+        ("", "lookup_order", "{"),
+    )
+    repairs = inspect(exchange_of("chat", CHAT_REQUEST, reply)).repairs
+    assert repairs[-2:] == [
+        "duplicate: lookup_order called 3 time(s) in one turn. Handlers keyed on the tool "
+        "name rather than call_id will double apply.",
+        "answer call_2, lookup_order with an error result bound to the same call id rather "
+        "than dropping the call, and keep the raw arguments for the post-mortem: a call "
+        "left unanswered fails the next request.",
+    ]
+    assert inspect(exchange_of("chat", CHAT_REQUEST, REPLY)).repairs == repair_lines(
+        "strict-at-risk"
+    )
+
+
+def test_a_turn_with_no_tools_at_all_keeps_the_plain_no_tools_detail():
+    plain = {"model": "gpt-4o", "messages": CHAT_REQUEST["messages"]}
+    verdict = inspect(exchange_of("chat", plain, chat_reply()))
+    assert (verdict.state, verdict.detail) == ("no-tools", "no named tools declared in this turn")
+    none = dict(CHAT_REQUEST, tool_choice="none")
+    verdict = inspect(exchange_of("chat", none, chat_reply()))
+    assert (verdict.state, verdict.detail) == (
+        "no-tools",
+        "tool_choice leaves none of the 1 declared tool(s) callable, so no call could be at risk",
+    )
+
+
+def test_the_verdict_lists_what_the_loop_check_left_unchecked(monkeypatch):
+    from tooltap.core import loop
+
+    monkeypatch.setattr(loop, "MAX_HISTORY", 1)
+    request = {"model": "gpt-4o", "input": [{"role": "user", "content": "a"}] * 2}
+    reply = {"id": "resp_1", "model": "gpt-4o", "status": "completed", "output": []}
+    verdict = inspect(exchange_of("responses", request, reply))
+    assert verdict.unchecked == ["the 1 oldest of 2 input items were not checked (the last 1 were)"]
+
+
+def test_a_background_response_not_yet_final_says_so_and_keeps_its_stream_errors():
+    queued = {"id": "resp_1", "model": "gpt-4o", "status": "queued", "output": []}
+    verdict = inspect(exchange_of("responses", {"model": "gpt-4o", "background": True}, queued))
+    assert verdict.reason == (
+        "the response is queued: a background response is classified once, when it reaches "
+        "a final status"
+    )
+    assert verdict.state is None
+
+
+def test_the_format_repair_is_built_from_the_schema_the_request_sent():
+    loose = {"type": "object", "properties": {"note": {"type": "string"}}}
+    request = {
+        "model": "gpt-4o",
+        "input": "x",
+        "text": {"format": {"type": "json_schema", "name": "n", "schema": loose}},
+    }
+    reply = {"id": "resp_1", "model": "gpt-4o", "status": "completed", "output": []}
+    assert inspect(exchange_of("responses", request, reply)).repairs == [
+        "strict: true would be refused for this schema until these are fixed:",
+        "  $: needs additionalProperties: false",
+        "  $: every property must be listed in required; missing note. Use a nullable type "
+        "for the optional ones rather than leaving them out.",
+    ]
+
+
+def deep(levels):
+    """An object schema nested `levels` objects deep, strict-clean at every level."""
+    schema = {"type": "string"}
+    for _ in range(levels):
+        schema = {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["x"],
+            "properties": {"x": schema},
+        }
+    return schema
+
+
+LOOSE = {"type": "object", "properties": {"a": {"type": "string"}}}
+BAD_SCHEMA = json.dumps({"error": {"type": "invalid_request_error", "message": "bad"}}).encode()
+
+
+def rejected(api, request, **options):
+    exchange = exchange_of(api, request, {}, status=400, response_body=BAD_SCHEMA)
+    return inspect(exchange, **options).rejected
+
+
+def test_a_rejection_is_explained_only_by_what_was_declared_strict():
+    loose_only = {
+        "messages": [],
+        "tools": [
+            {"type": "function", "function": {"name": "clean", "strict": True, "parameters": deep(1)}},
+            {"type": "function", "function": {"name": "loose", "parameters": LOOSE}},
+        ],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": LOOSE}},
+    }  # fmt: skip
+    assert rejected("chat", loose_only).blockers == []
+    unnamed = {
+        "messages": [],
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"strict": True, "schema": LOOSE},
+        },
+    }
+    assert rejected("chat", unnamed).blockers == [
+        "format: $: needs additionalProperties: false",
+        "format: $: every property must be listed in required; missing a. Use a nullable type "
+        "for the optional ones rather than leaving them out.",
+    ]
+
+
+def test_a_rejection_is_explained_under_the_limits_given():
+    request = {
+        "messages": [],
+        "tools": [{"type": "function", "function": {"name": "deep", "strict": True, "parameters": deep(7)}}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "d", "strict": True, "schema": deep(7)}},
+    }  # fmt: skip
+    assert rejected("chat", request).blockers == [
+        "tool deep: $.x.x.x.x.x: nested 6 levels deep, past the limit of 5",
+        "format d: $.x.x.x.x.x: nested 6 levels deep, past the limit of 5",
+    ]
+    assert rejected("chat", request, limits=OPENAI_LIMITS).blockers == []
+
+
+def test_an_anthropic_output_format_is_held_to_anthropics_rules_for_a_format_not_a_tool():
+    # An array at the root is fine for a format; a tool's input_schema must be an object.
+    array = {"type": "array", "items": {"type": "string"}}
+    request = {
+        "messages": [],
+        "output_config": {"format": {"type": "json_schema", "schema": array}},
+    }
+    assert rejected("messages", request).blockers == []
+
+
+def test_anthropic_advisory_tools_list_only_the_client_tools_that_are_not_strict():
+    strict = {"type": "object", "additionalProperties": False, "required": ["a"],
+              "properties": {"a": {"type": "string"}}}  # fmt: skip
+    request = {
+        "messages": [],
+        "output_config": {"format": {"type": "json_schema", "schema": strict}},
+        "tools": [
+            {"name": "contact", "strict": True, "input_schema": LOOSE},
+            {"name": "unstrict", "strict": False, "input_schema": LOOSE},
+            {"type": "web_search_20250305", "name": "web_search"},
+        ],
+    }
+    reply = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
+             "content": [{"type": "text", "text": "{}"}], "stop_reason": "end_turn"}  # fmt: skip
+    verdict = inspect(exchange_of("messages", request, reply))
+    assert (verdict.format_state, verdict.repairs) == (
+        "advisory-tools",
+        [
+            "Set strict: true on every tool beside the strict output format. Anthropic's strict "
+            "subset keeps optional properties, and needs additionalProperties: false on every "
+            "object.",
+            "strict: true on tool unstrict needs these fixed first:",
+            "  $: needs additionalProperties: false",
+        ],
+    )
+
+
+def test_the_format_repair_applies_the_limits_given():
+    request = {
+        "input": "x",
+        "text": {"format": {"type": "json_schema", "name": "d", "schema": deep(7)}},
+    }
+    reply = {"id": "resp_1", "model": "gpt-4o", "status": "completed", "output": []}
+    assert inspect(exchange_of("responses", request, reply), limits=OPENAI_LIMITS).repairs == [
+        "This schema already satisfies the strict subset, so setting strict: true is a "
+        "one-line change. Somebody dropped the flag and the request kept succeeding."
+    ]
+
+
+def chunk(delta, finish=None):
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return b"data: " + json.dumps({"id": "c", "model": "m", "choices": [choice]}).encode() + b"\n\n"
+
+
+def test_a_stream_says_what_it_dropped_and_read_leniently_and_only_empty_arguments_are_unknown():
+    first = {
+        "index": 0,
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "lookup_order", "arguments": '{"order_id": "caf#"}'},
+    }
+    second = {"index": 1, "id": "call_2", "type": "function", "function": {"name": "lookup_order"}}
+    lost = {"index": 1, "function": {"arguments": "{}"}}
+    events = [
+        chunk({"role": "assistant", "tool_calls": [first]}).replace(b"caf#", b"caf\xe9"),
+        chunk({"tool_calls": [second]}),
+        chunk({"tool_calls": [lost]})[:-6] + b"\n\n",  # cut inside the JSON
+        chunk({}, "tool_calls"),
+        b"data: [DONE]\n\n",
+    ]
+    streamed = {"response_headers": SSE, "response_body": b"".join(events)}
+    verdict = inspect(exchange_of("chat", CHAT_REQUEST, REPLY, **streamed))
+    note = (
+        "1 stream event(s) could not be read and were dropped; 1 stream event(s) held invalid "
+        "UTF-8 or raw control characters, read leniently"
+    )
+    assert verdict.reason == note
+    unknown = "the arguments are unknown: an event of this stream could not be read"
+    assert [(c.arguments_raw, c.parse_error) for c in verdict.calls] == [
+        ('{"order_id": "caf\ufffd"}', None),
+        ("", ParseError(type="StreamError", message=unknown)),
+    ]
+    streamed["response_body"] = b"".join(events[1:3])
+    cut = inspect(exchange_of("chat", CHAT_REQUEST, REPLY, **streamed))
+    assert cut.reason == (
+        "the stream ended before its final event; 1 stream event(s) could not be read and were dropped"
+    )
+
+
+def test_a_background_stream_cut_short_says_so_and_keeps_its_stream_errors():
+    reply = {"id": "resp_1", "model": "gpt-4o", "status": "completed", "output": []}
+    wire = sse("responses", reply)
+    cut = wire[: wire.index(b"event: response.completed")] + b"data: {broken\n\n"
+    request = {"background": True, "stream": True, "input": "x"}
+    verdict = inspect(
+        exchange_of("responses", request, reply, response_headers=SSE, response_body=cut)
+    )
+    assert verdict.reason == (
+        "the stream ended before the response reached a final status: a background response "
+        "is classified once, when it reaches a final status"
+    )
+    assert [(e.type, e.message) for e in verdict.stream_errors] == [
+        ("malformed_event", "1 stream event(s) could not be read and were dropped")
+    ]

@@ -305,6 +305,8 @@ def test_results_flagged_as_errors_are_tool_failures_not_loop_errors():
         ('{"success": false}', True),
         ('{"is_error": true}', True),
         ('{"status": "failed"}', True),
+        ('{"status": "error"}', True),
+        ([{"type": "text", "text": '{"error":'}, {"type": "text", "text": ' "timeout"}'}], True),
         ([{"type": "text", "text": '{"error": {"code": 1}}'}], True),
         ('{"error": null, "value": 3}', False),
         ("Error: looks like prose", False),
@@ -351,3 +353,258 @@ def test_junk_histories_do_not_raise():
     ):
         for api in ("chat", "messages", "responses"):
             check_loop(api, request)
+
+
+def results(api, request, prior=None):
+    return [(r.call_id, r.outcome, r.where) for r in check_loop(api, request, prior).results]
+
+
+def call(call_id, **fields):
+    return {"type": "function_call", "call_id": call_id, "name": "f", "arguments": "{}", **fields}
+
+
+def output(call_id, text="ok"):
+    return {"type": "function_call_output", "call_id": call_id, "output": text}
+
+
+USER = {"role": "user", "content": "go on"}
+
+
+def test_a_responses_turn_that_ends_in_calls_leaves_the_history_before_it_unreported():
+    # An orphan before the newest model turn was reported when it was new.
+    request = {"input": [USER, output("call_ghost"), call("call_a"), output("call_a", "{}")]}
+    assert findings("responses", request) == []
+    assert results("responses", request) == [("call_a", "ok", "input.3")]
+
+
+def test_a_responses_turn_that_ends_in_an_assistant_message_starts_the_new_part():
+    assistant = {"type": "message", "role": "assistant", "content": "done"}
+    request = {"input": [USER, output("call_ghost"), assistant, USER]}
+    assert findings("responses", request) == []
+    untyped = {"role": "assistant", "content": "done"}
+    request = {"input": [USER, output("call_ghost"), untyped, USER]}
+    assert findings("responses", request) == []
+
+
+def test_the_newest_model_turn_is_its_whole_run_back_to_the_first_item():
+    request = {"input": [call("call_a"), call("call_b"), output("call_b")]}
+    assert findings("responses", request) == [("unanswered-call", ["call_a"], "input.0")]
+    calls = [call("call_a"), call("call_b")]
+    request = {"input": [USER, output("call_ghost"), *calls, output("call_a"), output("call_b")]}
+    assert findings("responses", request) == []
+
+
+def test_with_previous_response_id_every_input_item_is_new():
+    request = {
+        "previous_response_id": "resp_1",
+        "input": [output("call_ghost"), call("call_a"), output("call_a")],
+    }
+    assert findings("responses", request, {"resp_1": ["call_a"]}) == [
+        ("orphan-result", ["call_ghost"], "input.0")
+    ]
+
+
+def test_a_call_id_reused_after_its_re_sent_copy_is_a_new_call_owed_its_own_result():
+    request = {
+        "previous_response_id": "resp_1",
+        "input": [call("call_0"), output("call_0"), call("call_0")],
+    }
+    assert findings("responses", request, {"resp_1": ["call_0"]}) == [
+        ("unanswered-call", ["call_0"], "input.2")
+    ]
+
+
+def test_a_previous_response_the_proxy_has_no_memory_of_proves_no_orphan():
+    request = {"previous_response_id": "resp_1", "input": [output("call_a")]}
+    assert findings("responses", request, None) == []
+    assert results("responses", request, None) == [("call_a", "ok", "input.0")]
+
+
+def test_a_server_side_conversation_proves_no_orphan():
+    request = {"conversation": "conv_1", "input": [output("call_a")]}
+    assert findings("responses", request) == []
+    assert findings("responses", {"input": [output("call_a")]}) == [
+        ("orphan-result", ["call_a"], "input.0")
+    ]
+
+
+def test_an_item_reference_of_either_shape_proves_no_orphan_and_an_item_with_an_id_is_no_reference():
+    assert (
+        findings(
+            "responses", {"input": [{"type": "item_reference", "id": "fc_1"}, output("call_a")]}
+        )
+        == []
+    )
+    # Output items sent back as they came carry their own ids: they are in view.
+    with_ids = [
+        call("call_a", id="fc_1"),
+        output("call_a"),
+        {"id": "msg_1", "role": "assistant", "content": "done"},
+        USER,
+        output("call_ghost"),
+    ]
+    assert findings("responses", {"input": with_ids}) == [
+        ("orphan-result", ["call_ghost"], "input.4")
+    ]
+
+
+def test_calls_the_provider_answers_itself_are_owed_nothing_and_their_results_are_no_orphans():
+    hosted = {"type": "shell_call", "call_id": "sh_1", "environment": {"type": "container_auto"}}
+    unknown = {"type": "future_tool_call", "call_id": "ft_1"}
+    request = {
+        "input": [
+            USER,
+            hosted,
+            unknown,
+            {"type": "shell_call_output", "call_id": "sh_1", "output": [{"stdout": "ok"}]},
+            output("ft_1"),
+        ]
+    }
+    assert findings("responses", request) == []
+
+
+def test_an_mcp_approval_request_is_answered_by_its_approval_response():
+    request = {
+        "input": [
+            USER,
+            {"type": "mcp_approval_request", "id": "mcpr_1", "name": "deploy", "arguments": "{}"},
+            {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": False},
+        ]
+    }
+    assert findings("responses", request) == []
+    assert results("responses", request) == [("mcpr_1", "ok", "input.2")]
+
+
+def test_a_local_shell_output_answers_the_call_under_either_of_its_ids():
+    request = {
+        "input": [
+            {"type": "local_shell_call", "call_id": "call_ls", "action": {}},
+            {
+                "type": "local_shell_call_output",
+                "call_id": "lso_1",
+                "id": "call_ls",
+                "output": "ok",
+            },
+        ]
+    }
+    assert findings("responses", request) == []
+    assert results("responses", request) == [("call_ls", "ok", "input.1")]
+
+
+def test_an_output_without_a_call_id_is_passed_over_and_the_walk_goes_on():
+    request = {
+        "input": [call("call_a"), {"type": "function_call_output", "output": "x"}, output("call_a")]
+    }
+    assert findings("responses", request) == []
+    assert results("responses", request) == [("call_a", "ok", "input.2")]
+
+
+def test_a_responses_output_that_says_it_failed_is_a_tool_failure():
+    request = {"input": [call("call_a"), output("call_a", '{"status": "error"}')]}
+    assert results("responses", request) == [("call_a", "error", "input.1")]
+
+
+def test_a_call_out_of_view_past_the_history_bound_does_not_judge_its_outputs(monkeypatch):
+    from tooltap.core import loop
+
+    monkeypatch.setattr(loop, "MAX_HISTORY", 3)
+    # Seen, the call would make the second output a duplicate.
+    report = check_loop(
+        "responses", {"input": [call("call_a"), USER, output("call_a"), output("call_a")]}
+    )
+    assert report.errors == []
+    assert report.unchecked == ["the 1 oldest of 4 input items were not checked (the last 3 were)"]
+
+
+def test_a_chat_result_with_no_assistant_message_before_it_is_an_orphan():
+    request = {"messages": [{"role": "tool", "tool_call_id": "call_a", "content": "x"}]}
+    assert findings("chat", request) == [("orphan-result", ["call_a"], "messages.0")]
+
+
+def test_a_chat_history_reports_nothing_before_its_newest_assistant_message():
+    chat = copy.deepcopy(CHAT)
+    chat["messages"].insert(0, {"role": "tool", "tool_call_id": "call_ghost", "content": "x"})
+    chat["messages"][3]["content"] = ""  # an old empty result
+    chat["messages"].append({"role": "assistant", "content": "12C and rain; AAPL at 231.40."})
+    assert findings("chat", chat) == []
+    assert results("chat", chat) == []
+    first = [chat["messages"][0], chat["messages"][2], chat["messages"][4]]
+    assert findings("chat", {"messages": first}) == [
+        ("unanswered-call", [CHAT_IDS[0]], "messages.1")
+    ]
+
+
+def test_a_chat_result_without_an_id_is_passed_over_and_the_walk_goes_on():
+    chat = copy.deepcopy(CHAT)
+    chat["messages"].insert(2, {"role": "tool", "content": "no id"})
+    assert findings("chat", chat) == []
+
+
+def test_an_anthropic_history_reports_nothing_before_its_newest_assistant_turn():
+    old = [
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_x", "content": "x"}],
+        },
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_a", "name": "f", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_a", "content": ""}],
+        },
+    ]
+    assert findings("messages", {"messages": old}) == [
+        ("empty-result", ["toolu_a"], "messages.2.content.0")
+    ]
+    request = {"messages": [*old, {"role": "assistant", "content": "done"}]}
+    assert findings("messages", request) == []
+    request = {
+        "messages": [
+            *old,
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_b", "name": "f", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_b", "content": "ok"}],
+            },
+        ]
+    }
+    assert findings("messages", request) == []
+    assert results("messages", request) == [("toolu_b", "ok", "messages.4.content.0")]
+
+
+def test_an_anthropic_result_with_no_assistant_turn_before_it_is_an_orphan():
+    first = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_x", "content": "x"}],
+    }
+    assert findings("messages", {"messages": [first]}) == [
+        ("orphan-result", ["toolu_x"], "messages.0.content.0")
+    ]
+
+
+def test_a_server_tool_use_is_owed_no_result():
+    request = {
+        "messages": [
+            USER,
+            {
+                "role": "assistant",
+                "content": [{"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search"}],
+            },
+            USER,
+        ]
+    }
+    assert findings("messages", request) == []
+
+
+def test_a_user_message_without_results_after_a_role_change_does_not_split_them():
+    request = copy.deepcopy(ANTHROPIC)
+    request["messages"] += [
+        {"role": "system", "content": "a mid-conversation system note"},
+        {"role": "user", "content": [{"type": "text", "text": "and then?"}]},
+    ]
+    assert findings("messages", request) == []

@@ -2,6 +2,7 @@
 
 from tooltap.core.parallel import (
     classify,
+    declared_names,
     duplicate_line,
     duplicate_names,
     exposure,
@@ -10,6 +11,7 @@ from tooltap.core.parallel import (
     parse_ids,
     repair_lines,
     strict_tools,
+    tool_name,
     unvalidated_calls,
 )
 
@@ -142,3 +144,118 @@ def test_only_at_risk_and_fanout_and_void_have_repairs():
         assert repair_lines(quiet) == []
     assert len(repair_lines("strict-void")) == 3
     assert "call_id" in repair_lines("strict-void")[2]
+
+
+LOOSE_TOOLS = [
+    {"type": "function", "name": "lookup_order"},
+    {"type": "function", "name": "create_ticket", "strict": False},
+]
+
+
+def test_each_state_states_its_counts_and_calls_word_for_word():
+    assert classify({}) == ("no-tools", "no named tools declared in this turn")
+    assert classify(turn(["lookup_order", "create_ticket"], tools=LOOSE_TOOLS)) == (
+        "fanout-no-strict",
+        "2 function_call item(s) in one turn (lookup_order, create_ticket) and no tool "
+        "declares strict. There was no guarantee to void here: the arguments were never "
+        "validated by the API at all, which is a different fault with a different repair.",
+    )
+    assert classify(turn(["lookup_order"], tools=LOOSE_TOOLS)) == (
+        "no-strict-declared",
+        "2 tool(s) declared, none of them strict. Nothing in this turn was schema-guaranteed.",
+    )
+    assert classify(turn(["lookup_order", "create_ticket"], parallel=False)) == (
+        "strict-serialised",
+        "strict declared on 2 tool(s) and parallel_tool_calls is false. The guarantee holds.",
+    )
+    assert classify(turn(["lookup_order", "create_ticket"]), parallel_voids_strict=False) == (
+        "strict-serialised",
+        "strict declared on 2 tool(s); this provider documents no conflict between strict "
+        "tools and parallel calls. The guarantee holds.",
+    )
+    assert classify(turn(["lookup_order", "create_ticket", "create_ticket"])) == (
+        "strict-void",
+        "3 function_call item(s) in one turn with strict declared and parallel_tool_calls "
+        "left on (lookup_order, create_ticket, create_ticket). Structured Outputs is not "
+        "supported alongside parallel calls, so these argument objects carry no schema "
+        "guarantee.",
+    )
+    assert classify(turn([])) == (
+        "strict-at-risk",
+        "strict declared on 2 tool(s) with parallel_tool_calls left on, and this turn "
+        "happened to return 0 call(s). The configuration is loaded; it did not fire here.",
+    )
+
+
+def test_each_finding_carries_its_repair_word_for_word():
+    assert repair_lines("strict-void") == [
+        "set parallel_tool_calls false whenever strict schemas matter. It defaults to true, "
+        "which is why this was never a decision anyone made.",
+        "if you need the fan-out for latency, drop strict and validate the arguments "
+        "yourself. Do not keep a guarantee you know is not held.",
+        "key every tool handler on call_id and make it idempotent, so a duplicate parallel "
+        "call cannot double-apply.",
+    ]
+    assert repair_lines("strict-at-risk") == [
+        "this turn was fine and the configuration is not. The same request shape returns "
+        "several calls whenever the model decides to, so set parallel_tool_calls false "
+        "before it does."
+    ]
+    assert repair_lines("fanout-no-strict") == [
+        "no schema guarantee was in place to lose. Validate tool arguments in your own "
+        "handler, or declare strict and serialise the calls."
+    ]
+
+
+def test_the_duplicate_warning_lists_every_name_in_order_word_for_word():
+    assert duplicate_line({"lookup_order": 2, "create_ticket": 3}) == (
+        "duplicate: create_ticket called 3 time(s) in one turn; lookup_order called 2 time(s) "
+        "in one turn. Handlers keyed on the tool name rather than call_id will double apply."
+    )
+
+
+def test_one_void_turn_alone_is_an_exposure_of_one_and_none_at_risk_is_no_rate():
+    assert exposure(["strict-void"]) == {"at_risk": 1, "void": 1, "rate": 1.0}
+    assert exposure(["strict-at-risk"]) == {"at_risk": 1, "void": 0, "rate": 0.0}
+    assert exposure(["no-tools", "strict-serialised"]) == {"at_risk": 0, "void": 0, "rate": None}
+    assert exposure(None) == {"at_risk": 0, "void": 0, "rate": None}
+
+
+def test_unreadable_or_missing_call_counts_add_nothing_to_the_unvalidated_total():
+    rows = [
+        {"state": "strict-void", "calls": 0},
+        {"state": "strict-void", "calls": None},
+        {"state": "strict-void", "calls": "many"},
+        {"state": "strict-void", "calls": "2"},
+        {"state": "strict-void"},
+    ]
+    assert unvalidated_calls(rows) == 2
+
+
+def test_an_id_keeps_its_line_up_to_the_first_comment_and_bad_lines_do_not_end_the_file():
+    text = "resp_a # from Monday\nresp_b#x#y\nresp_../../etc/passwd\nresp_c\n"
+    assert parse_ids(text) == ["resp_a", "resp_b", "resp_c"]
+
+
+def test_tools_without_a_name_are_not_declared_and_a_top_level_name_wins():
+    assert tool_name({"name": "top", "function": {"name": "nested"}}) == "top"
+    assert tool_name({"type": "function", "name": "  "}) is None
+    assert tool_name({"type": "web_search"}) is None
+    assert declared_names({"tools": [{"type": "web_search"}, None, {"name": "lookup_order"}]}) == [
+        "lookup_order"
+    ]
+
+
+def test_junk_before_a_strict_tool_or_a_call_hides_neither():
+    tools = [None, "x", {"type": "function", "name": "lookup_order", "strict": True}]
+    assert strict_tools({"tools": tools}) == ["lookup_order"]
+    output = [
+        {"type": "message", "content": []},
+        {"type": "function_call", "call_id": "call_x", "arguments": "{}"},
+        {"type": "function_call", "name": "lookup_order"},
+    ]
+    assert function_calls({"output": output}) == [{"name": "lookup_order", "call_id": ""}]
+
+
+def test_calls_without_a_name_are_never_counted_as_duplicates():
+    assert duplicate_names([{"name": ""}, {"name": None}, {}, {"name": ""}, {}]) == {}

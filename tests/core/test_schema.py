@@ -3,6 +3,7 @@
 from tooltap.core.schema import (
     OPENAI_LIMITS,
     SEED_LIMITS,
+    Limits,
     classify,
     declared_format,
     limit_problems,
@@ -246,3 +247,223 @@ def test_a_hundred_thousand_levels_of_nesting_is_measured_without_recursion():
     found = schema_blockers(schema)
     assert any("nested 6 levels deep, past the limit of 5" in f for f in found)
     assert len(found) < 30  # the walk stopped below the limit
+
+
+def test_each_format_state_explains_itself_word_for_word():
+    unnamed = response({"type": "json_schema", "schema": TIGHT})
+    assert classify(unnamed) == (
+        "advisory-schema",
+        "the declared schema was attached with strict absent, so it is a hint the model "
+        "usually follows rather than a guarantee. Valid JSON of the wrong shape is a legal "
+        "outcome here.",
+    )
+    assert classify(response({"type": "json_object"})) == (
+        "no-schema",
+        "Legacy json_object mode: the output is guaranteed to be valid JSON and nothing "
+        "else. No schema was ever attached, so no shape was ever promised.",
+    )
+    assert classify(response({"type": "text"})) == (
+        "free-text",
+        "No output format was declared, so there is no contract to enforce and nothing to report.",
+    )
+    assert classify(response({"type": "xml"})) == (
+        "unknown-format",
+        "Format type 'xml' is not one tooltap knows. Read the raw record before drawing a "
+        "conclusion.",
+    )
+    strict = {"type": "json_schema", "name": "invoice", "strict": True, "schema": TIGHT}
+    loose_pair = [{"type": "function", "name": "refund"}, {"type": "function", "name": "void"}]
+    assert classify(response(strict, tools=loose_pair)) == (
+        "advisory-tools",
+        "The text format is strict, but 2 tool definition(s) are not: refund, void. Tool "
+        "arguments are constrained per tool, and an unstrict tool is unconstrained.",
+    )
+    assert classify(response(strict)) == (
+        "enforced",
+        "schema 'invoice' was attached with strict: true, and no tool beside it is loose.",
+    )
+
+
+def test_a_format_with_no_type_or_no_object_shape_is_free_text():
+    assert declared_format({"text": {"format": {"name": "x"}}}) == ("none", None, None, None)
+    assert classify({"text": {"format": {"name": "x"}}})[0] == "free-text"
+    assert declared_format({"response_format": "json_object"}) == ("none", None, None, None)
+    assert strict_state("text", None) == "free-text"
+    assert strict_state("json_schema", True) == "enforced"
+    assert strict_state("json_schema", "true") == "advisory"
+
+
+def test_each_format_finding_carries_its_repair_word_for_word():
+    assert repair_lines(response({"type": "json_object"}), "no-schema") == [
+        "Move from json_object to a json_schema format with strict: true. JSON mode promises "
+        "syntax and nothing about shape, which is why your validator is the first thing that "
+        "ever sees the mismatch."
+    ]
+    strict = {"type": "json_schema", "name": "invoice", "strict": True, "schema": TIGHT}
+    assert repair_lines(response(strict), "advisory-tools") == [
+        "Set strict: true on every tool as well as on the text format, with "
+        "additionalProperties: false and every parameter listed in required."
+    ]
+    assert repair_lines(response({"type": "json_schema", "schema": TIGHT}), "advisory-schema") == [
+        "This schema already satisfies the strict subset, so setting strict: true is a "
+        "one-line change. Somebody dropped the flag and the request kept succeeding."
+    ]
+
+
+def test_an_advisory_schema_that_strict_would_refuse_lists_each_blocker_indented():
+    loose = {"type": "object", "properties": {"note": {"type": "string"}}}
+    stored = response({"type": "json_schema", "schema": loose})
+    assert repair_lines(stored, "advisory-schema") == [
+        "strict: true would be refused for this schema until these are fixed:",
+        "  $: needs additionalProperties: false",
+        "  $: every property must be listed in required; missing note. Use a nullable type "
+        "for the optional ones rather than leaving them out.",
+    ]
+
+
+def test_the_repair_applies_the_limits_it_is_given():
+    stored = response({"type": "json_schema", "schema": nested(7)})
+    assert repair_lines(stored, "advisory-schema", OPENAI_LIMITS) == [
+        "This schema already satisfies the strict subset, so setting strict: true is a "
+        "one-line change. Somebody dropped the flag and the request kept succeeding."
+    ]
+    names = {f"p{'x' * 20}{i}": {"type": "string"} for i in range(10)}
+    wide = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": [*names],
+        "properties": names,
+    }
+    stored = response({"type": "json_schema", "schema": wide})
+    lines = repair_lines(stored, "advisory-schema", Limits(max_total_string_chars=100))
+    assert (
+        lines[-1] == "Property names and enum values total 220 characters, past the limit of 100."
+    )
+
+
+def test_the_root_rules_name_what_the_root_is():
+    assert schema_blockers({"properties": {}}) == ["$: the root type must be object, not unset"]
+    assert schema_blockers({"type": ["array", "string"]}) == [
+        "$: the root type must be object, not array, string"
+    ]
+    assert schema_blockers({"anyOf": [{"type": "object"}], "oneOf": [TIGHT]}) == [
+        "$: the root may not be anyOf, oneOf or allOf; it must be a plain object"
+    ]
+    assert schema_blockers("x", path="$.a", depth=2) == []
+
+
+def test_every_keyword_of_a_kind_is_named_on_one_line():
+    schema = dict(
+        TIGHT,
+        properties={"invoice_id": {"type": "string", "minLength": 1, "pattern": "^I"}, "total": {}},
+        **{"if": {}, "not": {}},
+    )
+    assert schema_blockers(schema) == [
+        "$: not, if are not supported in strict mode; the API refuses the schema until they "
+        "are removed.",
+        "$.invoice_id: minLength, pattern are silently unenforced under constrained decoding. "
+        "Keep them for your own validator if you like, but do not rely on the model "
+        "honouring them.",
+    ]
+
+
+def test_a_type_list_with_object_is_held_to_the_object_rules():
+    schema = dict(TIGHT, properties={"invoice_id": {"type": ["object", "null"]}, "total": {}})
+    assert schema_blockers(schema) == ["$.invoice_id: needs additionalProperties: false"]
+
+
+def test_five_levels_are_within_the_seed_limit_and_six_are_not():
+    assert schema_blockers(nested(3)) == []
+    assert schema_blockers(nested(4)) == [
+        "$.child.child.child.child.a: nested 6 levels deep, past the limit of 5"
+    ]
+
+
+def test_items_branches_and_defs_are_each_one_level_down():
+    leaf = {"type": "string"}
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["list", "either"],
+        "properties": {"list": {"type": "array", "items": leaf}, "either": {"anyOf": [leaf]}},
+        "$defs": {"kind": {"type": "array", "items": leaf}},
+    }
+    assert schema_blockers(schema, limits=Limits(max_depth=2)) == [
+        "$.either.anyOf[0]: nested 3 levels deep, past the limit of 2",
+        "$.list[]: nested 3 levels deep, past the limit of 2",
+        "$.$defs.kind[]: nested 3 levels deep, past the limit of 2",
+    ]
+
+
+def test_a_branch_past_the_depth_limit_does_not_end_the_walk_for_its_siblings():
+    schema = dict(TIGHT, properties={"a": nested(6), "b": {"type": "object"}}, required=["a", "b"])
+    found = schema_blockers(schema)
+    assert "$.b: needs additionalProperties: false" in found
+    assert "$.a.child.child.child.child: nested 6 levels deep, past the limit of 5" in found
+
+
+def test_the_size_walk_counts_properties_at_every_level_including_items_and_defs():
+    schema = {
+        "type": "object",
+        "properties": {"a": {"properties": {"c": {}}}, "b": "junk"},
+        "items": {"properties": {"d": {}, "e": {}}},
+        "$defs": {"f": {"properties": {"g": {}}}},
+    }
+    assert schema_size(schema) == {"properties": 6, "depth": 3, "enum": 0}
+
+
+def test_the_string_budget_counts_names_at_every_level_and_only_enums_past_the_threshold():
+    assert string_budget({}) == {"total": 0, "large_enum": 0}
+    schema = {
+        "properties": {"ab": {"properties": {"cde": {}}}, "junk": "x"},
+        "$defs": {"k": {"enum": ["xy", "z", 3]}},
+    }
+    assert string_budget(schema, large_enum_values=1) == {"total": 2 + 3 + 4 + 3, "large_enum": 3}
+    assert string_budget(schema, large_enum_values=2) == {"total": 12, "large_enum": 0}
+
+
+def test_a_limit_reached_exactly_is_within_it():
+    schema = {"properties": {"ab": {"enum": ["xy", "z"]}}}
+    exact = Limits(
+        max_properties=1,
+        max_enum_values=2,
+        max_total_string_chars=5,
+        large_enum_values=1,
+        max_large_enum_chars=3,
+    )
+    assert limit_problems(schema, exact) == []
+    under = Limits(
+        max_properties=0,
+        max_enum_values=1,
+        max_total_string_chars=4,
+        large_enum_values=1,
+        max_large_enum_chars=2,
+    )
+    assert limit_problems(schema, under) == [
+        "The schema declares 1 properties, past the limit of 0.",
+        "The largest enum holds 2 values, past the limit of 1.",
+        "Property names and enum values total 5 characters, past the limit of 4.",
+        "A string enum of more than 1 values totals 3 characters, past the limit of 2.",
+    ]
+
+
+def test_each_string_budget_applies_on_its_own():
+    schema = {"properties": {"ab": {"enum": ["xy", "z"]}}}
+    assert limit_problems(schema, Limits(max_total_string_chars=4)) == [
+        "Property names and enum values total 5 characters, past the limit of 4."
+    ]
+    assert limit_problems(schema, Limits(large_enum_values=1, max_large_enum_chars=2)) == [
+        "A string enum of more than 1 values totals 3 characters, past the limit of 2."
+    ]
+
+
+def test_only_function_tools_can_be_loose_in_either_shape():
+    tools = [
+        None,
+        {"type": "web_search"},
+        {"name": "untyped"},
+        {"type": "function", "function": {"name": "nested_strict", "strict": True}},
+        {"type": "function", "function": {"name": "nested_loose"}},
+        {"type": "function"},
+    ]
+    assert loose_tools({"tools": tools}) == ["untyped", "nested_loose", "unnamed"]
