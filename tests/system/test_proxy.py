@@ -362,11 +362,14 @@ def test_faults_in_the_inspector_and_the_tap_leave_every_flow_intact(upstream):
         while time.monotonic() < deadline:
             values = metrics(faulty)
             worker = sample(values, "tooltap_internal_errors_total", where="worker")
-            if worker >= 1 and sample(values, "tooltap_internal_errors_total", where="tap") >= 2:
+            if worker >= 1 and sample(values, "tooltap_internal_errors_total", where="tap") >= 4:
                 break
             time.sleep(0.05)
         assert sample(values, "tooltap_internal_errors_total", where="worker") == 1
-        assert sample(values, "tooltap_internal_errors_total", where="tap") >= 2
+        # The tap raises on every piece of the two streams and on both ends: a piece per event
+        # when each arrives alone (they are sent 20 ms apart), fewer when some arrive together.
+        pieces = len(SCENARIOS["chat-sse"].chunks) + len(SCENARIOS["messages-sse"].chunks) + 2
+        assert 4 <= sample(values, "tooltap_internal_errors_total", where="tap") <= pieces
         assert faulty.alive()
 
 
