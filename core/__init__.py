@@ -5,12 +5,14 @@
 """
 
 from .arguments import Call, SchemaError, ValidatorCache
+from .errors import ApiError
 from .inspection import Exchange, Rejected, Verdict, header, inspect
 from .jsontext import ParseError
 from .loop import LoopError, ToolResult
 from .schema import OPENAI_LIMITS, SEED_LIMITS, Limits
-from .stream import ApiError, StreamReader, StreamResult
-from .wire import APIS, Api, Turn, detect_api, read_turn
+from .stream import StreamReader, StreamResult
+from .turn import APIS, Api, Turn
+from .wire import detect_api, read_turn
 
 __all__ = [
     "APIS",

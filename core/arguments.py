@@ -17,7 +17,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from .jsontext import ParseError, loads
-from .wire import Tool, ToolCall
+from .turn import Tool, ToolCall
 
 MAX_SCHEMA_ERRORS = 20
 # Some relays drop the key for a call without arguments (OpenRouter relaying Claude).

@@ -15,12 +15,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
+from .dialects import dialect
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .jsontext import ParseError, loads
 from .loop import LoopError, LoopReport, ToolResult, check_loop
 from .schema import SEED_LIMITS, Limits
 from .stream import ApiError, StreamReader, api_error
-from .wire import UNFINISHED, Api, Turn, detect_api, read_turn
+from .wire import Api, Turn, detect_api, read_turn
 
 Outcome = Literal["inspected", "skipped", "unparseable", "upstream_error"]
 Transport = Literal["http", "websocket"]
@@ -335,7 +336,10 @@ def inspect(
         "finish_reasons": turn.finish_reasons,
         "usage": turn.usage,
     }
-    if api == "responses" and _unfinished(exchange, request.value, turn.status, response):
+    unfinished = dialect(api).unfinished
+    if unfinished and unfinished(
+        exchange.method, request.value, turn.status, response.stream, response.complete
+    ):
         reason = (
             f"the response is {turn.status}"
             if not response.stream
@@ -373,7 +377,10 @@ def inspect(
         return Verdict(**found | {"outcome": "unparseable", "reason": request.problem})
 
     projection = turn.as_response()
-    state, detail = parallel.classify(projection, parallel_voids_strict=api != "messages")
+    reading = dialect(api)
+    state, detail = parallel.classify(
+        projection, parallel_voids_strict=reading.parallel_voids_strict
+    )
     if state == "no-tools" and turn.tools and not turn.callable_tools():
         detail = (
             f"tool_choice leaves none of the {len(turn.tools)} declared tool(s) callable, "
@@ -400,17 +407,3 @@ def inspect(
         format_detail=format_detail,
         repairs=repairs,
     )
-
-
-def _unfinished(exchange: Exchange, request: Any, status: str | None, response: _Body) -> bool:
-    """A Responses body that is not a turn yet: queued or in progress (background mode).
-
-    A background response is read later (GET /responses/{id}) or resumed as a
-    stream; a cut stream of one is resumable, so it is not a finished turn either.
-    """
-    if not response.stream:
-        return status in UNFINISHED
-    background = exchange.method.upper() == "GET" or (
-        isinstance(request, dict) and request.get("background") is True
-    )
-    return background and not response.complete

@@ -21,12 +21,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .dialects.realtime import owed_at_close
+from .errors import ApiError, api_error
 from .inspection import Exchange, Verdict
 from .jsontext import dumps, loads
-from .loop import owed_at_close
 from .shapes import as_dict, as_list, as_str
-from .stream import ApiError, api_error
-from .wire import Api
+from .turn import Api
 
 # The events a turn needs. The rest (text and audio deltas, transcripts, rate
 # limits) is never held: over a long socket it is nearly everything.

@@ -1,0 +1,57 @@
+"""The dialects tooltap reads, one module each, and the table that lists them.
+
+A dialect module holds one API's reading: how its requests are recognised, how its bodies
+become a Turn, its stream assembler, its tool-loop reading, its strict subset and its repairs
+(tooltap.core.dialects.base says what each states). The rules (parallel, schema, arguments,
+findings, inspection) never name a dialect: they ask this table. Adding a dialect is a module
+and a row.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from ..turn import Api
+from . import chat, messages, realtime, responses
+from .base import Dialect
+
+__all__ = ["DIALECTS", "Dialect", "detect_api", "detect_socket", "dialect"]
+
+DIALECTS: dict[str, Dialect] = {
+    d.api: d for d in (responses.DIALECT, chat.DIALECT, messages.DIALECT, realtime.DIALECT)
+}
+
+
+def dialect(api: str) -> Dialect:
+    """The reading of an API tooltap knows (KeyError for any other)."""
+    return DIALECTS[api]
+
+
+def _path(url: str) -> str | None:
+    try:
+        return urlsplit(url).path.rstrip("/")
+    except ValueError:
+        return None
+
+
+def detect_api(method: str, url: str) -> Api | None:
+    """Which API a request speaks, from its method and path. Pure."""
+    path = _path(url)
+    if path is None:
+        return None
+    return next((d.api for d in DIALECTS.values() if d.recognise(method, path)), None)
+
+
+def detect_socket(url: str) -> Api | None:
+    """Which API a WebSocket speaks, from its upgrade request's path. Pure.
+
+    .../responses is the Responses WebSocket mode (OpenAI, Azure, compatible
+    hosts); .../realtime is the Realtime API (Azure's too).
+    """
+    path = _path(url)
+    if path is None:
+        return None
+    return next(
+        (d.api for d in DIALECTS.values() if d.socket_path and path.endswith(d.socket_path)),
+        None,
+    )

@@ -1,0 +1,69 @@
+"""What a dialect states about itself, so that the rules never need to know which one it is.
+
+A dialect is one API's way of speaking: how its requests are recognised, how its bodies become
+a Turn, how its stream is reassembled, how its tool loop is read, its strict subset and its
+repairs. The defaults are OpenAI's, whose rules the seeds are; a dialect gives what differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .. import parallel, schema
+from ..errors import ApiError
+from ..loop import LoopReport
+from ..schema import SEED_LIMITS, Limits
+from ..turn import Api, Turn
+
+
+class Assembler(Protocol):
+    """A dialect's stream events, assembled into the response the same call returns unstreamed."""
+
+    errors: list[ApiError]
+
+    @property
+    def complete(self) -> bool: ...
+
+    def event(self, event: Mapping[str, Any]) -> None: ...
+
+    def done_marker(self) -> None: ...  # a `data: [DONE]` line, which is not JSON
+
+    def result(self) -> dict[str, Any]: ...
+
+
+def openai_blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> list[str]:
+    """OpenAI Structured Outputs' subset (the seed's schema rules): what keeps strict from
+    holding. Pure."""
+    return schema.schema_blockers(value, limits=limits) + schema.limit_problems(value, limits)
+
+
+def openai_format_repairs(
+    response: Mapping[str, Any], state: Any, loose: list[tuple[str, Any]], limits: Limits
+) -> list[str]:
+    """The seed's repair for an output-format state. Pure."""
+    return schema.repair_lines(response, state, limits)
+
+
+Prior = Mapping[str, Sequence[str]] | None  # response id -> the calls it left open
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One API's reading. Every field is pure."""
+
+    api: Api
+    recognise: Callable[[str, str], bool]  # (method, path): does an HTTP request speak it
+    read_turn: Callable[[Mapping[str, Any], Mapping[str, Any]], Turn]
+    assembler: Callable[[], Assembler]
+    check_loop: Callable[[Mapping[str, Any], Prior], LoopReport]
+    finish_reasons: Callable[[Mapping[str, Any]], list[str]]
+    blockers: Callable[..., list[str]] = openai_blockers
+    state_repairs: Callable[[Any], list[str]] = parallel.repair_lines
+    format_repairs: Callable[..., list[str]] = openai_format_repairs
+    parallel_voids_strict: bool = True  # only OpenAI documents that parallel calls void strict
+    socket_path: str | None = None  # a WebSocket to a path ending so speaks it
+    # A body that is not a turn yet (a background response), read later: (method, request,
+    # status, stream read whole or not) -> whether to wait for it.
+    unfinished: Callable[[str, Any, str | None, bool, bool], bool] | None = None

@@ -1,0 +1,265 @@
+"""OpenAI Chat Completions: `POST .../chat/completions` (Azure and compatible servers too).
+
+Chat responses do not echo tools: tools and settings come from the request. `n > 1` gives
+alternative completions, not parallel calls, so choice 0 is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ApiError, api_error
+from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
+from ..shapes import as_bool, as_dict, as_int, as_list, as_str
+from ..turn import Tool, ToolCall, Turn, callable_names, make_call
+from .base import Dialect, Prior
+
+
+def recognise(method: str, path: str) -> bool:
+    """POST .../chat/completions, Azure's deployments and compatible servers included. Pure."""
+    return method.upper() == "POST" and path.endswith("/chat/completions")
+
+
+def _tools(request: Mapping[str, Any]) -> list[Tool]:
+    out: list[Tool] = []
+    for tool in map(as_dict, as_list(request.get("tools"))):
+        kind = as_str(tool.get("type")) or "function"
+        inner = as_dict(tool.get(kind))
+        name = as_str(inner.get("name")).strip()
+        if kind in ("function", "custom") and name:
+            out.append(
+                Tool(
+                    name=name,
+                    type=kind,
+                    strict=as_bool(inner.get("strict")) if kind == "function" else None,
+                    parameters=inner.get("parameters") if kind == "function" else None,
+                )
+            )
+    for legacy in map(as_dict, as_list(request.get("functions"))):
+        name = as_str(legacy.get("name")).strip()
+        if name:
+            out.append(
+                Tool(
+                    name=name,
+                    strict=as_bool(legacy.get("strict")),
+                    parameters=legacy.get("parameters"),
+                )
+            )
+    return out
+
+
+def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
+    # n > 1 gives alternative completions, not parallel calls: read choice 0.
+    choices = [c for c in as_list(response.get("choices")) if isinstance(c, dict)]
+    first = next((c for c in choices if c.get("index", 0) == 0), choices[0] if choices else {})
+    message = as_dict(first.get("message"))
+    calls: list[ToolCall] = []
+    for call in map(as_dict, as_list(message.get("tool_calls"))):
+        kind = as_str(call.get("type")) or "function"
+        inner = as_dict(call.get(kind))
+        name = as_str(inner.get("name")).strip()
+        if kind == "function" and name:
+            calls.append(
+                make_call(as_str(call.get("id")), name, "function_call", inner, "arguments")
+            )
+        elif kind == "custom" and name:
+            calls.append(
+                make_call(as_str(call.get("id")), name, "custom_tool_call", inner, "input")
+            )
+    legacy = as_dict(message.get("function_call"))
+    if as_str(legacy.get("name")).strip():
+        calls.append(
+            make_call("", as_str(legacy.get("name")).strip(), "function_call", legacy, "arguments")
+        )
+    types = [
+        kind
+        for kind, present in (
+            ("text", message.get("content")),
+            ("refusal", message.get("refusal")),
+            ("tool_calls", message.get("tool_calls")),
+            ("function_call", legacy),
+        )
+        if present
+    ]
+    return Turn(
+        api="chat",
+        model=as_str(response.get("model")) or as_str(request.get("model")) or None,
+        response_id=as_str(response.get("id")) or None,
+        tools=_tools(request),
+        parallel_tool_calls=as_bool(request.get("parallel_tool_calls")),
+        output_format=dict(as_dict(request.get("response_format"))),
+        calls=calls,
+        awaiting=[c.call_id for c in calls if c.call_id],
+        output_types=types,
+        callable_names=callable_names(_tool_choice(request)),
+    )
+
+
+def _tool_choice(request: Mapping[str, Any]) -> Any:
+    """tool_choice, or the legacy function_call ("none", or {"name"} to force one)."""
+    if "tool_choice" in request or "function_call" not in request:
+        return request.get("tool_choice")
+    legacy = request["function_call"]
+    return {"type": "function", **legacy} if isinstance(legacy, dict) else legacy
+
+
+class Assembler:
+    """Chat Completions chunks: tool calls accumulate by index within a choice.
+
+    Never by id: some servers send a new id on every fragment. Azure's leading
+    chunk has empty id and model, and the usage chunk has no choices.
+    """
+
+    def __init__(self) -> None:
+        self.head: dict[str, Any] = {}
+        self.usage: Any = None
+        self.choices: dict[int, dict[str, Any]] = {}
+        self.errors: list[ApiError] = []
+        self.done = False
+
+    def done_marker(self) -> None:
+        self.done = True
+
+    @property
+    def complete(self) -> bool:
+        # Some compatible servers (HF router, Perplexity) end after the last
+        # finish_reason, with no [DONE]: every choice finished is a whole turn.
+        return self.done or (
+            bool(self.choices) and all(slot["finish"] for slot in self.choices.values())
+        )
+
+    def event(self, chunk: Mapping[str, Any]) -> None:
+        if chunk.get("error"):
+            self.errors.append(api_error(chunk))
+            return
+        for key in ("id", "model", "created", "system_fingerprint"):
+            if chunk.get(key) and key not in self.head:
+                self.head[key] = chunk[key]
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else []:
+            if isinstance(choice, dict):
+                self._choice(choice)
+
+    def _choice(self, choice: Mapping[str, Any]) -> None:
+        index = as_int(choice.get("index"))
+        slot = self.choices.setdefault(
+            index, {"role": None, "content": [], "refusal": [], "calls": {}, "finish": None}
+        )
+        if choice.get("finish_reason"):
+            slot["finish"] = choice["finish_reason"]
+        delta = as_dict(choice.get("delta"))
+        if isinstance(delta.get("role"), str):
+            slot["role"] = delta["role"]
+        for key in ("content", "refusal"):
+            if isinstance(delta.get(key), str):
+                slot[key].append(delta[key])
+        fragments = delta.get("tool_calls")
+        for fragment in fragments if isinstance(fragments, list) else []:
+            if not isinstance(fragment, dict):
+                continue
+            calls: dict[int, dict[str, Any]] = slot["calls"]
+            call = calls.setdefault(
+                as_int(fragment.get("index"), len(calls)),
+                {"id": None, "type": None, "name": None, "arguments": None},
+            )
+            for key in ("id", "type"):
+                if fragment.get(key) and call[key] is None:
+                    call[key] = fragment[key]
+            function = as_dict(fragment.get("function"))
+            if function.get("name") and call["name"] is None:
+                call["name"] = function["name"]
+            if isinstance(function.get("arguments"), str):
+                if call["arguments"] is None:
+                    call["arguments"] = []
+                call["arguments"].append(function["arguments"])
+
+    def result(self) -> dict[str, Any]:
+        choices = []
+        for index, slot in sorted(self.choices.items()):
+            message: dict[str, Any] = {
+                "role": slot["role"] or "assistant",
+                "content": "".join(slot["content"]) if slot["content"] else None,
+            }
+            if slot["refusal"]:
+                message["refusal"] = "".join(slot["refusal"])
+            if slot["calls"]:
+                message["tool_calls"] = [
+                    {
+                        "id": call["id"] or "",
+                        "type": call["type"] or "function",
+                        # No fragment with arguments: the key was missing, not empty.
+                        "function": {"name": call["name"] or ""}
+                        | (
+                            {}
+                            if call["arguments"] is None
+                            else {"arguments": "".join(call["arguments"])}
+                        ),
+                    }
+                    for _, call in sorted(slot["calls"].items())
+                ]
+            choices.append({"index": index, "message": message, "finish_reason": slot["finish"]})
+        response: dict[str, Any] = {"object": "chat.completion", **self.head, "choices": choices}
+        if self.usage is not None:
+            response["usage"] = self.usage
+        return response
+
+
+def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
+    """The tool loop of a Chat request: results answer the assistant message right before them.
+    Pure."""
+    messages = as_list(request.get("messages"))
+    new_from = last_index(messages, lambda m: m.get("role") == "assistant")
+    check = Checker("tool_call_id", "messages", new_from)
+    pending: dict[str, int] = {}
+    answered: set[str] = set()
+    # Results answer only the assistant message right before them, so the
+    # history before the newest one cannot change what is reported.
+    for index in range(new_from, len(messages)):
+        message = as_dict(messages[index])
+        role = message.get("role")
+        if role != "tool":
+            # Results must directly follow their assistant message: anything
+            # else closes the window.
+            check.unanswered(pending)
+            pending, answered = {}, set()
+            if role == "assistant":
+                for call in as_list(message.get("tool_calls")):
+                    call_id = as_str(as_dict(call).get("id"))
+                    if call_id:
+                        pending[call_id] = index
+            continue
+        call_id = as_str(message.get("tool_call_id"))
+        content = message.get("content")
+        if is_empty(content):
+            check.error("empty-result", [call_id], index)
+        if not call_id:
+            continue
+        check.result(call_id, index, error_payload(content), check.where(index))
+        if call_id in pending:
+            del pending[call_id]
+            answered.add(call_id)
+        elif call_id in answered:
+            check.error("duplicate-result", [call_id], index)
+        else:
+            check.error("orphan-result", [call_id], index)
+    check.unanswered(pending)
+    return check.report
+
+
+def finish_reasons(response: Mapping[str, Any]) -> list[str]:
+    """Each choice's finish_reason. Pure."""
+    choices = map(as_dict, as_list(response.get("choices")))
+    return [as_str(c.get("finish_reason")) for c in choices if as_str(c.get("finish_reason"))]
+
+
+DIALECT = Dialect(
+    api="chat",
+    recognise=recognise,
+    read_turn=read_turn,
+    assembler=Assembler,
+    check_loop=check_loop,
+    finish_reasons=finish_reasons,
+)

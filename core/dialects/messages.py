@@ -1,0 +1,386 @@
+"""Anthropic Messages: `POST .../messages`, wherever Anthropic serves it.
+
+Messages responses do not echo tools: tools and settings come from the request.
+`tool_choice.disable_parallel_tool_use: true` is the analogue of `parallel_tool_calls: false`,
+and Anthropic documents no conflict between strict tools and parallel calls, so a fan-out does
+not void strict here. Its strict subset is the one anthropic-sdk-python's `transform_schema`
+(`lib/_parse/_transform.py`) keeps: `required` as given (optional properties are allowed),
+`allOf` kept, a fixed set of string formats, `additionalProperties: false` set on every object,
+and everything else moved out of the schema into its description.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .. import parallel
+from ..errors import ApiError, api_error
+from ..jsontext import loads
+from ..loop import Checker, LoopReport, is_empty
+from ..schema import SEED_LIMITS, Limits
+from ..shapes import as_bool, as_dict, as_int, as_list, as_str
+from ..turn import Tool, ToolCall, Turn, callable_names, make_call
+from .base import Dialect, Prior
+
+
+def recognise(method: str, path: str) -> bool:
+    """POST .../messages (`?beta=true` too); not OpenAI's Assistants .../threads/{id}/messages.
+    Pure."""
+    return method.upper() == "POST" and path.endswith("/messages") and "/threads/" not in path
+
+
+def _tools(request: Mapping[str, Any]) -> list[Tool]:
+    out: list[Tool] = []
+    for tool in map(as_dict, as_list(request.get("tools"))):
+        name = as_str(tool.get("name")).strip()
+        kind = as_str(tool.get("type")) or "custom"
+        if not name:
+            continue
+        if kind == "custom" or "input_schema" in tool:
+            out.append(
+                Tool(
+                    name=name,
+                    strict=as_bool(tool.get("strict")),
+                    parameters=tool.get("input_schema"),
+                )
+            )
+        else:
+            # Versioned tools (bash_20250124, web_search_20250305, ...) accept strict too.
+            out.append(Tool(name=name, type=kind, strict=as_bool(tool.get("strict"))))
+    return out
+
+
+def _output_format(request: Mapping[str, Any]) -> dict[str, Any]:
+    fmt = as_dict(as_dict(request.get("output_config")).get("format")) or as_dict(
+        request.get("output_format")
+    )
+    if fmt.get("type") == "json_schema":
+        # Anthropic's structured outputs are constrained decoding: always strict.
+        return {"type": "json_schema", "schema": fmt.get("schema"), "strict": True}
+    return dict(fmt)
+
+
+def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
+    calls: list[ToolCall] = []
+    types: list[str] = []
+    for block in map(as_dict, as_list(response.get("content"))):
+        kind = as_str(block.get("type"))
+        types.append(kind)
+        name = as_str(block.get("name")).strip()
+        if kind == "tool_use" and name:
+            calls.append(make_call(as_str(block.get("id")), name, "tool_use", block, "input"))
+    choice = as_dict(request.get("tool_choice"))
+    serial = choice.get("disable_parallel_tool_use") is True
+    return Turn(
+        api="messages",
+        model=as_str(response.get("model")) or as_str(request.get("model")) or None,
+        response_id=as_str(response.get("id")) or None,
+        tools=_tools(request),
+        # disable_parallel_tool_use is Anthropic's parallel_tool_calls: false.
+        parallel_tool_calls=False if serial else None,
+        output_format=_output_format(request),
+        calls=calls,
+        awaiting=[c.call_id for c in calls if c.call_id],
+        output_types=types,
+        callable_names=callable_names(choice),
+    )
+
+
+class Assembler:
+    """Anthropic Messages events: content blocks accumulate by index.
+
+    input_json_delta fragments concatenate; "" means {}; a tool input that does
+    not parse (a stream cut by max_tokens) stays the raw partial text, so the
+    argument check reports it with the text kept. A block may arrive whole: a
+    tool_use called from code execution (`caller` set) carries its input in
+    content_block_start, or sits in message_start's content, with no delta.
+    """
+
+    def __init__(self) -> None:
+        self.message: dict[str, Any] = {}
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.parts: dict[int, list[str]] = {}
+        self.errors: list[ApiError] = []
+        self.done = False
+
+    def done_marker(self) -> None:
+        """An OpenAI `[DONE]` line: this stream's end is its own final event."""
+
+    @property
+    def complete(self) -> bool:
+        return self.done
+
+    def event(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "message_start":
+            self.message = dict(as_dict(event.get("message")))
+            for index, block in enumerate(as_list(self.message.get("content"))):
+                if isinstance(block, dict):
+                    self.blocks[index] = dict(block)
+                    self.parts[index] = []
+        elif kind == "content_block_start" and isinstance(event.get("content_block"), dict):
+            index = as_int(event.get("index"), len(self.blocks))
+            self.blocks[index] = dict(event["content_block"])
+            self.parts[index] = []
+        elif kind == "content_block_delta":
+            self._delta(as_int(event.get("index")), as_dict(event.get("delta")))
+        elif kind == "message_delta":
+            delta = as_dict(event.get("delta"))
+            for key in ("stop_reason", "stop_sequence"):
+                if key in delta:
+                    self.message[key] = delta[key]
+            if isinstance(event.get("usage"), dict):
+                self.message["usage"] = {**as_dict(self.message.get("usage")), **event["usage"]}
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            self.errors.append(api_error(event))
+
+    def _delta(self, index: int, delta: Mapping[str, Any]) -> None:
+        if index not in self.blocks:
+            return
+        for key in ("partial_json", "text", "thinking"):
+            if isinstance(delta.get(key), str):
+                self.parts[index].append(delta[key])
+
+    def result(self) -> dict[str, Any]:
+        content = []
+        for index, started in sorted(self.blocks.items()):
+            block = dict(started)
+            text = "".join(self.parts[index])
+            if block.get("type") in ("tool_use", "server_tool_use", "mcp_tool_use"):
+                if not text.strip():  # no delta: the input the block started with, else {}
+                    started_with = block.get("input")
+                    block["input"] = started_with if isinstance(started_with, dict) else {}
+                else:
+                    value, error = loads(text)
+                    block["input"] = text if error else value
+            elif block.get("type") in ("text", "thinking"):
+                key = str(block["type"])
+                block[key] = str(block.get(key) or "") + text
+            content.append(block)
+        return {**self.message, "content": content}
+
+
+def _blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [as_dict(block) for block in as_list(message.get("content"))]
+
+
+def _runs(messages: list[Mapping[str, Any]]) -> list[tuple[Any, list[int]]]:
+    """Consecutive messages of one role, as (role, their indices).
+
+    The Messages API combines them into one turn (anthropic-sdk-python,
+    MessageCreateParams): assistant [A], assistant [B], user [A, B results] is valid.
+    """
+    runs: list[tuple[Any, list[int]]] = []
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if runs and runs[-1][0] == role:
+            runs[-1][1].append(index)
+        else:
+            runs.append((role, [index]))
+    return runs
+
+
+def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
+    """The tool loop of a Messages request: results in the single next user turn, first. Pure."""
+    messages = [as_dict(m) for m in as_list(request.get("messages"))]
+    runs = _runs(messages)
+    newest = next((n for n in range(len(runs) - 1, -1, -1) if runs[n][0] == "assistant"), 0)
+    # Results answer only the assistant turn right before them, so the history
+    # before the newest one cannot change what is reported.
+    runs = runs[newest:]
+    check = Checker("tool_use_id", "messages", 0)  # the walk starts at the newest turn
+    pending: dict[str, int] = {}
+    answered: set[str] = set()
+    result_runs: list[list[int]] = []  # the user turns holding results for the open calls
+
+    def close_turn() -> None:
+        check.unanswered(pending)
+        if len(result_runs) > 1:
+            where = ", ".join(check.where(i) for run in result_runs for i in run)
+            check.error("split-results", sorted(answered), result_runs[0][0], where)
+
+    for role, indices in runs:
+        if role == "assistant":
+            close_turn()
+            pending, answered, result_runs = {}, set(), []
+            for index in indices:
+                for block in _blocks(messages[index]):
+                    # server_tool_use runs on Anthropic's side and needs no result.
+                    if block.get("type") == "tool_use" and as_str(block.get("id")):
+                        pending[as_str(block.get("id"))] = index
+            continue
+        if role != "user":
+            continue
+        holds_results = False
+        for index in indices:
+            # Results first is checked per message as sent: whether the API also
+            # applies it across messages it merges is not documented, so it is
+            # not reported there.
+            other_first = False
+            for position, block in enumerate(_blocks(messages[index])):
+                if block.get("type") != "tool_result":
+                    other_first = True
+                    continue
+                where = check.where(index, position)
+                call_id = as_str(block.get("tool_use_id"))
+                if other_first:
+                    check.error("results-not-first", [call_id], index, where)
+                    other_first = False
+                if is_empty(block.get("content")):
+                    check.error("empty-result", [call_id], index, where)
+                check.result(call_id, index, block.get("is_error") is True, where)
+                if call_id in pending:
+                    del pending[call_id]
+                    answered.add(call_id)
+                    holds_results = True
+                elif call_id in answered:
+                    check.error("duplicate-result", [call_id], index, where)
+                else:
+                    check.error("orphan-result", [call_id], index, where)
+        if holds_results:
+            result_runs.append(indices)
+    close_turn()
+    return check.report
+
+
+def finish_reasons(response: Mapping[str, Any]) -> list[str]:
+    """The stop_reason. Pure."""
+    reason = as_str(response.get("stop_reason"))
+    return [reason] if reason else []
+
+
+ANTHROPIC = "Anthropic structured outputs (anthropic-sdk-python transform_schema)"
+
+# What transform_schema keeps. `definitions` is the older spelling of $defs,
+# accepted locally by the API; oneOf is rewritten to anyOf by the SDK.
+ANTHROPIC_KEYWORDS = frozenset(
+    {"type", "enum", "const", "anyOf", "allOf", "$defs", "definitions", "$ref", "description",
+     "title", "properties", "additionalProperties", "required", "format", "items", "minItems"}
+)  # fmt: skip
+ANTHROPIC_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "uri", "ipv4", "ipv6", "uuid"}
+)
+_TYPED = ("type", "anyOf", "oneOf", "allOf", "enum", "const", "$ref")
+
+
+def _primitive(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _anthropic_node(node: Mapping[str, Any], path: str) -> list[str]:
+    """The rules one node breaks under Anthropic's subset, not counting its children."""
+    problems: list[str] = []
+    raw = node.get("type")
+    kinds = raw if isinstance(raw, list) else [raw]
+    if not any(key in node for key in _TYPED):
+        problems.append(f"{path}: needs a type (or anyOf, allOf, enum, const or $ref)")
+    if "object" in kinds and node.get("additionalProperties") is not False:
+        problems.append(f"{path}: needs additionalProperties: false")
+    outside = sorted(key for key in node if key not in ANTHROPIC_KEYWORDS)
+    if "oneOf" in outside:
+        problems.append(f"{path}: oneOf is not in the subset; use anyOf")
+        outside.remove("oneOf")
+    if outside:
+        problems.append(
+            f"{path}: {', '.join(outside)} are not in the subset; the SDK moves them into "
+            "the description, where nothing enforces them"
+        )
+    fmt = node.get("format")
+    if (
+        "format" in node
+        and "string" in kinds
+        and not (isinstance(fmt, str) and fmt in ANTHROPIC_FORMATS)
+    ):
+        problems.append(f"{path}: format {fmt!r} is not one of the supported string formats")
+    if "minItems" in node and node.get("minItems") not in (0, 1):
+        problems.append(f"{path}: minItems can only be 0 or 1")
+    enum = node.get("enum")
+    if isinstance(enum, list) and not all(_primitive(value) for value in enum):
+        problems.append(f"{path}: enum values must be strings, numbers, booleans or null")
+    return problems
+
+
+def anthropic_blockers(root: Any, *, tool: bool = True) -> list[str]:
+    """Every reason Anthropic's strict mode would refuse or loosen this schema. Pure.
+
+    A tool's input_schema must also be an object at its root. Iterative, so no
+    nesting depth can exhaust the stack.
+    """
+    if not isinstance(root, dict):
+        return ["$: not a schema object"]
+    problems: list[str] = []
+    if tool and root.get("type") != "object":
+        problems.append("$: a tool's input_schema must have type object at its root")
+    stack: list[tuple[Mapping[str, Any], str]] = [(root, "$")]
+    while stack:
+        node, path = stack.pop()
+        problems.extend(_anthropic_node(node, path))
+        below: list[tuple[Any, str]] = []
+        properties = node.get("properties")
+        if isinstance(properties, dict):
+            below.extend((properties[name], f"{path}.{name}") for name in sorted(properties))
+        below.append((node.get("items"), f"{path}[]"))
+        for group in ("anyOf", "oneOf", "allOf"):
+            branches = node.get(group)
+            if isinstance(branches, list):
+                below.extend((b, f"{path}.{group}[{i}]") for i, b in enumerate(branches))
+        for defs in ("$defs", "definitions"):
+            if isinstance(node.get(defs), dict):
+                below.extend((sub, f"{path}.{defs}.{name}") for name, sub in node[defs].items())
+        stack.extend((sub, where) for sub, where in reversed(below) if isinstance(sub, dict))
+    return problems
+
+
+def blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> list[str]:
+    """Anthropic's own strict subset, never OpenAI's: a 400 from one provider is not explained
+    with the other's rules. Pure."""
+    return anthropic_blockers(value, tool=tool)
+
+
+def state_repairs(state: Any) -> list[str]:
+    """The repair for a parallel/strict state, in Anthropic's terms. Pure."""
+    if state == "fanout-no-strict":
+        return [
+            "no schema guarantee was in place to lose. Validate tool arguments in your own "
+            "handler, or declare strict: true on the tools (Anthropic documents no conflict "
+            "between strict tools and parallel calls)."
+        ]
+    return parallel.repair_lines(state)
+
+
+def format_repairs(
+    response: Mapping[str, Any], state: Any, loose: list[tuple[str, Any]], limits: Limits
+) -> list[str]:
+    """The repair for an output-format state, in Anthropic's terms. Pure.
+
+    loose lists the non-strict tools beside the format, as (name, schema).
+    """
+    if state != "advisory-tools":
+        return []
+    lines = [
+        "Set strict: true on every tool beside the strict output format. Anthropic's strict "
+        "subset keeps optional properties, and needs additionalProperties: false on every object."
+    ]
+    for name, parameters in loose:
+        found = anthropic_blockers(parameters)
+        if found:
+            lines.append(f"strict: true on tool {name} needs these fixed first:")
+            lines.extend(f"  {line}" for line in found)
+    return lines
+
+
+DIALECT = Dialect(
+    api="messages",
+    recognise=recognise,
+    read_turn=read_turn,
+    assembler=Assembler,
+    check_loop=check_loop,
+    finish_reasons=finish_reasons,
+    blockers=blockers,
+    state_repairs=state_repairs,
+    format_repairs=format_repairs,
+    parallel_voids_strict=False,
+)

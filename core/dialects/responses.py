@@ -1,0 +1,390 @@
+"""OpenAI Responses: `POST .../responses`, a stored or background response read back, and the
+same turns over the Responses WebSocket mode.
+
+Tools and settings come from the response's echo when it has them (an absent `strict` resolves
+on the server), else from the request. The loop check walks the whole input: outputs may answer
+calls anywhere earlier, or in the response `previous_response_id` names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .. import loop
+from ..errors import ApiError, api_error
+from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
+from ..shapes import as_bool, as_dict, as_int, as_list, as_str
+from ..turn import Tool, ToolCall, Turn, callable_names, make_call
+from .base import Dialect, Prior
+
+# Responses output items the client must answer, and the key that ids them.
+CLIENT_CALL_TYPES = {
+    "function_call": "call_id",
+    "custom_tool_call": "call_id",
+    "computer_call": "call_id",
+    "local_shell_call": "call_id",
+    "shell_call": "call_id",
+    "apply_patch_call": "call_id",
+    "mcp_approval_request": "id",
+    "tool_search_call": "call_id",  # only with execution: "client"
+}
+# Items that answer a call, and the key that holds the call id. A
+# local_shell_call_output carries it in `id` (openai-python LocalShellCallOutput).
+RESULT_TYPES = {
+    "function_call_output": "call_id",
+    "custom_tool_call_output": "call_id",
+    "computer_call_output": "call_id",
+    "local_shell_call_output": "call_id",
+    "shell_call_output": "call_id",
+    "apply_patch_call_output": "call_id",
+    "tool_search_output": "call_id",
+    "mcp_approval_response": "approval_request_id",
+}
+# A Responses object in one of these has not finished: it is not a turn yet.
+UNFINISHED = ("queued", "in_progress")
+
+
+def client_call_id(item: Mapping[str, Any]) -> str:
+    """The id a Responses item must be answered with, or "" when nothing answers it. Pure.
+
+    A tool search the server ran, and a shell call run in a hosted container,
+    are answered by the provider, not the client.
+    """
+    kind = as_str(item.get("type"))
+    if kind not in CLIENT_CALL_TYPES:
+        return ""
+    if kind == "tool_search_call" and item.get("execution") != "client":
+        return ""
+    if kind == "shell_call" and as_dict(item.get("environment")).get("type") not in (None, "local"):
+        return ""
+    return as_str(item.get(CLIENT_CALL_TYPES[kind]))
+
+
+def result_call_ids(item: Mapping[str, Any]) -> list[str]:
+    """The call ids a Responses result item may be answering, most likely first. Pure."""
+    kind = as_str(item.get("type"))
+    if kind not in RESULT_TYPES or item.get("execution") == "server":
+        return []
+    ids = [as_str(item.get(RESULT_TYPES[kind]))]
+    if kind == "local_shell_call_output":
+        ids.append(as_str(item.get("id")))
+    return [i for i in dict.fromkeys(ids) if i]
+
+
+def is_retrieval(method: str, path: str) -> bool:
+    """GET .../responses/{id}: a stored or background response read back (or resumed). Pure."""
+    head, _, last = path.rstrip("/").rpartition("/")
+    return method.upper() == "GET" and head.endswith("/responses") and bool(last)
+
+
+def recognise(method: str, path: str) -> bool:
+    """POST .../responses, and GET .../responses/{id} (a stored or background response read
+    back, or resumed). Pure."""
+    return is_retrieval(method, path) or (method.upper() == "POST" and path.endswith("/responses"))
+
+
+def _tools(tools: Any, namespace: str | None = None) -> list[Tool]:
+    out: list[Tool] = []
+    for tool in map(as_dict, as_list(tools)):
+        kind = as_str(tool.get("type")) or "function"
+        name = as_str(tool.get("name")).strip()
+        if kind == "namespace" and namespace is None:
+            out.extend(_tools(tool.get("tools"), name or None))
+        elif kind in ("function", "custom") and name:
+            out.append(
+                Tool(
+                    name=name,
+                    type=kind,
+                    strict=as_bool(tool.get("strict")) if kind == "function" else None,
+                    parameters=tool.get("parameters") if kind == "function" else None,
+                    namespace=namespace,
+                )
+            )
+    return out
+
+
+def _delivered_tools(items: list[Any]) -> list[Any]:
+    """Tool definitions that arrive as items: additional_tools, and tool search results."""
+    found: list[Any] = []
+    for item in map(as_dict, items):
+        if item.get("type") in ("additional_tools", "tool_search_output"):
+            found.extend(as_list(item.get("tools")))
+    return found
+
+
+def _unique(tools: list[Tool]) -> list[Tool]:
+    seen: set[tuple[str | None, str]] = set()
+    out = []
+    for tool in tools:
+        if (tool.namespace, tool.name) not in seen:
+            seen.add((tool.namespace, tool.name))
+            out.append(tool)
+    return out
+
+
+def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
+    def setting(key: str) -> Any:
+        return response[key] if key in response else request.get(key)
+
+    output = [as_dict(item) for item in as_list(response.get("output"))]
+    # A hosted call (a shell in a container) comes back with its output beside it.
+    answered_here = {i for item in output for i in result_call_ids(item)}
+    calls: list[ToolCall] = []
+    awaiting: list[str] = []
+    for item in output:
+        kind = as_str(item.get("type"))
+        call_id = client_call_id(item)
+        if call_id and call_id not in answered_here:
+            awaiting.append(call_id)
+        name = as_str(item.get("name")).strip()
+        if kind in ("function_call", "custom_tool_call") and name:
+            key = "input" if kind == "custom_tool_call" else "arguments"
+            namespace = as_str(item.get("namespace")) or None
+            calls.append(
+                make_call(as_str(item.get("call_id")), name, kind, item, key, namespace=namespace)
+            )
+    # Tools can also arrive in the conversation: items the client appends
+    # (additional_tools, a client tool search's output) and a server tool
+    # search's output in this response.
+    delivered = _delivered_tools(as_list(request.get("input"))) + _delivered_tools(output)
+    return Turn(
+        api="responses",
+        model=as_str(response.get("model")) or as_str(request.get("model")) or None,
+        response_id=as_str(response.get("id")) or None,
+        tools=_unique(_tools(setting("tools")) + _tools(delivered)),
+        parallel_tool_calls=as_bool(setting("parallel_tool_calls")),
+        output_format=dict(as_dict(as_dict(setting("text")).get("format"))),
+        calls=calls,
+        awaiting=awaiting,
+        output_types=[as_str(item.get("type")) for item in output],
+        callable_names=callable_names(setting("tool_choice")),
+        status=as_str(response.get("status")) or None,
+    )
+
+
+class Assembler:
+    """OpenAI Responses events: the final `response` object, or one rebuilt.
+
+    response.completed / .incomplete / .failed carry the whole response. When
+    the stream is cut before any of them, the output is rebuilt from
+    output_item.added/.done and the argument deltas, keyed by item_id.
+    """
+
+    FINAL: tuple[str, ...] = ("response.completed", "response.incomplete", "response.failed")
+    START: tuple[str, ...] = ("response.created", "response.in_progress", "response.queued")
+
+    def __init__(self) -> None:
+        self.final: Mapping[str, Any] | None = None
+        self.base: Mapping[str, Any] = {}
+        self.items: dict[int, dict[str, Any]] = {}
+        self.index_of: dict[str, int] = {}
+        self.deltas: dict[str, list[str]] = {}
+        self.done_text: dict[str, str] = {}
+        self.errors: list[ApiError] = []
+
+    def done_marker(self) -> None:
+        """An OpenAI `[DONE]` line: this stream's end is its own final event."""
+
+    @property
+    def complete(self) -> bool:
+        return self.final is not None
+
+    def event(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        if kind in self.FINAL and isinstance(event.get("response"), dict):
+            self.final = event["response"]
+        elif kind in self.START and isinstance(event.get("response"), dict):
+            self.base = event["response"]
+        elif kind in ("response.output_item.added", "response.output_item.done"):
+            item = event.get("item")
+            if isinstance(item, dict):
+                index = as_int(event.get("output_index"), len(self.items))
+                self.items[index] = dict(item)
+                if isinstance(item.get("id"), str):
+                    self.index_of[item["id"]] = index
+        elif kind in (
+            "response.function_call_arguments.delta",
+            "response.custom_tool_call_input.delta",
+        ):
+            if isinstance(event.get("delta"), str):
+                self.deltas.setdefault(str(event.get("item_id")), []).append(event["delta"])
+        elif kind == "response.function_call_arguments.done":
+            if isinstance(event.get("arguments"), str):
+                self.done_text[str(event.get("item_id"))] = event["arguments"]
+        elif kind == "response.custom_tool_call_input.done":
+            if isinstance(event.get("input"), str):
+                self.done_text[str(event.get("item_id"))] = event["input"]
+        elif kind == "error":
+            self.errors.append(api_error(event))
+
+    def result(self) -> dict[str, Any]:
+        if self.final is not None:
+            return dict(self.final)
+        output = []
+        for _, item in sorted(self.items.items()):
+            key = "input" if item.get("type") == "custom_tool_call" else "arguments"
+            if item.get("status") != "completed" or not item.get(key):
+                item_id = str(item.get("id"))
+                if item_id in self.done_text:
+                    item[key] = self.done_text[item_id]
+                elif item_id in self.deltas:
+                    item[key] = "".join(self.deltas[item_id])
+            output.append(item)
+        response = dict(self.base)
+        response["output"] = output
+        response["status"] = "incomplete"
+        return response
+
+
+# Items the client writes into a Responses input. Anything else (an assistant
+# message, reasoning, a call of any kind, a compaction) comes from the model,
+# and the newest of those starts the part of the request that is new.
+_CLIENT_ITEMS = {
+    *RESULT_TYPES,
+    "message",
+    "item_reference",
+    "additional_tools",
+    "compaction_trigger",
+    "configuration_update",
+}
+# Results whose content is what the model reads back; only these can be empty.
+_TEXT_RESULTS = ("function_call_output", "custom_tool_call_output")
+
+
+def _is_model_item(item: Mapping[str, Any]) -> bool:
+    kind = item.get("type")
+    if kind is None or kind == "message":
+        return item.get("role") == "assistant"
+    return isinstance(kind, str) and kind not in _CLIENT_ITEMS
+
+
+def _is_reference(item: Mapping[str, Any]) -> bool:
+    return item.get("type") == "item_reference" or (
+        "type" not in item and "id" in item and "role" not in item
+    )
+
+
+def check_loop(
+    request: Mapping[str, Any],
+    prior: Prior,
+    *,
+    items_from: str = "input",
+    owed_in_this_request: bool = True,
+) -> LoopReport:
+    """The tool loop of a Responses request. Pure.
+
+    A Realtime turn is read the same way, with its own words for where items come from, and
+    with the previous response's calls not owed by this request (owed_in_this_request False).
+    """
+    items = [as_dict(item) for item in as_list(request.get("input"))]
+    previous = as_str(request.get("previous_response_id"))
+    known_prior = prior.get(previous) if previous and prior is not None else None
+    # Calls that live out of view (a conversation on the server, item
+    # references, a previous response the proxy did not see, history folded
+    # into a compaction item) make an unmatched output unprovable, so orphans
+    # are only reported when every call is in view.
+    # Outputs may answer calls anywhere earlier, so the whole history is walked,
+    # up to MAX_HISTORY items: past that, the oldest are out of view.
+    start = max(0, len(items) - loop.MAX_HISTORY)
+    blind = (
+        start > 0
+        or bool(request.get("conversation"))
+        or (bool(previous) and known_prior is None)
+        or any(_is_reference(item) or item.get("type") == "compaction" for item in items)
+    )
+    # With previous_response_id, every input item is new. Otherwise the new part
+    # starts at the newest model turn: its run of items (reasoning, calls, message).
+    new_from = 0 if previous else last_index(items, _is_model_item)
+    while new_from > 0 and _is_model_item(items[new_from - 1]):
+        new_from -= 1
+    check = Checker("call_id", items_from, new_from)
+    # call id -> where calls awaiting a result are (a list: some servers reuse
+    # call ids across turns, call_0, call_1); -1 is the previous response.
+    pending: dict[str, list[int]] = {call_id: [-1] for call_id in known_prior or ()}
+    # The previous response's calls, which some clients re-send in `input` beside
+    # previous_response_id: the first copy is that same call, owed one result.
+    resent = set(known_prior or ())
+    # Calls the provider answers itself (a server tool search, a hosted shell):
+    # a result for them is not an orphan, and none is owed.
+    answerable: set[str] = set()
+    answered: set[str] = set()
+    if start:
+        check.report.unchecked.append(
+            f"the {start} oldest of {len(items)} input items were not checked (the last "
+            f"{loop.MAX_HISTORY} were)"
+        )
+    for index in range(start, len(items)):
+        item = items[index]
+        kind = as_str(item.get("type"))
+        if kind in CLIENT_CALL_TYPES or kind.endswith("_call"):
+            call_id = client_call_id(item)
+            if call_id in resent:
+                resent.discard(call_id)
+                waiting = pending.get(call_id)
+                if waiting and waiting[0] == -1:
+                    waiting[0] = index
+            elif call_id:
+                pending.setdefault(call_id, []).append(index)
+            elif as_str(item.get("call_id")):
+                answerable.add(as_str(item.get("call_id")))
+            continue
+        if kind not in RESULT_TYPES:
+            continue
+        ids = result_call_ids(item)
+        call_id = next((i for i in ids if pending.get(i)), ids[0] if ids else "")
+        output = item.get("output")
+        if kind in _TEXT_RESULTS and is_empty(output):
+            check.error("empty-result", [call_id], index)
+        if not call_id:
+            continue
+        check.result(call_id, index, error_payload(output), check.where(index))
+        if pending.get(call_id):
+            pending[call_id].pop(0)
+            answered.add(call_id)
+        elif call_id in answerable:
+            answerable.discard(call_id)
+        elif call_id in answered:
+            check.error("duplicate-result", [call_id], index)
+        elif not blind:
+            check.error("orphan-result", [call_id], index)
+    leftover = {call_id: where[0] for call_id, where in pending.items() if where and where[0] >= 0}
+    check.unanswered(leftover)
+    unanswered_prior = [call_id for call_id, where in pending.items() if where and where[0] < 0]
+    if unanswered_prior and owed_in_this_request:
+        check.error("unanswered-call", unanswered_prior, 0, f"previous_response_id {previous}")
+    return check.report
+
+
+def finish_reasons(response: Mapping[str, Any]) -> list[str]:
+    """The response's status, or the reason an incomplete one gives. Pure."""
+    status = as_str(response.get("status"))
+    incomplete = as_str(as_dict(response.get("incomplete_details")).get("reason"))
+    reason = incomplete if status == "incomplete" and incomplete else status
+    return [reason] if reason else []
+
+
+def unfinished(method: str, request: Any, status: str | None, stream: bool, complete: bool) -> bool:
+    """A Responses body that is not a turn yet: queued or in progress (background mode). Pure.
+
+    A background response is read later (GET /responses/{id}) or resumed as a
+    stream; a cut stream of one is resumable, so it is not a finished turn either.
+    """
+    if not stream:
+        return status in UNFINISHED
+    background = method.upper() == "GET" or (
+        isinstance(request, dict) and request.get("background") is True
+    )
+    return background and not complete
+
+
+DIALECT = Dialect(
+    api="responses",
+    recognise=recognise,
+    read_turn=read_turn,
+    assembler=Assembler,
+    check_loop=check_loop,
+    finish_reasons=finish_reasons,
+    socket_path="/responses",
+    unfinished=unfinished,
+)

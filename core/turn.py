@@ -1,0 +1,158 @@
+"""A turn, whatever the dialect: the tools declared, the calls made, and the settings that matter.
+
+Every dialect (tooltap.core.dialects) reads its bodies into this one shape, and the rules read
+only this shape. The readers walk raw JSON defensively rather than through strict models: real
+traffic carries junk (nulls, wrong types, unknown items) and one bad item must not hide the good
+ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .jsontext import dumps
+from .shapes import as_dict, as_list, as_str
+
+Api = Literal["responses", "chat", "messages", "realtime"]
+APIS: tuple[Api, ...] = ("responses", "chat", "messages", "realtime")
+
+
+class Tool(BaseModel):
+    """A tool the client declared. type is function, custom, or a provider's own."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    type: str = "function"
+    strict: bool | None = None
+    parameters: Any = None
+    namespace: str | None = None
+
+
+class ToolCall(BaseModel):
+    """A call the model made that the client executes. arguments_raw is as received."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str
+    name: str
+    type: str
+    arguments_raw: str
+    namespace: str | None = None
+    arguments_missing: bool = False  # the call had no arguments key at all
+
+
+class Turn(BaseModel):
+    """One request/response pair, whatever the dialect."""
+
+    api: Api
+    model: str | None = None
+    response_id: str | None = None
+    tools: list[Tool] = Field(default_factory=list)
+    parallel_tool_calls: bool | None = None
+    output_format: dict[str, Any] = Field(default_factory=dict)
+    calls: list[ToolCall] = Field(default_factory=list)
+    awaiting: list[str] = Field(default_factory=list)
+    output_types: list[str] = Field(default_factory=list)
+    # The tools tool_choice leaves callable, by name: None is all of them.
+    callable_names: list[str] | None = None
+    status: str | None = None  # Responses only: queued, in_progress, completed, ...
+    request_model: str | None = None  # the model the request asked for
+    finish_reasons: list[str] = Field(default_factory=list)  # why the model stopped, per choice
+    usage: dict[str, int] = Field(default_factory=dict)  # input_tokens, output_tokens
+
+    def tool(self, call: ToolCall) -> Tool | None:
+        """The declared tool a call is for: by namespace and name, else by name alone.
+
+        Tools loaded by tool search are called with a namespace equal to their own
+        name while tools[] lists them flat.
+        """
+        by_name = None
+        for tool in self.tools:
+            if tool.name == call.name:
+                if tool.namespace == call.namespace:
+                    return tool
+                by_name = by_name or tool
+        return by_name
+
+    def callable_tools(self) -> list[Tool]:
+        if self.callable_names is None:
+            return self.tools
+        return [t for t in self.tools if t.name in self.callable_names]
+
+    def as_response(self) -> dict[str, Any]:
+        """This turn in the Responses-API shape that the seed rules read.
+
+        Only the tools tool_choice left callable are shown: a tool that cannot be
+        called cannot put a turn at risk.
+        """
+        response: dict[str, Any] = {
+            "tools": [
+                {"type": t.type, "name": t.name, "strict": t.strict, "parameters": t.parameters}
+                for t in self.callable_tools()
+            ],
+            "output": [
+                {
+                    "type": "custom_tool_call" if c.type == "custom_tool_call" else "function_call",
+                    "name": c.name,
+                    "call_id": c.call_id,
+                }
+                for c in self.calls
+            ],
+        }
+        if self.parallel_tool_calls is not None:
+            response["parallel_tool_calls"] = self.parallel_tool_calls
+        if self.output_format:
+            response["text"] = {"format": self.output_format}
+        return response
+
+
+def raw_arguments(value: Any) -> str:
+    """Arguments as text: strings as received, anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return "" if value is None else dumps(value)
+
+
+def make_call(
+    call_id: str, name: str, kind: str, holder: Mapping[str, Any], key: str, **extra: Any
+) -> ToolCall:
+    """A call whose arguments sit under `key` in `holder`: kept as received, absent noted."""
+    return ToolCall(
+        call_id=call_id,
+        name=name,
+        type=kind,
+        arguments_raw=raw_arguments(holder.get(key)),
+        arguments_missing=key not in holder,
+        **extra,
+    )
+
+
+def choice_name(choice: Mapping[str, Any]) -> str:
+    """The tool name in a tool_choice entry: flat, or nested under its type."""
+    kind = as_str(choice.get("type"))
+    return as_str(choice.get("name")) or as_str(as_dict(choice.get(kind)).get("name"))
+
+
+def callable_names(tool_choice: Any) -> list[str] | None:
+    """Which tools tool_choice leaves callable, by name; None when it narrows nothing. Pure.
+
+    "none" leaves no tool; allowed_tools (flat on Responses, nested on Chat)
+    leaves those listed; a forced function, custom tool or Anthropic `tool`
+    leaves that one. Hosted tools in the list have no name and count for nothing.
+    """
+    if tool_choice == "none":
+        return []
+    choice = as_dict(tool_choice)
+    kind = choice.get("type")
+    if kind == "none":
+        return []
+    if kind == "allowed_tools":
+        listed = choice.get("tools", as_dict(choice.get("allowed_tools")).get("tools"))
+        return [name for name in map(choice_name, map(as_dict, as_list(listed))) if name]
+    if kind in ("function", "custom", "tool"):
+        return [choice_name(choice)] if choice_name(choice) else None
+    return None
