@@ -91,3 +91,29 @@ def test_the_rooms_of_addon_import_one_way_with_no_circle():
         ready = [r for r in graph if r not in done and graph[r] <= set(done)]
         assert ready, f"a circle among {sorted(set(graph) - set(done))}: {graph}"
         done += ready
+
+
+# The rules and the machinery every dialect shares: none of them may name a dialect.
+DIALECT_FREE = ("parallel", "schema", "arguments", "findings", "inspection", "loop", "stream")
+
+
+def test_the_rules_never_name_a_dialect_they_ask_the_table():
+    from tooltap.core.dialects import DIALECTS
+
+    for module in DIALECT_FREE:
+        tree = ast.parse((ROOT / "core" / f"{module}.py").read_text())
+        named = {
+            node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in DIALECTS
+        }
+        assert named == set(), (module, named)
+
+
+def test_each_dialect_is_a_module_of_its_own_and_a_row_of_the_table():
+    from tooltap.core.dialects import DIALECTS
+
+    rooms = {p.stem for p in (ROOT / "core" / "dialects").glob("*.py")} - {"__init__", "base"}
+    assert rooms == set(DIALECTS)
+    for api, dialect in DIALECTS.items():
+        assert dialect.api == api and dialect.read_turn.__module__.endswith(f"dialects.{api}")
