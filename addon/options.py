@@ -25,6 +25,10 @@ DEFAULT_HOSTS = [
     "*.services.ai.azure.com",
     "aws-external-anthropic.*.api.aws",
     "bedrock-mantle.*.api.aws",
+    "bedrock-runtime.*.amazonaws.com",
+    "aiplatform.googleapis.com",
+    "*-aiplatform.googleapis.com",
+    "aiplatform.*.rep.googleapis.com",
 ]
 
 

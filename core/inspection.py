@@ -15,14 +15,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
-from .dialects import dialect
+from .dialects import dialect, path_of
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
+from .eventstream import looks_like_eventstream
 from .jsontext import ParseError, loads
 from .loop import LoopError, LoopReport, ToolResult, check_loop
 from .schema import SEED_LIMITS, Limits
-from .stream import ApiError, StreamReader, api_error
+from .stream import ApiError, Framing, StreamReader, api_error
 from .wire import Api, Turn, detect_api, read_turn
 
+EVENTSTREAM = "application/vnd.amazon.eventstream"
 Outcome = Literal["inspected", "skipped", "unparseable", "upstream_error"]
 Transport = Literal["http", "websocket"]
 Scope = Literal["turn", "session"]
@@ -178,8 +180,10 @@ def _read_request(exchange: Exchange) -> _Body:
     return _Body(value=value)
 
 
-def _read_stream(api: Api, body: bytes, encoding: str | None, max_decoded: int) -> _Body:
-    reader = StreamReader(api, encoding, max_decoded)
+def _read_stream(
+    api: Api, body: bytes, encoding: str | None, max_decoded: int, framing: Framing = "sse"
+) -> _Body:
+    reader = StreamReader(api, encoding, max_decoded, framing)
     reader.feed(body)
     result = reader.close()
     if result.decode_error is not None:
@@ -216,12 +220,16 @@ def _read_response(api: Api, exchange: Exchange, max_decoded: int) -> _Body:
     encoding = header(exchange.response_headers, "content-encoding")
     if "text/event-stream" in content_type:
         return _read_stream(api, exchange.response_body, encoding, max_decoded)
+    if EVENTSTREAM in content_type:
+        return _read_stream(api, exchange.response_body, encoding, max_decoded, "eventstream")
     try:
         body = decode(exchange.response_body, encoding, max_decoded)
     except DecodeError as exc:
         return _Body(problem=f"response body could not be decoded: {exc}")
     if "json" not in content_type and _looks_like_sse(body):
         return _read_stream(api, body, None, max_decoded)
+    if "json" not in content_type and looks_like_eventstream(body):  # recorded without its type
+        return _read_stream(api, body, None, max_decoded, "eventstream")
     # Strict, as the client's own JSON parser is: a body it cannot read is unparseable.
     value, error = loads(body)
     if error is not None:
@@ -290,6 +298,9 @@ def inspect(
         return Verdict(api=None, outcome="skipped", reason="not a tool-calling endpoint")
 
     request = _read_request(exchange)
+    in_path = dialect(api).model_in_path
+    if in_path is not None and isinstance(request.value, dict) and not request.value.get("model"):
+        request.value = {**request.value, "model": in_path(path_of(exchange.url) or "")}
     loop = check_loop(api, request.value, prior) if request.value is not None else LoopReport()
     # The Verdict's fields are gathered here and validated once, at the end:
     # cheaper than a pydantic __setattr__ for each field as it is found.

@@ -10,16 +10,21 @@ encoding and the SSE framing are undone here; each dialect's assembler
 
 from __future__ import annotations
 
-from typing import Any
+import base64
+import binascii
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .dialects import dialect
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, Decoder
 from .errors import ApiError, api_error
+from .eventstream import EventStreamDecoder, Message
 from .jsontext import loads, loads_lenient
 from .sse import SSEDecoder
 from .turn import Api
+
+Framing = Literal["sse", "eventstream"]  # text/event-stream, or AWS's binary event stream
 
 __all__ = ["ApiError", "StreamReader", "StreamResult", "api_error"]
 
@@ -46,13 +51,19 @@ class StreamResult(BaseModel):
 
 
 class StreamReader:
-    """Content-encoding, SSE framing and one dialect's reassembly, fed chunk by chunk."""
+    """Content-encoding, the framing (SSE or the AWS event stream) and one dialect's
+    reassembly, fed chunk by chunk."""
 
     def __init__(
-        self, api: Api, content_encoding: str | None = None, max_decoded: int = DEFAULT_MAX_DECODED
+        self,
+        api: Api,
+        content_encoding: str | None = None,
+        max_decoded: int = DEFAULT_MAX_DECODED,
+        framing: Framing = "sse",
     ) -> None:
         self._assembler = dialect(api).assembler()
         self._sse = SSEDecoder()
+        self._frames = EventStreamDecoder() if framing == "eventstream" else None
         self._events = 0
         self._bad = 0
         self._repaired = 0
@@ -71,6 +82,8 @@ class StreamReader:
         except DecodeError as exc:
             self._fail(str(exc))
             return []
+        if self._frames is not None:
+            return self._messages(self._frames.feed(data))
         return self._events_of(self._sse.feed(data))
 
     def close(self) -> StreamResult:
@@ -79,9 +92,13 @@ class StreamReader:
                 self._decoder.close()
             except DecodeError as exc:
                 self._error = str(exc)
-            # A last event the stream did not terminate was cut off, not malformed:
-            # "ended before its final event" already says so.
-            self._events_of(self._sse.close(), cut=True)
+            # A last event (or frame) the stream did not finish was cut off, not
+            # malformed: "ended before its final event" already says so. A frame that
+            # failed its checks was malformed, and ended the reading.
+            if self._frames is None:
+                self._events_of(self._sse.close(), cut=True)
+            elif self._frames.broken is not None:
+                self._bad += 1
         assembler = self._assembler
         return StreamResult(
             response=assembler.result(),
@@ -96,6 +113,24 @@ class StreamReader:
     def _fail(self, reason: str) -> None:
         self._error = reason
         self._decoder = None
+
+    def _messages(self, messages: list[Message]) -> list[Any]:
+        """Event-stream messages as the dialect's events; an exception is a stream error."""
+        out = []
+        for message in messages:
+            if message.message_type == "exception":
+                error = api_error(loads(message.payload)[0])
+                kind = message.exception_type or message.event_type
+                self._assembler.errors.append(ApiError(type=kind, message=error.message))
+                continue
+            value = _event(message)
+            if value is None:
+                self._bad += 1
+                continue
+            self._events += 1
+            self._assembler.event(value)
+            out.append(value)
+        return out
 
     def _events_of(self, events: list[Any], cut: bool = False) -> list[Any]:
         out = []
@@ -115,3 +150,22 @@ class StreamReader:
             self._assembler.event(value)
             out.append(value)
         return out
+
+
+def _event(message: Message) -> dict[str, Any] | None:
+    """A message's event, as the dialect reads it; None when it cannot be read. Pure.
+
+    InvokeModel wraps each event of the model's own stream in a `chunk`, base64 under
+    `bytes`; any other event is `{event type: payload}`, as botocore hands Converse's out.
+    """
+    value, error = loads(message.payload)
+    if error is not None or not isinstance(value, dict):
+        return None
+    if message.event_type != "chunk" or not isinstance(value.get("bytes"), str):
+        return {message.event_type: value}
+    try:
+        inner = base64.b64decode(value["bytes"], validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    value, error = loads(inner)
+    return value if error is None and isinstance(value, dict) else None

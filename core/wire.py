@@ -47,9 +47,13 @@ def read_turn(api: Api, request: Any, response: Any) -> Turn:
     turn.request_model = as_str(request.get("model")) or None
     turn.finish_reasons = reading.finish_reasons(response)
     usage = as_dict(response.get("usage"))
-    counted = {
-        "input_tokens": usage.get("input_tokens", usage.get("prompt_tokens")),
-        "output_tokens": usage.get("output_tokens", usage.get("completion_tokens")),
+    counted = {  # as Responses and Anthropic, Chat, and Bedrock spell them
+        "input_tokens": usage.get(
+            "input_tokens", usage.get("prompt_tokens", usage.get("inputTokens"))
+        ),
+        "output_tokens": usage.get(
+            "output_tokens", usage.get("completion_tokens", usage.get("outputTokens"))
+        ),
     }
     turn.usage = {
         k: v for k, v in counted.items() if isinstance(v, int) and not isinstance(v, bool)

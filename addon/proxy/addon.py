@@ -45,6 +45,7 @@ from .tap import StreamTap
 logger = logging.getLogger("tooltap")
 
 MAX_TRACKED = 100_000  # flows in flight; past it the oldest is forgotten and counted as dropped
+STREAMED = ("text/event-stream", "application/vnd.amazon.eventstream")
 MAX_SOCKETS = 10_000  # WebSockets followed at once; past it the oldest is let go
 MAX_HOSTS = 10_000  # host decisions remembered (regular mode)
 GIVE_BACK_AFTER = 64 * MiB  # of bodies gone by before freed memory is worth giving back
@@ -318,10 +319,10 @@ class Tooltap:
                 response.stream = True
         elif not callable(response.stream) and (
             response.stream is True
-            or "text/event-stream" in response.headers.get("content-type", "")
+            or any(kind in response.headers.get("content-type", "") for kind in STREAMED)
         ):
-            # SSE must flow event by event; a body mitmproxy already chose to
-            # stream (stream_large_bodies) is tapped rather than lost.
+            # A stream (SSE, or AWS's event stream) must flow event by event; a body
+            # mitmproxy already chose to stream (stream_large_bodies) is tapped, not lost.
             pending.tap = StreamTap(limit, self._tap_error, self._fault, self.budget)
             response.stream = pending.tap
 

@@ -56,13 +56,17 @@ def endpoint(option: str) -> str | None:
 
 
 def provider_name(api: str | None, host: str) -> str:
-    """gen_ai.provider.name: who serves the model, read from the API and the host."""
+    """gen_ai.provider.name: who serves the model, read from the host, else from the API."""
     if host.endswith(".openai.azure.com"):
         return Provider.AZURE_AI_OPENAI.value
+    if host.startswith("bedrock-") and host.endswith((".api.aws", ".amazonaws.com")):
+        return Provider.AWS_BEDROCK.value
+    if host.endswith("aiplatform.googleapis.com") or (
+        host.startswith("aiplatform.") and host.endswith(".rep.googleapis.com")
+    ):
+        return Provider.GCP_VERTEX_AI.value
     if api == "messages":
         return Provider.ANTHROPIC.value
-    if host.startswith("bedrock-") and host.endswith(".api.aws"):
-        return Provider.AWS_BEDROCK.value
     return Provider.OPENAI.value
 
 

@@ -12,13 +12,20 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from ..turn import Api
-from . import chat, messages, realtime, responses
+from . import chat, converse, messages, realtime, responses
 from .base import Dialect
 
-__all__ = ["DIALECTS", "Dialect", "detect_api", "detect_socket", "dialect"]
+__all__ = ["DIALECTS", "Dialect", "detect_api", "detect_socket", "dialect", "path_of"]
 
 DIALECTS: dict[str, Dialect] = {
-    d.api: d for d in (responses.DIALECT, chat.DIALECT, messages.DIALECT, realtime.DIALECT)
+    d.api: d
+    for d in (
+        responses.DIALECT,
+        chat.DIALECT,
+        messages.DIALECT,
+        realtime.DIALECT,
+        converse.DIALECT,
+    )
 }
 
 
@@ -27,7 +34,8 @@ def dialect(api: str) -> Dialect:
     return DIALECTS[api]
 
 
-def _path(url: str) -> str | None:
+def path_of(url: str) -> str | None:
+    """A URL's path without its trailing slash; None for a URL that does not parse. Pure."""
     try:
         return urlsplit(url).path.rstrip("/")
     except ValueError:
@@ -36,7 +44,7 @@ def _path(url: str) -> str | None:
 
 def detect_api(method: str, url: str) -> Api | None:
     """Which API a request speaks, from its method and path. Pure."""
-    path = _path(url)
+    path = path_of(url)
     if path is None:
         return None
     return next((d.api for d in DIALECTS.values() if d.recognise(method, path)), None)
@@ -48,7 +56,7 @@ def detect_socket(url: str) -> Api | None:
     .../responses is the Responses WebSocket mode (OpenAI, Azure, compatible
     hosts); .../realtime is the Realtime API (Azure's too).
     """
-    path = _path(url)
+    path = path_of(url)
     if path is None:
         return None
     return next(

@@ -1,4 +1,7 @@
-"""Anthropic Messages: `POST .../messages`, wherever Anthropic serves it.
+"""Anthropic Messages: `POST .../messages`, wherever Anthropic serves it: on Bedrock
+(`/model/{model}/invoke` and `/invoke-with-response-stream`, the stream in AWS's event stream)
+and on Vertex AI (`.../publishers/anthropic/models/{model}:rawPredict` and
+`:streamRawPredict`), where the body names no model and the path does.
 
 Messages responses do not echo tools: tools and settings come from the request.
 `tool_choice.disable_parallel_tool_use: true` is the analogue of `parallel_tool_calls: false`,
@@ -11,8 +14,10 @@ and everything else moved out of the schema into its description.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote
 
 from .. import parallel
 from ..errors import ApiError, api_error
@@ -23,11 +28,36 @@ from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import Tool, ToolCall, Turn, callable_names, make_call
 from .base import Dialect, Prior
 
+# Anthropic served elsewhere, the model in the path: Bedrock's InvokeModel (the model id
+# URL-encoded, a cross-region profile or an ARN) and Vertex AI's rawPredict.
+_BEDROCK = re.compile(r"/model/(?P<model>[^/]+)/(?:invoke|invoke-with-response-stream)$")
+_VERTEX = re.compile(
+    r"/publishers/anthropic/models/(?P<model>[^/:]+):(?:rawPredict|streamRawPredict)$"
+)
+
+
+def model_in_path(path: str) -> str | None:
+    """The model a Bedrock or Vertex AI path names, for a body that names none. Pure.
+
+    On Bedrock only a model id that names Anthropic is read as Messages: InvokeModel serves
+    every provider's body, and an application inference profile's ARN names no model.
+    """
+    found = _BEDROCK.search(path)
+    if found is not None:
+        model = unquote(found["model"])
+        return model if "anthropic" in model.lower() else None
+    found = _VERTEX.search(path)
+    return None if found is None or found["model"] == "count-tokens" else unquote(found["model"])
+
 
 def recognise(method: str, path: str) -> bool:
-    """POST .../messages (`?beta=true` too); not OpenAI's Assistants .../threads/{id}/messages.
-    Pure."""
-    return method.upper() == "POST" and path.endswith("/messages") and "/threads/" not in path
+    """POST .../messages (`?beta=true` too), and Anthropic on Bedrock or Vertex AI; not
+    OpenAI's Assistants .../threads/{id}/messages. Pure."""
+    if method.upper() != "POST":
+        return False
+    if path.endswith("/messages"):
+        return "/threads/" not in path
+    return model_in_path(path) is not None
 
 
 def _tools(request: Mapping[str, Any]) -> list[Tool]:
@@ -383,4 +413,5 @@ DIALECT = Dialect(
     state_repairs=state_repairs,
     format_repairs=format_repairs,
     parallel_voids_strict=False,
+    model_in_path=model_in_path,
 )
