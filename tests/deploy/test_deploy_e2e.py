@@ -47,6 +47,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from support.captures import WIRE, pairs, stream_bytes
+from support.eventstream import converse_event
 from support.scenarios import JSON_HEADERS, SSE_HEADERS, events
 from test_deploy_metric_names import (
     APIS,
@@ -71,7 +72,16 @@ ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
 
 CHAT, RESPONSES, MESSAGES = "/v1/chat/completions", "/v1/responses", "/v1/messages"
-API_OF_PATH = {CHAT: "chat", RESPONSES: "responses", MESSAGES: "messages"}
+# Bedrock Converse: the model is in the path (the body names none).
+NOVA = "us.amazon.nova-pro-v1:0"
+CONVERSE, CONVERSE_STREAM = f"/model/{NOVA}/converse", f"/model/{NOVA}/converse-stream"
+API_OF_PATH = {
+    CHAT: "chat",
+    RESPONSES: "responses",
+    MESSAGES: "messages",
+    CONVERSE: "converse",
+    CONVERSE_STREAM: "converse",
+}
 
 # Models. A: mostly void; B: at-risk only (exposure 0, the `or ... * 0` arm); C: half and half,
 # with a schema error; D: fan-out and serialised only (no strict series at all). E and F have
@@ -96,7 +106,7 @@ VOID, AT_RISK = 5, 6  # strict-void and strict-at-risk turns per pass that rate(
 EXPOSURE = VOID / (VOID + AT_RISK)  # 5/11
 EXPOSURE_BY_MODEL = {A: 4 / 5, B: 0.0, C: 1 / 2, GPT54: 0.0, GPT51: 0.0}  # E, F: none
 EXPOSURE_BY_API = {"chat": 5 / 9, "responses": 0.0}  # messages: never void, no series
-FLOWS = 21  # requests per pass
+FLOWS = 23  # requests per pass
 
 
 def _function(name: str, properties: dict[str, Any], strict: bool = True) -> dict[str, Any]:
@@ -192,6 +202,34 @@ def json_reply(body: bytes, status: int = 200) -> Reply:
 
 def sse_reply(wire: bytes) -> Reply:
     return Reply(headers=SSE_HEADERS, chunks=events(wire), delay=0.002)
+
+
+CONVERSE_TOOLS = {"tools": [{"toolSpec": {"name": "get_weather", "inputSchema": {"json": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}}]}  # fmt: skip
+CONVERSE_ASK = {"messages": [{"role": "user", "content": [{"text": "Weather in Paris?"}]}],
+                "toolConfig": CONVERSE_TOOLS}  # fmt: skip
+CONVERSE_USE = {"toolUseId": "tooluse_e2e1", "name": "get_weather", "input": {"city": "Paris"}}
+
+
+def converse_reply() -> Reply:
+    body = {"output": {"message": {"role": "assistant", "content": [{"toolUse": CONVERSE_USE}]}},
+            "stopReason": "tool_use", "usage": {"inputTokens": 30, "outputTokens": 9}}  # fmt: skip
+    return json_reply(json.dumps(body).encode())
+
+
+def converse_stream_reply() -> Reply:
+    start = {"toolUseId": CONVERSE_USE["toolUseId"], "name": "get_weather"}
+    frames = [
+        converse_event("messageStart", {"role": "assistant"}),
+        converse_event("contentBlockStart", {"contentBlockIndex": 0, "start": {"toolUse": start}}),
+        converse_event("contentBlockDelta", {"contentBlockIndex": 0,
+                                             "delta": {"toolUse": {"input": '{"city": "Paris"}'}}}),
+        converse_event("contentBlockStop", {"contentBlockIndex": 0}),
+        converse_event("messageStop", {"stopReason": "tool_use"}),
+        converse_event("metadata", {"usage": {"inputTokens": 30, "outputTokens": 9}}),
+    ]  # fmt: skip
+    headers = [("content-type", "application/vnd.amazon.eventstream")]
+    return Reply(headers=headers, chunks=frames, delay=0.002)
 
 
 @dataclass(frozen=True)
@@ -293,6 +331,10 @@ SCRIPT: list[Step] = [
           "tools": ANTHROPIC_FILE_TOOL, "stream": True},
          sse_reply(stream_bytes("anthropic_stream_tool_use_max_tokens_incomplete_json.sse")),
          SONNET37, "no-strict-declared", 1, parse_errors=1),
+    # --- Bedrock Converse, streamed (AWS's event stream) and not ---------------------------
+    Step("converse", CONVERSE, CONVERSE_ASK, converse_reply(), NOVA, "no-strict-declared", 1),
+    Step("converse-stream", CONVERSE_STREAM, CONVERSE_ASK, converse_stream_reply(), NOVA,
+         "no-strict-declared", 1),
 ]  # fmt: skip
 BY_SCENARIO = {step.scenario: step for step in SCRIPT}
 
@@ -808,6 +850,11 @@ def _close(got: float, want: float) -> bool:
 # --- the tests ----------------------------------------------------------------------------
 
 
+def is_stream(reply: Reply) -> bool:
+    kind = dict(reply.headers).get("content-type", "")
+    return "text/event-stream" in kind or "vnd.amazon.eventstream" in kind
+
+
 def test_the_script_is_the_known_mix():
     one = visible([0.0, 1.0, 2.0, 3.0, math.inf])
     turns = aggregate(one, "tooltap_turns_total", ("state",))
@@ -819,9 +866,9 @@ def test_the_script_is_the_known_mix():
     assert exposure(one, ("model",)) == {(("model", m),): v for m, v in EXPOSURE_BY_MODEL.items()}
     assert exposure(one, ("api",)) == {(("api", a),): v for a, v in EXPOSURE_BY_API.items()}
     assert {step.api for step in SCRIPT} == HTTP_APIS
-    streamed = {step.api for step in SCRIPT if step.request.get("stream")}
+    streamed = {step.api for step in SCRIPT if is_stream(step.reply)}
     assert streamed == HTTP_APIS  # every HTTP API both streamed and not
-    assert {step.api for step in SCRIPT if not step.request.get("stream")} == HTTP_APIS
+    assert {step.api for step in SCRIPT if not is_stream(step.reply)} == HTTP_APIS
 
 
 def test_every_series_rises_by_its_first_sample_or_not_at_all():
@@ -908,7 +955,7 @@ def test_the_exposure_rate_equals_the_scripted_void_over_at_risk_ratio(run):
 
 def test_the_model_variable_offers_every_scripted_model(run):
     models = {series["metric"]["model"] for series in run.results["tooltap/$model"]}
-    assert models == {A, B, C, D, E, F, GPT54, GPT51, HAIKU, SONNET4, SONNET37}
+    assert models == {A, B, C, D, E, F, GPT54, GPT51, HAIKU, SONNET4, SONNET37, NOVA}
 
 
 def test_every_rule_and_panel_expression_has_an_expectation():

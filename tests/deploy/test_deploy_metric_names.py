@@ -21,7 +21,7 @@ RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
 DASHBOARDS = ROOT / "grafana" / "dashboards"
 
 ANY = None  # a label whose values are open (model, status, le, ...)
-APIS = {"responses", "chat", "messages", "realtime"}
+APIS = {"responses", "chat", "messages", "realtime", "converse"}
 HTTP_APIS = APIS - {"realtime"}  # realtime is only ever a WebSocket
 TURN_STATES = {
     "no-tools",
