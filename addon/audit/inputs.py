@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import Base64Bytes, BaseModel, ValidationError
 
 from tooltap.core import Exchange, Verdict
 from tooltap.core.sockets import SocketTurn
@@ -28,7 +28,8 @@ class AccessError(Exception):
 
 
 class RecordedExchange(BaseModel):
-    """One line of a JSONL exchange file. Bodies are JSON values, or strings sent as they are."""
+    """One line of a JSONL exchange file. Bodies are JSON values, strings sent as they are, or
+    a binary response in base64."""
 
     method: str = "POST"
     url: str
@@ -37,6 +38,7 @@ class RecordedExchange(BaseModel):
     status: int | None = None
     response_headers: dict[str, str] = {}
     response_body: Any = None
+    response_body_base64: Base64Bytes | None = None  # a binary body (AWS's event stream)
 
     def exchange(self) -> Exchange:
         return Exchange(
@@ -46,7 +48,11 @@ class RecordedExchange(BaseModel):
             request_headers=self.request_headers,
             status=self.status,
             response_headers=self.response_headers,
-            response_body=_bytes(self.response_body),
+            response_body=(
+                self.response_body_base64
+                if self.response_body_base64 is not None
+                else _bytes(self.response_body)
+            ),
         )
 
 

@@ -136,3 +136,25 @@ def test_the_model_comes_from_the_path_where_the_body_names_none(verdicts):
         if operation(r["url"]) in ("rawPredict", "streamRawPredict") and v.api
     )
     assert all(model and "@" in model for model in models), models  # claude-...@20250929
+
+
+def test_audit_reads_the_jsonl_binary_bodies_and_all_and_agrees_with_inspect(verdicts):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "tooltap.addon.commands.cli", "audit", "--jsonl", str(CORPUS),
+         "--format", "json"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr  # rejections among them
+    *rows, summary = [json.loads(line) for line in done.stdout.splitlines()]
+    mine = [v for v in verdicts if v.outcome != "skipped"]
+    assert summary["read"] == len(rows) == len(mine) == 402
+    keys = ("api", "outcome", "state", "request_model", "reason")
+    assert [tuple(r[k] for k in keys) for r in rows] == [
+        tuple(getattr(v, k) for k in keys) for v in mine
+    ]
+    assert [[c["arguments_raw"] for c in r["calls"]] for r in rows] == [
+        [c.arguments_raw for c in v.calls] for v in mine
+    ]
