@@ -32,7 +32,12 @@ URLS = {
     "responses": "https://api.openai.com/v1/responses",
     "messages": "https://api.anthropic.com/v1/messages",
 }
+BEDROCK_URL = (
+    "https://bedrock-runtime.us-east-1.amazonaws.com"
+    "/model/anthropic.claude-sonnet-4-20250514-v1%3A0/invoke-with-response-stream"
+)
 JSON_HEADERS = {"content-type": "application/json"}
+EVENTSTREAM_HEADERS = {"content-type": "application/vnd.amazon.eventstream"}
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8"}
 
 
@@ -204,6 +209,33 @@ def run(size: Size) -> dict[str, Any]:
             flush=True,
         )
 
+    # The same Anthropic turn as SSE and as Bedrock's event stream: what the framing costs.
+    messages_request = bodies.messages_pair()[0]
+    framed = {}
+    for framing, url, headers, body in (
+        ("sse", URLS["messages"], SSE_HEADERS, b"".join(bodies.messages_stream_events())),
+        ("eventstream", BEDROCK_URL, EVENTSTREAM_HEADERS,
+         b"".join(bodies.bedrock_frames(bodies.messages_stream_events()))),
+    ):  # fmt: skip
+        exchange = Exchange(method="POST", url=url, request_body=messages_request, status=200,
+                            response_headers=headers, response_body=body)  # fmt: skip
+        validators = ValidatorCache()
+        verdict = inspect(exchange, {}, validators=validators)
+        assert verdict.outcome == "inspected" and verdict.calls, verdict.reason
+        framed[framing] = {
+            "bytes": len(body),
+            "inspect_us": per_call(
+                lambda e=exchange, v=validators: inspect(e, {}, validators=v), timing
+            )
+            * 1e6,
+        }
+    framed["eventstream_to_sse"] = framed["eventstream"]["inspect_us"] / framed["sse"]["inspect_us"]
+    print(
+        f"  core messages turn: SSE {framed['sse']['inspect_us']:.1f} us, Bedrock event stream "
+        f"{framed['eventstream']['inspect_us']:.1f} us ({framed['eventstream_to_sse']:.2f}x)",
+        flush=True,
+    )
+
     scales = (1, 10, 100)
     inspect_scaling = [
         measure(*json_case(*bodies.scaled_pair(k)), timing) | {"scale": k} for k in scales
@@ -235,6 +267,7 @@ def run(size: Size) -> dict[str, Any]:
     )
     return {
         "cases": per_case,
+        "framing": framed,
         "inspect_scaling": inspect_scaling,
         "inspect_growth": growth(inspect_scaling, "inspect_us"),
         "json_loads_growth": growth(inspect_scaling, "json_loads_us"),
