@@ -9,13 +9,12 @@ the loop check and the schema validation both do real work.
 
 from __future__ import annotations
 
-import base64
 import itertools
 import json
-import struct
-import zlib
 from pathlib import Path
 from typing import Any
+
+from tooltap.addon.harness import eventstream
 
 WIRE = Path(__file__).resolve().parent.parent / "tests" / "corpus" / "wire"
 
@@ -240,19 +239,13 @@ def messages_stream_events() -> list[bytes]:
 
 def bedrock_frames(events: list[bytes]) -> list[bytes]:
     """The same Messages events as Bedrock streams them: each one base64 in a `chunk` of AWS's
-    event stream (prelude, headers, payload, two CRC32s, as AWS documents the framing)."""
-    frames = []
-    for event in events:
-        data = next(line[6:] for line in event.splitlines() if line.startswith(b"data: "))
-        payload = json.dumps({"bytes": base64.b64encode(data).decode(), "p": "abcdef"}).encode()
-        headers = b"".join(
-            bytes([len(name)]) + name + b"\x07" + struct.pack("!H", len(value)) + value
-            for name, value in ((b":event-type", b"chunk"), (b":message-type", b"event"))
+    event stream."""
+    return [
+        eventstream.chunk(
+            next(line[6:] for line in event.splitlines() if line.startswith(b"data: "))
         )
-        prelude = struct.pack("!II", 16 + len(headers) + len(payload), len(headers))
-        message = prelude + struct.pack("!I", zlib.crc32(prelude)) + headers + payload
-        frames.append(message + struct.pack("!I", zlib.crc32(message)))
-    return frames
+        for event in events
+    ]
 
 
 def small_pair() -> tuple[bytes, bytes]:

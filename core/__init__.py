@@ -6,7 +6,7 @@
 
 from .arguments import Call, SchemaError, ValidatorCache
 from .errors import ApiError
-from .inspection import Exchange, Rejected, Verdict, header, inspect
+from .inspection import RESPONSE_HEADERS, Exchange, Rejected, Verdict, header, inspect
 from .jsontext import ParseError
 from .loop import LoopError, ToolResult
 from .schema import OPENAI_LIMITS, SEED_LIMITS, Limits
@@ -17,6 +17,7 @@ from .wire import detect_api, read_turn
 __all__ = [
     "APIS",
     "OPENAI_LIMITS",
+    "RESPONSE_HEADERS",
     "SEED_LIMITS",
     "Api",
     "ApiError",

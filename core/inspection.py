@@ -32,6 +32,11 @@ Scope = Literal["turn", "session"]
 MAX_CALLS = 500  # calls validated and listed one by one
 
 
+# The response headers inspect() reads: the body's type and encoding, and the header AWS names
+# an error in ("ValidationException:<namespace>").
+RESPONSE_HEADERS = ("content-type", "content-encoding", "x-amzn-errortype")
+
+
 class Exchange(BaseModel):
     """One request/response pair as it crossed the wire."""
 
@@ -46,7 +51,7 @@ class Exchange(BaseModel):
     status: int | None = None
     """The response status; None when no response came (the upstream failed)."""
     response_headers: Mapping[str, str] = Field(default_factory=dict)
-    """Response headers; content-type and content-encoding are read."""
+    """Response headers; those in RESPONSE_HEADERS are read."""
     response_body: bytes = b""
     """The response body as sent: JSON or an SSE stream, possibly content-encoded."""
     request_headers: Mapping[str, str] = Field(default_factory=dict)
@@ -322,6 +327,9 @@ def inspect(
     found["stream"] = response.stream
     if exchange.status >= 400:
         error = api_error(response.value)
+        if not error.type:  # AWS names the error in a header ("ValidationException:<namespace>")
+            aws_type = header(exchange.response_headers, "x-amzn-errortype").partition(":")[0]
+            error = error.model_copy(update={"type": aws_type})
         if exchange.status >= 500:
             reason = f"{exchange.status} {error.type}: {error.message}".strip()
             return Verdict(**found | {"outcome": "upstream_error", "reason": reason})

@@ -2,8 +2,8 @@
 
 A loopback upstream replays realistic model traffic, the real proxy (the
 same `tooltap run` process users start) sits in front of it, and a scripted
-agent drives all three APIs through it with the official openai and anthropic
-SDKs. The live log is shown as it arrives; the summary at the end is read
+agent drives every API through it with the official SDKs (openai, anthropic,
+boto3). The live log is shown as it arrives; the summary at the end is read
 from the proxy's own /metrics endpoint and log.
 """
 
@@ -23,7 +23,7 @@ from rich.table import Table
 
 from ..harness.launch import Proxy
 from ..harness.replay import ReplayServer
-from .demo_steps import STEPS, route, socket_route
+from .demo_steps import STEPS, Clients, client_errors, route, socket_route, status_of
 
 QUIET_FIELDS = ("timestamp", "repairs", "host", "inspect_ms")
 
@@ -147,27 +147,18 @@ def run(console: Console, serve: bool = False, web: bool = False) -> Summary:
 
 def drive(console: Console, proxy: Proxy) -> int:
     """Every step through the proxy with the official SDKs, its log shown as it arrives."""
-    import anthropic  # noqa: PLC0415 - the SDKs are the demo extra
-    import openai  # noqa: PLC0415
-
-    oa = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-demo-not-a-real-key", max_retries=0)
-    an = anthropic.Anthropic(
-        base_url=proxy.url, api_key="sk-ant-demo-not-a-real-key", max_retries=0
-    )
+    clients = Clients(proxy.url)
+    errors = client_errors()
     shown = turns = 0
     for number, step in enumerate(STEPS, 1):
         console.rule(f"{number}. {step.shows}", align="left")
-        headers = {"x-demo-step": step.name}
         try:
-            step.call(
-                oa.with_options(default_headers=headers),
-                an.with_options(default_headers=headers),
-            )
-        except (openai.APIStatusError, anthropic.APIStatusError) as exc:
+            step.call(clients.with_headers({"x-demo-step": step.name}))
+        except errors as exc:
             if not step.expect_error:
                 raise
             console.print(
-                f"the client got HTTP {exc.status_code}, as this step intends", style="dim"
+                f"the client got HTTP {status_of(exc)}, as this step intends", style="dim"
             )
         turns += step.turns
         proxy.wait_for("turn", turns)  # a flow's `turn` line comes after its other events

@@ -1,18 +1,18 @@
 """The demo's scripted agent: each step is one real SDK call and the reply the upstream replays.
 
-Shapes follow the real captures (openai-python, anthropic-sdk-python and
-pydantic-ai fixtures); between them the steps produce every kind of finding
-tooltap reports. A step's client sends `x-demo-step` so the upstream knows
-which reply to play.
+Shapes follow the real captures (openai-python, anthropic-sdk-python, pydantic-ai and
+Bedrock recordings); between them the steps produce every kind of finding tooltap
+reports. A step's client sends `x-demo-step` so the upstream knows which reply to play.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..harness import eventstream
 from ..harness.replay import Reply, Seen
 from ..harness.sockets import Step as SocketStep
 
@@ -297,73 +297,83 @@ def message(
     }
 
 
-def messages_stream(reply: dict[str, Any], cut_tool_input: str | None = None) -> list[bytes]:
-    """Anthropic events; with cut_tool_input, the tool input stops there and stop_reason is max_tokens."""
-
-    def event(body: dict[str, Any]) -> bytes:
-        return f"event: {body['type']}\n".encode() + b"data: " + json.dumps(body).encode() + b"\n\n"
-
-    out = [
-        event({"type": "message_start", "message": {**reply, "content": [], "stop_reason": None}}),
-        event({"type": "ping"}),
+def messages_events(
+    reply: dict[str, Any], cut_tool_input: str | None = None
+) -> list[dict[str, Any]]:
+    """Anthropic's stream events; with cut_tool_input, the tool input stops there and
+    stop_reason is max_tokens."""
+    out: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {**reply, "content": [], "stop_reason": None}},
+        {"type": "ping"},
     ]
     for index, block in enumerate(reply["content"]):
         if block["type"] == "text":
             out.append(
-                event(
-                    {
-                        "type": "content_block_start",
-                        "index": index,
-                        "content_block": {"type": "text", "text": ""},
-                    }
-                )
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "text", "text": ""},
+                }
             )
             out.append(
-                event(
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "text_delta", "text": block["text"]},
-                    }
-                )
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "text_delta", "text": block["text"]},
+                }
             )
         else:
             raw = cut_tool_input if cut_tool_input is not None else json.dumps(block["input"])
             out.append(
-                event(
-                    {
-                        "type": "content_block_start",
-                        "index": index,
-                        "content_block": {**block, "input": {}},
-                    }
-                )
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {**block, "input": {}},
+                }
             )
             for start in range(0, len(raw), 9):
                 out.append(
-                    event(
-                        {
-                            "type": "content_block_delta",
-                            "index": index,
-                            "delta": {
-                                "type": "input_json_delta",
-                                "partial_json": raw[start : start + 9],
-                            },
-                        }
-                    )
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {
+                            "type": "input_json_delta",
+                            "partial_json": raw[start : start + 9],
+                        },
+                    }
                 )
-        out.append(event({"type": "content_block_stop", "index": index}))
+        out.append({"type": "content_block_stop", "index": index})
     stop = "max_tokens" if cut_tool_input is not None else reply["stop_reason"]
     out.append(
-        event(
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": stop, "stop_sequence": None},
-                "usage": {"output_tokens": 74},
-            }
-        )
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+            "usage": {"output_tokens": 74},
+        }
     )
-    out.append(event({"type": "message_stop"}))
+    out.append({"type": "message_stop"})
     return out
+
+
+def messages_stream(reply: dict[str, Any], cut_tool_input: str | None = None) -> list[bytes]:
+    """The events as Anthropic's SSE stream: `event:` and `data:` lines."""
+    return [
+        f"event: {event['type']}\n".encode() + b"data: " + json.dumps(event).encode() + b"\n\n"
+        for event in messages_events(reply, cut_tool_input)
+    ]
+
+
+def bedrock_stream(reply: dict[str, Any]) -> list[bytes]:
+    """The events as Bedrock's InvokeModelWithResponseStream sends them: each one base64 in a
+    `chunk` of AWS's event stream, with no pings, and the invocation's metrics on the last."""
+    events = [event for event in messages_events(reply) if event["type"] != "ping"]
+    events[-1]["amazon-bedrock-invocationMetrics"] = {
+        "inputTokenCount": 656,
+        "outputTokenCount": 74,
+        "invocationLatency": 1843,
+        "firstByteLatency": 612,
+    }
+    return [eventstream.chunk(event) for event in events]
 
 
 def json_reply(body: dict[str, Any], status: int = 200) -> Reply:
@@ -400,12 +410,121 @@ PARIS = ("call_H5DxLSFnsGhiROnUiDHmgyc8", "get_stock_price", '{"ticker": "MC", "
 ALICE, BOB = "toolu_0167cfEnoQaPviGdVXA95zcu", "toolu_01EEe2V5HD1Ac4rKiUR4HD2T"
 
 
+BEDROCK_API_KEY = "ABSKZGVtby1ub3QtYS1yZWFsLWtleQ=="  # a Bedrock API key's shape: any works here
+BEDROCK_MODEL = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
+
+
+class Clients:
+    """The official SDKs, all pointed at one base URL and sending the same extra headers.
+
+    Each SDK's client is made once and shared by every copy `with_headers` makes, as
+    `with_options` shares its connections.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        headers: Mapping[str, str] | None = None,
+        made: Mapping[str, Any] | None = None,  # SDK clients made elsewhere, by property name
+    ) -> None:
+        self.base_url = base_url
+        self.headers = dict(headers or {})
+        self._made: dict[str, Any] = dict(made or {})
+
+    def with_headers(self, headers: Mapping[str, str]) -> Clients:
+        copy = Clients(self.base_url, {**self.headers, **headers})
+        copy._made = self._made
+        return copy
+
+    def _sdk(self, name: str, make: Callable[[], Any]) -> Any:
+        if name not in self._made:
+            self._made[name] = make()
+        return self._made[name].with_options(default_headers=self.headers)
+
+    @property
+    def openai(self) -> Any:
+        import openai  # noqa: PLC0415 - the SDKs are the demo extra
+
+        return self._sdk(
+            "openai",
+            lambda: openai.OpenAI(
+                base_url=self.base_url + "/v1", api_key="sk-demo-not-a-real-key", max_retries=0
+            ),
+        )
+
+    @property
+    def anthropic(self) -> Any:
+        import anthropic  # noqa: PLC0415
+
+        return self._sdk(
+            "anthropic",
+            lambda: anthropic.Anthropic(
+                base_url=self.base_url, api_key="sk-ant-demo-not-a-real-key", max_retries=0
+            ),
+        )
+
+    @property
+    def bedrock(self) -> Any:
+        """Claude on Bedrock through anthropic's own client, with a Bedrock API key: a bearer
+        token signs nothing, so a reverse proxy in front of Bedrock breaks nothing."""
+        import anthropic  # noqa: PLC0415
+
+        return self._sdk(
+            "bedrock",
+            lambda: anthropic.AnthropicBedrock(
+                base_url=self.base_url,
+                api_key=BEDROCK_API_KEY,
+                aws_region="us-east-1",
+                max_retries=0,
+            ),
+        )
+
+    @property
+    def bedrock_runtime(self) -> Any:
+        """boto3's bedrock-runtime client. It signs with SigV4 and dummy keys, which the demo's
+        upstream does not check (boto3 sends a Bedrock API key to https endpoints only); real
+        Bedrock checks the signed Host, so there tooltap runs in regular mode."""
+        import boto3  # noqa: PLC0415
+        from botocore.config import Config  # noqa: PLC0415
+
+        client = boto3.client(
+            "bedrock-runtime",
+            region_name="us-east-1",
+            endpoint_url=self.base_url,
+            aws_access_key_id="AKIADEMONOTAREALKEY0",
+            aws_secret_access_key="demo-not-a-real-secret",  # noqa: S106 - a dummy
+            config=Config(retries={"total_max_attempts": 1}),  # one attempt, as the SDKs above
+        )
+        extra = dict(self.headers)
+        client.meta.events.register(
+            "before-send.bedrock-runtime.*", lambda request, **_: request.headers.update(extra)
+        )
+        return client
+
+
+def client_errors() -> tuple[type[Exception], ...]:
+    """What the SDKs raise for an HTTP error status."""
+    import anthropic  # noqa: PLC0415
+    import openai  # noqa: PLC0415
+    from botocore.exceptions import ClientError  # noqa: PLC0415
+
+    return (openai.APIStatusError, anthropic.APIStatusError, ClientError)
+
+
+def status_of(error: Exception) -> int:
+    """The HTTP status an SDK's error carries."""
+    status = getattr(error, "status_code", None)
+    if status is None:  # botocore's ClientError
+        status = getattr(error, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return int(status or 0)
+
+
 @dataclass
 class Step:
     name: str
     shows: str
     reply: Reply | None  # None: the step speaks WebSocket (SOCKET_STEPS has its script)
-    call: Callable[[Any, Any], Any]  # (openai client, anthropic client) -> result
+    call: Callable[[Clients], Any]
     expect_error: bool = False
     turns: int = 1  # the turns it makes
 
@@ -477,6 +596,43 @@ def _socket_session(client: Any) -> None:
         _until_done(connection)
 
 
+# Converse's calls: (toolUseId, name, input).
+STOCKHOLM = ("tooluse_kq7Xw2nRzT4vB9mLp3cYhE", "get_weather", {"city": "Stockholm", "units": "c"})
+BERGEN = ("tooluse_Vb5sN8dQe1jF6uHa0gWxKr", "get_weather", {"city": "Bergen", "units": "c"})
+
+
+def _converse_unanswered(clients: Clients) -> Any:
+    """A Converse follow-up that answers one of two calls, and that one with an error."""
+    return clients.bedrock_runtime.converse(
+        modelId="us.amazon.nova-2-lite-v1:0",
+        toolConfig={
+            "tools": [{"toolSpec": {"name": "get_weather", "inputSchema": {"json": WEATHER}}}]
+        },
+        messages=[
+            {"role": "user", "content": [{"text": "Weather in Stockholm and Bergen?"}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"toolUse": {"toolUseId": i, "name": n, "input": a}}
+                    for i, n, a in (STOCKHOLM, BERGEN)
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "toolResult": {
+                            "toolUseId": BERGEN[0],
+                            "status": "error",
+                            "content": [{"text": "country is required"}],
+                        }
+                    }
+                ],
+            },
+        ],
+    )
+
+
 STEPS: list[Step] = [
     Step(
         "chat-fanout",
@@ -484,7 +640,7 @@ STEPS: list[Step] = [
         json_reply(
             chat_completion("chatcmpl-ABfvyvfNWKcl7Ohqos4UFrmMs1v4C", [EDINBURGH, LISBON, AAPL])
         ),
-        lambda o, a: o.chat.completions.create(
+        lambda c: c.openai.chat.completions.create(
             model="gpt-4o", messages=USER, tools=chat_tools(True)
         ),
     ),
@@ -492,8 +648,8 @@ STEPS: list[Step] = [
         "chat-stream-one-call",
         "strict-at-risk: the same configuration, streamed, one call this time",
         sse_reply(chat_stream("chatcmpl-ABfwERreu9s99xXsVuOWtIB2UOx62", [EDINBURGH])),
-        lambda o, a: _consume(
-            o.chat.completions.create(
+        lambda c: _consume(
+            c.openai.chat.completions.create(
                 model="gpt-4o", messages=USER, tools=chat_tools(True), stream=True
             )
         ),
@@ -502,7 +658,7 @@ STEPS: list[Step] = [
         "chat-serialised",
         "strict-serialised: parallel_tool_calls false, the guarantee holds",
         json_reply(chat_completion("chatcmpl-ABfwCgi41eStOcARjZq97ohCEGBPO", [AAPL])),
-        lambda o, a: o.chat.completions.create(
+        lambda c: c.openai.chat.completions.create(
             model="gpt-4o", messages=USER, tools=chat_tools(True), parallel_tool_calls=False
         ),
     ),
@@ -510,7 +666,7 @@ STEPS: list[Step] = [
         "responses-fanout",
         "fanout-no-strict, and an argument that fails its schema (units: kelvin)",
         json_reply(response_object(FANOUT_RESPONSE, [BOSTON, PARIS], responses_tools(False))),
-        lambda o, a: o.responses.create(
+        lambda c: c.openai.responses.create(
             model="gpt-5.1", input="Weather in Boston, and LVMH?", tools=responses_tools(False)
         ),
     ),
@@ -525,7 +681,7 @@ STEPS: list[Step] = [
                 text="Boston is cold.",
             )
         ),
-        lambda o, a: o.responses.create(
+        lambda c: c.openai.responses.create(
             model="gpt-5.1",
             previous_response_id=FANOUT_RESPONSE,
             tools=responses_tools(False),
@@ -553,8 +709,8 @@ STEPS: list[Step] = [
                 )
             )
         ),
-        lambda o, a: _consume(
-            o.responses.create(
+        lambda c: _consume(
+            c.openai.responses.create(
                 model="gpt-5.1",
                 input="File a ticket",
                 stream=True,
@@ -566,7 +722,7 @@ STEPS: list[Step] = [
         "responses-websocket",
         "WebSocket mode: two turns on one socket; the follow-up leaves a call unanswered",
         None,
-        lambda o, a: _socket_session(o),
+        lambda c: _socket_session(c.openai),
         turns=2,
     ),
     Step(
@@ -583,7 +739,7 @@ STEPS: list[Step] = [
             },
             400,
         ),
-        lambda o, a: o.chat.completions.create(
+        lambda c: c.openai.chat.completions.create(
             model="gpt-4o", messages=USER, tools=chat_tools(True, ticket=True)
         ),
         expect_error=True,
@@ -602,7 +758,7 @@ STEPS: list[Step] = [
             },
             400,
         ),
-        lambda o, a: o.chat.completions.create(
+        lambda c: c.openai.chat.completions.create(
             model="gpt-4o",
             tools=chat_tools(True),
             messages=[
@@ -636,7 +792,7 @@ STEPS: list[Step] = [
                 ],
             )
         ),
-        lambda o, a: a.messages.create(
+        lambda c: c.anthropic.messages.create(
             model="claude-haiku-4-5",
             max_tokens=1024,
             tools=ANTHROPIC_TOOLS,
@@ -654,7 +810,7 @@ STEPS: list[Step] = [
                 namespace="get_exchange_rate",
             )
         ),
-        lambda o, a: o.responses.create(
+        lambda c: c.openai.responses.create(
             model="gpt-5.4",
             tools=[SEARCH_TOOL],
             input=[
@@ -694,8 +850,8 @@ STEPS: list[Step] = [
                 cut_tool_input='{"filename": "taxes.txt", "lines": ["# 2025 RETURN", "Line 1: wages 84,',
             )
         ),
-        lambda o, a: _anthropic_stream(
-            a,
+        lambda c: _anthropic_stream(
+            c.anthropic,
             model="claude-haiku-4-5",
             max_tokens=60,
             tools=ANTHROPIC_TOOLS,
@@ -716,7 +872,7 @@ STEPS: list[Step] = [
             },
             400,
         ),
-        lambda o, a: a.messages.create(
+        lambda c: c.anthropic.messages.create(
             model="claude-haiku-4-5",
             max_tokens=1024,
             tools=ANTHROPIC_TOOLS,
@@ -736,6 +892,70 @@ STEPS: list[Step] = [
         ),
         expect_error=True,
     ),
+    Step(
+        "bedrock-stream",
+        "Claude on Bedrock, streamed in AWS's event stream: two calls, one off its schema",
+        Reply(
+            headers=[
+                ("content-type", eventstream.CONTENT_TYPE),
+                ("x-amzn-requestid", "5b0d1f6e-3c1a-4f0e-9d55-0c2f7d8a4e61"),
+                ("x-amzn-bedrock-content-type", "application/json"),
+            ],
+            chunks=bedrock_stream(
+                message(
+                    "msg_bdrk_01JqRnJ2Vd3XbqYh1Ujd4ZQb",
+                    [
+                        {"type": "text", "text": "Checking both cities."},
+                        {
+                            "type": "tool_use",
+                            "id": "toolu_bdrk_01Hx8kqEw4VnU1cKp6s7Ttwq",
+                            "name": "get_weather",
+                            "input": {"city": "Oslo", "country": "NO", "units": "c"},
+                        },
+                        {
+                            "type": "tool_use",
+                            "id": "toolu_bdrk_01Pz3mYvB5dGkR2aLw9nXe4s",
+                            "name": "get_weather",
+                            "input": {"city": "Madrid", "units": "kelvin"},
+                        },
+                    ],
+                )
+            ),
+            delay=0.01,
+        ),
+        lambda c: _anthropic_stream(
+            c.bedrock,
+            model=BEDROCK_MODEL,
+            max_tokens=1024,
+            tools=ANTHROPIC_TOOLS,
+            messages=[{"role": "user", "content": "Weather in Oslo and Madrid?"}],
+        ),
+    ),
+    Step(
+        "converse-unanswered",
+        "Bedrock Converse: a tool's error result, and a call left unanswered that Bedrock refuses",
+        Reply(
+            status=400,
+            headers=[
+                ("content-type", "application/json"),
+                ("x-amzn-requestid", "a1c9e4b2-7f3d-4e8a-b6c0-2d5f9e1a7b38"),
+                (
+                    "x-amzn-errortype",
+                    "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/",
+                ),
+            ],
+            chunks=[
+                json.dumps(
+                    {
+                        "message": "Expected toolResult blocks at messages.2.content for the "
+                        f"following Ids: {STOCKHOLM[0]}"
+                    }
+                ).encode()
+            ],
+        ),
+        _converse_unanswered,
+        expect_error=True,
+    ),
 ]
 
 BY_NAME = {step.name: step for step in STEPS}
@@ -744,6 +964,8 @@ DEFAULTS = {
     "/chat/completions": "chat-fanout",
     "/responses": "responses-fanout",
     "/messages": "anthropic-parallel",
+    "/invoke-with-response-stream": "bedrock-stream",
+    "/converse": "converse-unanswered",
 }
 
 
@@ -766,7 +988,9 @@ def route(seen: Seen) -> Reply:
         return json_reply(
             {
                 "error": {
-                    "message": f"the demo upstream serves chat/completions, responses and messages, not {seen.path}",
+                    "message": "the demo upstream serves chat/completions, responses, "
+                    "messages, and Bedrock's invoke-with-response-stream and converse, "
+                    f"not {seen.path}",
                     "type": "not_found",
                 }
             },

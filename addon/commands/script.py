@@ -3,4 +3,6 @@
 from tooltap.addon.proxy.addon import Tooltap
 from tooltap.addon.web.annotate import WebAnnotations
 
-addons = [Tooltap(), WebAnnotations()]
+# The annotations first: a stream the client broke off is read from tooltap's tap copy,
+# which the proxy addon's own `error` hook then hands over to its inspector.
+addons = [WebAnnotations(), Tooltap()]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from tooltap.core import Api, Exchange
+from tooltap.core import RESPONSE_HEADERS, Api, Exchange
 
 HEAD = struct.Struct(">II")  # how many bodies, the metadata's length; then a length per body
 LENGTH = struct.Struct(">Q")
@@ -116,8 +116,7 @@ class Record:
             },
             status=self.status,
             response_headers={
-                "content-type": _header(self.response_headers, b"content-type"),
-                "content-encoding": _header(self.response_headers, b"content-encoding"),
+                name: _header(self.response_headers, name.encode()) for name in RESPONSE_HEADERS
             },
             response_body=b"".join(self.chunks) if self.chunks else self.response_body,
         )

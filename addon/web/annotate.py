@@ -32,6 +32,7 @@ from ..inspection.session import Session
 from ..inspection.sockets import MAX_SOCKETS, Reader, socket_verdict
 from ..options import BY_NAME
 from ..proxy.addon import watched
+from ..proxy.tap import StreamTap
 from ..sinks.redaction import ArgumentPolicy
 from .view import KEY, TooltapContentview, headline, request_credentials, severity
 
@@ -41,7 +42,11 @@ MARKS = {"error": ":red_circle:", "warning": ":yellow_circle:"}  # the worst fir
 MAX_WAITING = 1_000  # HTTP flows waiting for the worker; past it, a flow is left unannotated
 MAX_SEEN = 10_000  # flow ids already sent to the worker (so `error` after `response` is not)
 PREFIX = "tooltap: "  # the comment's line that tooltap writes; the user's lines stay
-NOT_KEPT = "the streamed body was not kept: set store_streamed_bodies=true (tooltap web does)"
+NOT_KEPT = (
+    "the streamed body was not kept: tooltap's copy stops at tooltap_max_body and at the "
+    "memory budget, and mitmproxy keeps a stream only with store_streamed_bodies=true and "
+    "only to its end"
+)
 
 
 class WebAnnotations:
@@ -151,7 +156,7 @@ class WebAnnotations:
         api = detect_api(flow.request.method, flow.request.path)
         # References only, taken here on the loop, which alone touches flows.
         kept = flow.response is None or flow.response.raw_content is not None
-        exchange = flow_exchange(flow) if kept else None
+        exchange = flow_exchange(flow) if kept else _tapped(flow)
         self._submit(flow, self._inspect, None, request_credentials(flow), exchange, api)
 
     def _followed(self, flow: http.HTTPFlow, http_api: bool) -> bool:
@@ -245,3 +250,13 @@ def _forget(flow: http.HTTPFlow) -> None:
     if flow.marked in MARKS.values():
         flow.marked = ""
     flow.comment = "\n".join(c for c in flow.comment.splitlines() if not c.startswith(PREFIX))
+
+
+def _tapped(flow: http.HTTPFlow) -> Exchange | None:
+    """A streamed flow whose client hung up before the stream's end (as clients often do
+    right after the last event): mitmproxy keeps no body for it, but tooltap's own tap holds
+    a copy until the proxy addon's `error` hook hands it over, which runs after this one."""
+    tap = flow.response.stream if flow.response is not None else None
+    if not isinstance(tap, StreamTap) or tap.overflow or tap.failed:
+        return None
+    return flow_exchange(flow).model_copy(update={"response_body": b"".join(tap.chunks)})

@@ -16,8 +16,9 @@ from support.captures import WIRE
 from support.flows import CHAT_REQUEST, make_flow
 
 from tooltap.addon.options import add_options
+from tooltap.addon.proxy.tap import StreamTap
 from tooltap.addon.sinks.redaction import ArgumentPolicy
-from tooltap.addon.web.annotate import MAX_WAITING, WebAnnotations
+from tooltap.addon.web.annotate import MAX_WAITING, NOT_KEPT, WebAnnotations
 from tooltap.addon.web.view import KEY, TooltapContentview, describe, read_alone
 
 CREDENTIAL = "sk-proj-HEADERTOKEN-0123456789abcdef"
@@ -51,8 +52,8 @@ def pretty(flow, message=None):
     return contentviews.prettify_message(message or flow.response, flow)
 
 
-async def annotated(annotations, flow, timeout=5.0):
-    annotations.response(flow)
+async def annotated(annotations, flow, timeout=5.0, hook="response"):
+    getattr(annotations, hook)(flow)
     for _ in range(int(timeout / 0.01)):
         if KEY in flow.metadata:
             return flow
@@ -201,3 +202,54 @@ async def test_past_the_backlog_bound_a_flow_is_left_unannotated_and_said_once(w
     assert [(f.comment, KEY in f.metadata) for f in flows] == [("", False), ("", False)]
     assert annotations.behind == 2
     assert caplog.text.count("faster than tooltap can annotate them") == 1
+
+
+def hung_up_stream(limit: int = 1_000_000):
+    """A streamed chat turn whose client hung up right after the last event: mitmproxy kept
+    no body (it keeps one only when a stream ends), tooltap's tap kept its copy."""
+    sse = (WIRE / "chat_stream_parallel_tool_calls_with_usage.sse").read_bytes()
+    flow = make_flow(
+        "/v1/chat/completions",
+        {**CHAT_REQUEST, "stream": True},
+        b"",
+        headers=(("content-type", "text/event-stream"),),
+    )
+    flow.response.content = None
+    tap = StreamTap(limit, on_error=lambda exc: None)
+    for start in range(0, len(sse), 512):
+        tap(sse[start : start + 512])
+    flow.response.stream = tap
+    flow.error = flow_error("Client disconnected.")
+    return flow, tap
+
+
+def flow_error(message: str):
+    from mitmproxy.flow import Error
+
+    return Error(message)
+
+
+async def test_a_stream_the_client_hung_up_on_is_read_from_tooltaps_copy(web):
+    annotations, _ = web
+    annotations.running()
+    flow, tap = hung_up_stream()
+    await annotated(annotations, flow, hook="error")
+    assert flow.comment == "tooltap: strict-void, argument-schema"
+    # mitmweb has no response body to show, so the request's view carries the verdict.
+    assert pretty(flow, flow.request).text.startswith("tooltap strict-void, argument-schema")
+    assert tap.chunks  # the proxy addon's `error` hook, after this one, still hands them over
+
+
+async def test_a_stream_past_tooltaps_copy_and_not_kept_says_so(web):
+    annotations, _ = web
+    annotations.running()
+    flow, _ = hung_up_stream(limit=1_000)  # the tap let go past its limit
+    await annotated(annotations, flow, hook="error")
+    assert flow.comment == f"tooltap: skipped: {NOT_KEPT}"
+
+
+def test_the_script_puts_the_annotations_before_the_proxy_addon():
+    from tooltap.addon.commands import script
+    from tooltap.addon.proxy.addon import Tooltap
+
+    assert [type(a) for a in script.addons] == [WebAnnotations, Tooltap]

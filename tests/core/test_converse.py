@@ -192,7 +192,7 @@ def test_the_strict_subset_is_the_one_aws_lists():
 
 
 def test_a_converse_stream_gives_the_turn_the_same_call_gives_unstreamed():
-    from support.eventstream import converse_event
+    from tooltap.addon.harness.eventstream import converse_event
 
     events = [
         ("messageStart", {"role": "assistant"}),
@@ -222,3 +222,25 @@ def test_a_converse_stream_gives_the_turn_the_same_call_gives_unstreamed():
     assert (streamed.stream, streamed.reason) == (True, None)
     keep = ("state", "calls", "finish_reasons", "usage", "output_types", "request_model")
     assert {k: getattr(streamed, k) for k in keep} == {k: getattr(whole, k) for k in keep}
+
+
+def test_a_refusal_is_named_by_the_header_aws_puts_its_type_in():
+    message = "Expected toolResult blocks at messages.2.content for the following Ids: tooluse_b"
+    refused = converse(ask(tool("get_weather")), []).model_copy(
+        update={
+            "status": 400,
+            "response_headers": {
+                "content-type": "application/json",
+                "x-amzn-errortype": "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/",
+            },
+            "response_body": json.dumps({"message": message}).encode(),
+        }
+    )
+    rejected = inspect(refused).rejected
+    assert (rejected.status, rejected.type, rejected.message) == (
+        400,
+        "ValidationException",
+        message,
+    )
+    unnamed = refused.model_copy(update={"response_headers": {"content-type": "application/json"}})
+    assert inspect(unnamed).rejected.type == ""

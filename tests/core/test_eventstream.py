@@ -9,8 +9,8 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.eventstream import chunk, frame
 
+from tooltap.addon.harness.eventstream import chunk, frame
 from tooltap.core import Exchange, StreamReader, inspect
 from tooltap.core.eventstream import EventStreamDecoder, looks_like_eventstream
 

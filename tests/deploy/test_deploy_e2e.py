@@ -47,7 +47,6 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from support.captures import WIRE, pairs, stream_bytes
-from support.eventstream import converse_event
 from support.scenarios import JSON_HEADERS, SSE_HEADERS, events
 from test_deploy_metric_names import (
     APIS,
@@ -61,6 +60,7 @@ from test_deploy_metric_names import (
     rule_expressions,
 )
 
+from tooltap.addon.harness.eventstream import converse_event
 from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.harness.replay import ReplayServer, Reply, Seen
 from tooltap.core.parallel import STATES as TURN_STATES

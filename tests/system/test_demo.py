@@ -23,17 +23,17 @@ def test_the_demo_summary_matches_the_scripted_scenario():
         "strict-void": 2,
         "strict-at-risk": 3,
         "strict-serialised": 1,
-        "fanout-no-strict": 2,
+        "fanout-no-strict": 3,
         "no-strict-declared": 2,
         "no-tools": 1,
     }
     assert summary.exposure == 2 / 5
     assert summary.unguaranteed == 5
-    assert summary.formats == {"free-text": 10, "advisory-schema": 1}
-    assert summary.argument_errors == {"schema": 2, "parse": 1}
-    assert summary.loop_errors == {"unanswered-call": 2, "orphan-result": 1}
-    assert summary.tool_results == {"ok": 5, "error": 1}
-    assert summary.rejected == {"400": 3}
+    assert summary.formats == {"free-text": 11, "advisory-schema": 1}
+    assert summary.argument_errors == {"schema": 3, "parse": 1}
+    assert summary.loop_errors == {"unanswered-call": 3, "orphan-result": 1}
+    assert summary.tool_results == {"ok": 5, "error": 2}
+    assert summary.rejected == {"400": 4}
     assert summary.flows == {"inspected": sum(step.turns for step in STEPS)}
     assert summary.internal_errors == 0
     repairs = "\n".join(summary.repairs)
@@ -52,6 +52,21 @@ def test_the_demo_summary_matches_the_scripted_scenario():
         "no_tool_call",
     ):
         assert f"] {event} " in text, event  # the live log, in the console renderer's shape
+    # Claude on Bedrock, read from AWS's event stream; Converse, refused as Bedrock refuses it.
+    assert re.search(
+        r"\] turn .* api=messages calls=2 .*"
+        r"path=/model/global\.anthropic\.claude-haiku-4-5-20251001-v1:0/invoke-with-response-stream"
+        r" response_id=msg_bdrk_01JqRnJ2Vd3XbqYh1Ujd4ZQb state=fanout-no-strict status=200 stream=True",
+        text,
+    )
+    assert re.search(
+        r"\] loop_error .* api=converse ids=\['tooluse_kq7Xw2nRzT4vB9mLp3cYhE'\] .*"
+        r"rule=unanswered-call where=messages\.1",
+        text,
+    )
+    assert re.search(
+        r"\] request_rejected .* api=converse .* status=400 type=ValidationException", text
+    )
     assert (
         "exposure rate (strict-void / at-risk turns): 40%, 5 argument object(s) with no guarantee"
         in text

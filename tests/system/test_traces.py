@@ -20,7 +20,7 @@ from opentelemetry.trace import SpanKind
 from support.otlp import Receiver, attributes
 from support.prom import sample, scrape
 
-from tooltap.addon.commands.demo_steps import STEPS
+from tooltap.addon.commands.demo_steps import STEPS, Clients, client_errors
 from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.harness.replay import ReplayServer, Reply, Seen
 
@@ -68,7 +68,7 @@ def route(seen: Seen) -> Reply:
     return step.reply
 
 
-def clients(proxy: Proxy, provider: TracerProvider) -> tuple[object, object]:
+def clients(proxy: Proxy, provider: TracerProvider) -> Clients:
     """openai on an httpx client traced by OpenTelemetry's httpx instrumentation; anthropic
     (which brings its own HTTP client) untraced: its calls carry no traceparent."""
     import anthropic
@@ -80,25 +80,19 @@ def clients(proxy: Proxy, provider: TracerProvider) -> tuple[object, object]:
         base_url=proxy.url + "/v1", api_key=CREDENTIAL, max_retries=0, http_client=http
     )
     an = anthropic.Anthropic(base_url=proxy.url, api_key=CREDENTIAL, max_retries=0)
-    return oa, an
+    return Clients(proxy.url, made={"openai": oa, "anthropic": an})
 
 
 def drive(proxy: Proxy, provider: TracerProvider) -> None:
-    import anthropic
-    import openai
-
-    oa, an = clients(proxy, provider)
-    oa.with_options(default_headers={"x-scenario": "fan-out"}).chat.completions.create(
+    sdks = clients(proxy, provider)
+    sdks.with_headers({"x-scenario": "fan-out"}).openai.chat.completions.create(
         model="gpt-4o", messages=[{"role": "user", "content": "weather?"}], tools=[STRICT_WEATHER]
     )
     for name in ("responses-fanout", "anthropic-orphan"):
         step = BY_NAME[name]
-        headers = {"x-demo-step": name}
         try:
-            step.call(
-                oa.with_options(default_headers=headers), an.with_options(default_headers=headers)
-            )
-        except (openai.APIStatusError, anthropic.APIStatusError):
+            step.call(sdks.with_headers({"x-demo-step": name}))
+        except client_errors():
             assert step.expect_error
 
 

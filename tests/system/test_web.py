@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import openai
 import psutil
 import pytest
 from mitmproxy import io as flow_io
 from rich.console import Console
 
 from tooltap.addon.commands.demo import drive
-from tooltap.addon.commands.demo_steps import STEPS, route, socket_route
+from tooltap.addon.commands.demo_steps import STEPS, Clients, route, socket_route
 from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.harness.replay import ReplayServer
 from tooltap.addon.web.view import KEY
@@ -42,6 +41,16 @@ DEMO_FLOWS = [
     ("/v1/responses", RED, "tooltap: strict-at-risk, argument-schema"),
     ("/v1/messages", RED, "tooltap: argument-parse"),
     ("/v1/messages", RED, "tooltap: orphan-result, rejected"),
+    (
+        "/model/global.anthropic.claude-haiku-4-5-20251001-v1:0/invoke-with-response-stream",
+        RED,
+        "tooltap: fanout-no-strict, argument-schema",
+    ),
+    (
+        "/model/us.amazon.nova-2-lite-v1%3A0/converse",
+        RED,
+        "tooltap: unanswered-call, rejected, 1 tool failure(s)",
+    ),
 ]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # As root, in a closed network: no sandbox, and none of chromium's own connections.
@@ -142,6 +151,15 @@ def test_the_tooltap_view_is_chosen_for_the_model_apis_and_says_the_finding_firs
     assert "  orphan-result  toolu_01GHndag5wQmbzNihYmV2UBj  at messages.1.content.0" in orphan
     advisory = views[5]["text"]
     assert "format     advisory-schema:" in advisory
+    bedrock = views[13]["text"]  # Claude on Bedrock: read from AWS's event stream
+    assert "  toolu_bdrk_01Pz3mYvB5dGkR2aLw9nXe4s  get_weather  [tool_use]" in bedrock
+    assert '    schema error at $.units: "kelvin" is not one of "c" or "f"' in bedrock
+    converse = views[14]["text"]  # Converse: Bedrock's refusal, the type from its header
+    assert "  unanswered-call  tooluse_kq7Xw2nRzT4vB9mLp3cYhE  at messages.1" in converse
+    assert "REJECTED  400 ValidationException: Expected toolResult blocks" in converse
+    assert (
+        "TOOL RESULTS\n  tooluse_Vb5sN8dQe1jF6uHa0gWxKr  error at messages.2.content.0" in converse
+    )
     # Never a header: the demo's keys are in the requests, not in the view.
     assert not any("sk-demo" in v["text"] or "sk-ant-demo" in v["text"] for v in views)
 
@@ -187,6 +205,7 @@ def replay_every_step(proxy: Proxy, upstream: ReplayServer) -> Any:
     frame arrives unchanged, both ways."""
     recorded = list(upstream.seen)
     with httpx.Client(base_url=proxy.url, timeout=10) as client:
+        client.headers.clear()  # only what the SDK sent (botocore sends no Accept)
         for seen in recorded:
             headers = {k: v for k, v in seen.headers.items() if k not in HOP}
             request = client.build_request(
@@ -205,13 +224,7 @@ def replay_every_step(proxy: Proxy, upstream: ReplayServer) -> Any:
             assert {k: v for k, v in again.headers.items() if k not in HOP} == headers
     (socket_step,) = [step for step in STEPS if step.reply is None]
     before = len(upstream.connections)
-    sdk = openai.OpenAI(
-        base_url=proxy.url + "/v1",
-        api_key="sk-demo-not-a-real-key",
-        max_retries=0,
-        default_headers={"x-demo-step": socket_step.name},
-    )
-    socket_step.call(sdk, None)
+    socket_step.call(Clients(proxy.url, {"x-demo-step": socket_step.name}))
     (connection,) = upstream.connections[before:]
     assert connection.closed.wait(5)
     return connection
@@ -344,8 +357,6 @@ def test_demo_web_keeps_the_demo_flows_up_in_mitmweb_until_ctrl_c():
 def test_plain_mitmweb_with_the_script_marks_and_comments_too():
     import subprocess
 
-    import openai
-
     from tooltap.addon.harness.launch import free_port
 
     script = subprocess.run(
@@ -359,8 +370,7 @@ def test_plain_mitmweb_with_the_script_marks_and_comments_too():
                 "--set", "web_open_browser=false", "--set", "tooltap_metrics_port=0",
                 "--set", "tooltap_log_format=json"]  # fmt: skip
         with Proxy(argv, modes=1, has_web=True) as proxy:
-            client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-demo-not-a-real-key")
             step = next(s for s in STEPS if s.name == "chat-fanout")
-            step.call(client.with_options(default_headers={"x-demo-step": step.name}), None)
+            step.call(Clients(proxy.url, {"x-demo-step": step.name}))
             (flow,) = Web(proxy.web_url or "").annotated(1)
     assert (flow["marked"], flow["comment"]) == (RED, "tooltap: strict-void")

@@ -1,5 +1,9 @@
-"""AWS event-stream messages framed by hand, as AWS documents the format (not by tooltap):
-for the tests' own Bedrock streams and the loopback upstream that serves them."""
+"""AWS event-stream messages, framed as AWS documents the format: what Bedrock's streams look
+like on the wire, for the demo's upstream, the tests' and the benchmarks'.
+
+tooltap reads these with botocore's own reader; framing them here, by hand, keeps the writer
+and the reader independent.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +13,11 @@ import struct
 import zlib
 from typing import Any
 
+CONTENT_TYPE = "application/vnd.amazon.eventstream"
+
 
 def frame(event_type: str, payload: bytes, message_type: str = "event", **extra: str) -> bytes:
-    """One event-stream message, framed here by hand as AWS documents it (not by tooltap)."""
+    """One message: prelude (lengths and their CRC32), string headers, payload, CRC32."""
     headers = b""
     for name, value in {":event-type": event_type, ":message-type": message_type, **extra}.items():
         raw = value.encode()
@@ -23,9 +29,11 @@ def frame(event_type: str, payload: bytes, message_type: str = "event", **extra:
     return message + struct.pack("!I", zlib.crc32(message))
 
 
-def chunk(event: dict[str, Any]) -> bytes:
-    """An InvokeModel stream message: one event of the model's own stream, base64 in `bytes`."""
-    envelope = {"bytes": base64.b64encode(json.dumps(event).encode()).decode(), "p": "abc"}
+def chunk(event: dict[str, Any] | bytes) -> bytes:
+    """An InvokeModel stream message: one event of the model's own stream, base64 in `bytes`
+    (a dict is sent as its JSON; bytes as they are)."""
+    data = event if isinstance(event, bytes) else json.dumps(event).encode()
+    envelope = {"bytes": base64.b64encode(data).decode(), "p": "abcdef"}
     return frame("chunk", json.dumps(envelope).encode())
 
 
