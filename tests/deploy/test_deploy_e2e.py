@@ -958,6 +958,11 @@ def test_the_model_variable_offers_every_scripted_model(run):
     assert models == {A, B, C, D, E, F, GPT54, GPT51, HAIKU, SONNET4, SONNET37, NOVA}
 
 
+def test_the_api_variable_offers_every_scripted_api_converse_too(run):
+    apis = {series["metric"]["api"] for series in run.results["tooltap/$api"]}
+    assert apis == {"chat", "responses", "messages", "realtime", "converse"}
+
+
 def test_every_rule_and_panel_expression_has_an_expectation():
     assert set(expectations([0.0])) == {where for where, _ in all_expressions()}
 

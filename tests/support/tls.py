@@ -24,14 +24,17 @@ def upstream_tls(folder: Path) -> tuple[Path, ssl.SSLContext]:
 
 
 @contextlib.contextmanager
-def regular_proxy(upstream_ca: Path) -> Iterator[tuple[Proxy, ssl.SSLContext]]:
+def regular_proxy(
+    upstream_ca: Path, extra: tuple[str, ...] = ()
+) -> Iterator[tuple[Proxy, ssl.SSLContext]]:
     """`tooltap run --regular` inspecting 127.0.0.1 and trusting the upstream's CA; with a
-    client context that trusts mitmproxy's CA."""
+    client context that trusts mitmproxy's CA. extra: more of mitmdump's arguments."""
     extra = (
         "--set",
         f"ssl_verify_upstream_trusted_ca={upstream_ca}",
         "--set",
         "tooltap_hosts=127.0.0.1",
+        *extra,
     )
     with Proxy.tooltap([], "--regular", "--log-format", "json", extra=extra) as proxy:
         trust = ssl.create_default_context(

@@ -14,14 +14,18 @@ import base64
 import json
 import os
 import struct
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anthropic
 import boto3
 import httpx
 import pytest
 from botocore.config import Config
+from mitmproxy import io
 from support.tls import regular_proxy, upstream_tls
 
 from tooltap.addon.harness.replay import ReplayServer, Reply, Seen
@@ -245,3 +249,55 @@ def test_every_byte_reaches_the_client_as_the_upstream_sent_it(stack):
             )
             got = client.post(upstream.url + path, content=b'{"messages": []}')
             assert (got.status_code, got.content) == (200, reply.body), operation
+
+
+def test_each_endpoint_read_offline_from_a_flow_file_and_a_har_gives_the_live_findings(tmp_path):
+    """invoke, its stream, converse, its stream, rawPredict and streamRawPredict, saved by the
+    proxy as flows (-w) and as HAR, then audited: the same findings as the live log."""
+    upstream_ca, server_tls = upstream_tls(tmp_path)
+    flows, har = tmp_path / "flows.mitm", tmp_path / "flows.har"
+    saving = ("-w", str(flows), "--set", f"hardump={har}", "--set", "store_streamed_bodies=true")
+    with (
+        ReplayServer(route, tls=server_tls) as upstream,
+        regular_proxy(upstream_ca, saving) as (proxy, trusted),
+        httpx.Client(proxy=proxy.url, verify=trusted, timeout=10) as client,
+    ):
+        for line in (19, 22, 25, 23, 242, 244):
+            record = recorded(line)
+            path = urlsplit(record["url"]).path
+            client.post(
+                upstream.url + path,
+                content=record["request_body"].encode(),
+                headers={"content-type": "application/json"},
+            )
+        live = proxy.wait_for("turn", 6)
+    found = [(t["api"], t["stream"], t["state"], t["calls"], t.get("response_id")) for t in live]
+    assert [(api, stream) for api, stream, *_ in found] == [
+        ("messages", False), ("messages", True), ("converse", False), ("converse", True),
+        ("messages", False), ("messages", True),
+    ]  # fmt: skip
+    # mitmproxy's HAR keeps the event streams as text (they are mostly text); other tools keep a
+    # binary body in base64, as this copy does with the bytes the flow file holds.
+    with flows.open("rb") as handle:
+        sent = [flow.response.raw_content for flow in io.FlowReader(handle).stream()]
+    document = json.loads(har.read_text())
+    for entry, body in zip(document["log"]["entries"], sent, strict=True):
+        if "eventstream" in entry["response"]["content"]["mimeType"]:
+            entry["response"]["content"] |= {
+                "text": base64.b64encode(body).decode(),
+                "encoding": "base64",
+            }
+    base64_har = tmp_path / "base64.har"
+    base64_har.write_text(json.dumps(document))
+    assert base64_har.read_text().count('"encoding": "base64"') == 2
+    for source in (["-r", str(flows)], ["--har", str(har)], ["--har", str(base64_har)]):
+        done = subprocess.run(
+            [sys.executable, "-m", "tooltap.addon.commands.cli", "audit", *source,
+             "--format", "json"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        *rows, _summary = [json.loads(row) for row in done.stdout.splitlines()]
+        offline = [
+            (r["api"], r["stream"], r["state"], len(r["calls"]), r.get("response_id")) for r in rows
+        ]
+        assert offline == found, source
