@@ -16,8 +16,8 @@ from .sinks.log import LOG_FORMATS
 from .sinks.redaction import ARGUMENT_MODES
 
 INSPECTORS = ("process", "thread")
-# The first-party places these APIs are served: OpenAI, Anthropic, Azure OpenAI,
-# Anthropic on Azure AI Foundry, and Anthropic on AWS.
+# The first-party places these APIs are served: OpenAI, Anthropic, Azure OpenAI, Anthropic
+# on Azure AI Foundry and on AWS, Bedrock, Vertex AI, and the Gemini API.
 DEFAULT_HOSTS = [
     "api.openai.com",
     "api.anthropic.com",
@@ -29,6 +29,7 @@ DEFAULT_HOSTS = [
     "aiplatform.googleapis.com",
     "*-aiplatform.googleapis.com",
     "aiplatform.*.rep.googleapis.com",
+    "generativelanguage.googleapis.com",
 ]
 
 

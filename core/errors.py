@@ -24,18 +24,22 @@ def api_error(value: Any) -> ApiError:
     """An error object in any of the shapes the APIs send. Pure.
 
     Accepts {"error": {...}} (OpenAI, Anthropic, the live Responses `error`
-    event), the flat {"type": "error", "code", "message"} of the spec, and a
-    bare message.
+    event, Google's with its `status`), the flat {"type": "error", "code",
+    "message"} of the spec, and a bare message.
     """
     if isinstance(value, str):
         return ApiError(type="", message=value)
+    if isinstance(value, list) and value:  # Gemini's array stream: the error is its element
+        value = value[0]
     body = as_dict(value)
     inner = body.get("error")
     if isinstance(inner, dict):
         body = inner
     elif isinstance(inner, str):
         return ApiError(type=str(body.get("type") or body.get("code") or ""), message=inner)
-    kind = body.get("type") if body.get("type") not in (None, "error") else body.get("code")
+    kind = body.get("type") if body.get("type") not in (None, "error") else None
+    if kind is None:  # Google names the error in `status` (INVALID_ARGUMENT) beside its code
+        kind = body.get("status") if isinstance(body.get("status"), str) else body.get("code")
     message = body.get("message") or body.get("detail") or ""
     return ApiError(
         type=str(kind or ""), message=message if isinstance(message, str) else str(message)

@@ -15,12 +15,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
-from .dialects import dialect, path_of
+from .dialects import dialect, path_of, streamed_path
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .eventstream import looks_like_eventstream
 from .jsontext import ParseError, loads
 from .loop import LoopError, LoopReport, ToolResult, check_loop
 from .schema import SEED_LIMITS, Limits
+from .shapes import as_dict
 from .stream import ApiError, Framing, StreamReader, api_error
 from .wire import Api, Turn, detect_api, read_turn
 
@@ -235,6 +236,8 @@ def _read_response(api: Api, exchange: Exchange, max_decoded: int) -> _Body:
         return _read_stream(api, body, None, max_decoded)
     if "json" not in content_type and looks_like_eventstream(body):  # recorded without its type
         return _read_stream(api, body, None, max_decoded, "eventstream")
+    if streamed_path(api, exchange.url) and body.lstrip()[:1] == b"[":
+        return _read_stream(api, body, None, max_decoded, "jsonarray")
     # Strict, as the client's own JSON parser is: a body it cannot read is unparseable.
     value, error = loads(body)
     if error is not None:
@@ -304,8 +307,9 @@ def inspect(
 
     request = _read_request(exchange)
     in_path = dialect(api).model_in_path
-    if in_path is not None and isinstance(request.value, dict) and not request.value.get("model"):
-        request.value = {**request.value, "model": in_path(path_of(exchange.url) or "")}
+    named = in_path(path_of(exchange.url) or "") if in_path is not None else None
+    if named and isinstance(request.value, dict):  # the path says which model, whatever the body
+        request.value = {**request.value, "model": named}
     loop = check_loop(api, request.value, prior) if request.value is not None else LoopReport()
     # The Verdict's fields are gathered here and validated once, at the end:
     # cheaper than a pydantic __setattr__ for each field as it is found.
@@ -326,6 +330,9 @@ def inspect(
     response = _read_response(api, exchange, max_decoded)
     found["stream"] = response.stream
     if exchange.status >= 400:
+        if response.value is None:  # an error sent as JSON under a stream's content type
+            response = _read_response(api, exchange.model_copy(update={"response_headers": {}}),
+                                      max_decoded)  # fmt: skip
         error = api_error(response.value)
         if not error.type:  # AWS names the error in a header ("ValidationException:<namespace>")
             aws_type = header(exchange.response_headers, "x-amzn-errortype").partition(":")[0]
@@ -334,11 +341,14 @@ def inspect(
             reason = f"{exchange.status} {error.type}: {error.message}".strip()
             return Verdict(**found | {"outcome": "upstream_error", "reason": reason})
         turn = read_turn(api, request.value, {})
+        explain = dialect(api).request_blockers
         rejected = Rejected(
             status=exchange.status,
             type=error.type,
             message=error.message,
-            blockers=_blockers(turn, limits),
+            blockers=explain(as_dict(request.value), path_of(exchange.url) or "")
+            if explain
+            else _blockers(turn, limits),
         )
         found["request_model"] = turn.request_model
         return Verdict(**found | {"model": turn.model, "rejected": rejected})

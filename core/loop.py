@@ -35,6 +35,7 @@ RULES = (
     "results-not-first",
     "empty-result",
     "unanswered-at-close",
+    "missing-thought-signature",
 )
 
 REPAIRS = {
@@ -68,6 +69,11 @@ REPAIRS = {
         "the session closed while these calls' tools ran, before any response "
         "followed them: fine for a hang-up; if the session should have gone on, "
         "send each function_call_output before closing."
+    ),
+    "missing-thought-signature": (
+        "send each model content back exactly as it came, parts in order and each "
+        "thoughtSignature with its part: Gemini 3 refuses a function call step of the "
+        "current turn whose first functionCall part has lost its signature."
     ),
 }
 

@@ -20,11 +20,13 @@ from .dialects import dialect
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, Decoder
 from .errors import ApiError, api_error
 from .eventstream import EventStreamDecoder, Message
+from .jsonarray import ArrayDecoder
 from .jsontext import loads, loads_lenient
 from .sse import SSEDecoder
 from .turn import Api
 
-Framing = Literal["sse", "eventstream"]  # text/event-stream, or AWS's binary event stream
+# text/event-stream, AWS's binary event stream, or a JSON array sent piece by piece (Gemini)
+Framing = Literal["sse", "eventstream", "jsonarray"]
 
 __all__ = ["ApiError", "StreamReader", "StreamResult", "api_error"]
 
@@ -51,8 +53,8 @@ class StreamResult(BaseModel):
 
 
 class StreamReader:
-    """Content-encoding, the framing (SSE or the AWS event stream) and one dialect's
-    reassembly, fed chunk by chunk."""
+    """Content-encoding, the framing (SSE, the AWS event stream or a JSON array) and one
+    dialect's reassembly, fed chunk by chunk."""
 
     def __init__(
         self,
@@ -64,6 +66,7 @@ class StreamReader:
         self._assembler = dialect(api).assembler()
         self._sse = SSEDecoder()
         self._frames = EventStreamDecoder() if framing == "eventstream" else None
+        self._array = ArrayDecoder() if framing == "jsonarray" else None
         self._events = 0
         self._bad = 0
         self._repaired = 0
@@ -84,6 +87,8 @@ class StreamReader:
             return []
         if self._frames is not None:
             return self._messages(self._frames.feed(data))
+        if self._array is not None:
+            return self._elements(self._array.feed(data))
         return self._events_of(self._sse.feed(data))
 
     def close(self) -> StreamResult:
@@ -95,7 +100,10 @@ class StreamReader:
             # A last event (or frame) the stream did not finish was cut off, not
             # malformed: "ended before its final event" already says so. A frame that
             # failed its checks was malformed, and ended the reading.
-            if self._frames is None:
+            if self._array is not None:
+                self._elements(self._array.close())
+                self._bad += self._array.broken is not None
+            elif self._frames is None:
                 self._events_of(self._sse.close(), cut=True)
             elif self._frames.broken is not None:
                 self._bad += 1
@@ -125,6 +133,18 @@ class StreamReader:
                 continue
             value = _event(message)
             if value is None:
+                self._bad += 1
+                continue
+            self._events += 1
+            self._assembler.event(value)
+            out.append(value)
+        return out
+
+    def _elements(self, values: list[Any]) -> list[Any]:
+        """A JSON array's elements as the dialect's events: each must be an object."""
+        out = []
+        for value in values:
+            if not isinstance(value, dict):
                 self._bad += 1
                 continue
             self._events += 1

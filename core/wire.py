@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .dialects import detect_api, detect_socket, dialect
+from .dialects import detect_api, detect_socket, dialect, streamed_path
 from .dialects.responses import (
     CLIENT_CALL_TYPES,
     RESULT_TYPES,
@@ -36,6 +36,7 @@ __all__ = [
     "is_retrieval",
     "read_turn",
     "result_call_ids",
+    "streamed_path",
 ]
 
 
@@ -55,7 +56,7 @@ def read_turn(api: Api, request: Any, response: Any) -> Turn:
             "output_tokens", usage.get("completion_tokens", usage.get("outputTokens"))
         ),
     }
-    turn.usage = {
+    turn.usage = turn.usage or {
         k: v for k, v in counted.items() if isinstance(v, int) and not isinstance(v, bool)
     }
     return turn

@@ -75,7 +75,7 @@ def proxy_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--upstream",
         action="append",
-        metavar="openai|anthropic|URL",
+        metavar="openai|anthropic|gemini|URL",
         help="reverse-proxy target; repeat for more, each on the next port",
     )
     run.add_argument(

@@ -10,7 +10,11 @@ from typing import Any
 from ..handover.budget import map_large_allocations
 from ..options import OPTIONS
 
-UPSTREAMS = {"openai": "https://api.openai.com", "anthropic": "https://api.anthropic.com"}
+UPSTREAMS = {
+    "openai": "https://api.openai.com",
+    "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com",
+}
 SCRIPT = Path(__file__).with_name("script.py")
 WEB_COLUMNS = ("tls", "icon", "path", "method", "status", "comment", "size", "time")
 
@@ -27,6 +31,8 @@ def _client_hint(upstream: str, url: str) -> str:
         return f"OPENAI_BASE_URL={url}/v1"
     if upstream == "anthropic":
         return f"ANTHROPIC_BASE_URL={url}"
+    if upstream == "gemini":
+        return f"GOOGLE_GEMINI_BASE_URL={url}"
     return f"base URL {url} (forwarded to {upstream})"
 
 

@@ -26,7 +26,7 @@ from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 from mitmproxy.utils import asyncio_utils
 
 from tooltap.core import Api, detect_api
-from tooltap.core.wire import detect_socket
+from tooltap.core.wire import detect_socket, streamed_path
 
 from .. import options
 from ..handover.budget import Budget, MiB, return_freed_memory
@@ -320,6 +320,7 @@ class Tooltap:
         elif not callable(response.stream) and (
             response.stream is True
             or any(kind in response.headers.get("content-type", "") for kind in STREAMED)
+            or streamed_path(pending.api, flow.request.path)
         ):
             # A stream (SSE, or AWS's event stream) must flow event by event; a body
             # mitmproxy already chose to stream (stream_large_bodies) is tapped, not lost.

@@ -12,10 +12,18 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from ..turn import Api
-from . import chat, converse, messages, realtime, responses
+from . import chat, converse, gemini, messages, realtime, responses
 from .base import Dialect
 
-__all__ = ["DIALECTS", "Dialect", "detect_api", "detect_socket", "dialect", "path_of"]
+__all__ = [
+    "DIALECTS",
+    "Dialect",
+    "detect_api",
+    "detect_socket",
+    "dialect",
+    "path_of",
+    "streamed_path",
+]
 
 DIALECTS: dict[str, Dialect] = {
     d.api: d
@@ -25,6 +33,7 @@ DIALECTS: dict[str, Dialect] = {
         messages.DIALECT,
         realtime.DIALECT,
         converse.DIALECT,
+        gemini.DIALECT,
     )
 }
 
@@ -63,3 +72,10 @@ def detect_socket(url: str) -> Api | None:
         (d.api for d in DIALECTS.values() if d.socket_path and path.endswith(d.socket_path)),
         None,
     )
+
+
+def streamed_path(api: Api, url: str) -> bool:
+    """Does the request ask for a stream by its path, whatever the response's content type says
+    (Gemini's :streamGenerateContent, a JSON array sent piece by piece)? Pure."""
+    streams = dialect(api).streams
+    return streams is not None and streams(path_of(url) or "")

@@ -68,3 +68,8 @@ class Dialect:
     # A body that is not a turn yet (a background response), read later: (method, request,
     # status, stream read whole or not) -> whether to wait for it.
     unfinished: Callable[[str, Any, str | None, bool, bool], bool] | None = None
+    # A path that asks for a stream whatever the content type (Gemini's JSON array stream).
+    streams: Callable[[str], bool] | None = None
+    # Why a rejected request was refused, read from the request and its path, where the API
+    # refuses schemas whatever strict says (Gemini's Schema fields); else from strict tools.
+    request_blockers: Callable[[Mapping[str, Any], str], list[str]] | None = None

@@ -49,6 +49,8 @@ def test_each_upstream_gets_the_next_port_and_its_own_hint():
         "anthropic",
         "--upstream",
         "http://10.0.0.5:8000",
+        "--upstream",
+        "gemini",
         "--listen",
         "0.0.0.0:9000",
     )
@@ -57,8 +59,10 @@ def test_each_upstream_gets_the_next_port_and_its_own_hint():
         "reverse:https://api.openai.com@9000",
         "reverse:https://api.anthropic.com@9001",
         "reverse:http://10.0.0.5:8000@9002",
+        "reverse:https://generativelanguage.googleapis.com@9003",
     ]
     assert "ANTHROPIC_BASE_URL=http://0.0.0.0:9001" in hints[1]
+    assert "GOOGLE_GEMINI_BASE_URL=http://0.0.0.0:9003" in hints[3]
 
 
 def test_any_free_port_takes_one_upstream_only():

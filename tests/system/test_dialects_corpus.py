@@ -4,8 +4,8 @@ exchange, as one test.
 Anthropic on Bedrock (InvokeModel, its stream in AWS's event stream) and on Vertex AI
 (rawPredict), and Bedrock Converse, recorded from the live services by public projects. The
 calls each one should yield are read by dialects_reader, which shares no code with tooltap
-(botocore parses the event streams). Gemini and MCP recordings are in the same file; they are
-other issues' dialects and are left for them.
+(botocore parses the event streams). The Gemini recordings of the same file are
+test_gemini_corpus's; the MCP ones are another dialect's.
 """
 
 from __future__ import annotations
@@ -138,12 +138,14 @@ def test_the_model_comes_from_the_path_where_the_body_names_none(verdicts):
     assert all(model and "@" in model for model in models), models  # claude-...@20250929
 
 
-def test_audit_reads_the_jsonl_binary_bodies_and_all_and_agrees_with_inspect(verdicts):
+def test_audit_reads_the_jsonl_binary_bodies_and_all_and_agrees_with_inspect(verdicts, tmp_path):
     import subprocess
     import sys
 
+    only = tmp_path / "bedrock-vertex.jsonl"
+    only.write_text("".join(json.dumps(record) + "\n" for record in RECORDS))
     done = subprocess.run(
-        [sys.executable, "-m", "tooltap.addon.commands.cli", "audit", "--jsonl", str(CORPUS),
+        [sys.executable, "-m", "tooltap.addon.commands.cli", "audit", "--jsonl", str(only),
          "--format", "json"],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip

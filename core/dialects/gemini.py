@@ -1,0 +1,585 @@
+"""Google Gemini: `models/{model}:generateContent` and `:streamGenerateContent`, on the Gemini
+API (generativelanguage.googleapis.com) and on Vertex AI (`.../publishers/google/models/...`).
+
+The body names no model (the path does); a stream is SSE whose every event is a whole
+GenerateContentResponse, or, without `?alt=sse`, one JSON array sent piece by piece.
+
+What Google documents, and what is read from it:
+- No tool declares strict. The function-calling modes ANY and VALIDATED "ensure function schema
+  adherence": under them every callable declaration is read as strict; under AUTO (the default)
+  none is. Google says nothing of parallel calls under those modes and offers no switch to turn
+  them off, so a fan-out never voids the guarantee here (a finding Google does not document
+  would be a false one). NONE is "equivalent to sending a request without any function
+  declarations".
+- A call's `args` is an object, never text: its raw arguments are its compact JSON, re-written
+  here, so they always parse. They are validated against `parametersJsonSchema` as sent, or
+  against `parameters` (Google's OpenAPI subset) turned into JSON Schema.
+- A call with no `id` (Gemini 2.x, often) is named by its place among the turn's calls,
+  `functionCall[i]`; in the loop, by its name, as Gemini pairs it.
+- The loop as Gemini refuses it: the functionResponse parts of the contents right after a call
+  content answer its calls, by id where both carry one, else by name in order ("the number of
+  function response parts is equal to the number of function call parts"); responses that do
+  not follow a call content answer nothing ("function response turn comes immediately after a
+  function call turn"). Consecutive contents of one role are one turn, as the API reads them. A
+  call followed by text and no response at all was accepted in recordings (gemini-2.0-flash):
+  not reported. Gemini 3 refuses a replayed step of the current turn whose first functionCall
+  part has lost its thoughtSignature.
+- Field names are read in both spellings the API takes (camelCase and snake_case), and enums as
+  names or as integers (`$alt=json;enum-encoding=int`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import unquote
+
+from .. import parallel
+from ..errors import ApiError, api_error
+from ..jsontext import dumps
+from ..loop import Checker, LoopReport, error_payload
+from ..schema import SEED_LIMITS, Limits
+from ..shapes import as_dict, as_int, as_list, as_str
+from ..turn import Tool, ToolCall, Turn
+from .base import Dialect, Prior
+
+_PATH = re.compile(
+    r"/(?:(?:models|tunedModels)/(?P<model>[^/:]+)|endpoints/(?P<endpoint>[^/:]+))"
+    r":(?P<operation>generateContent|streamGenerateContent)$"
+)
+_GEMINI_3 = re.compile(r"(?:^|/)gemini-3(?:[.-]|$)")
+# Enums sent as integers (GAPIC clients' enum-encoding=int): only these values are sure.
+_MODES = {1: "AUTO", 2: "ANY", 3: "NONE"}
+_FINISH = {1: "STOP", 2: "MAX_TOKENS"}
+_TYPES = {1: "string", 2: "number", 3: "integer", 4: "boolean", 5: "array", 6: "object", 7: "null"}
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
+
+
+def field(value: Any, name: str) -> Any:
+    """A field under its camelCase name or its snake_case one (the API reads both). Pure."""
+    holder = as_dict(value)
+    return holder[name] if name in holder else holder.get(_snake(name))
+
+
+def model_in_path(path: str) -> str | None:
+    """The model (or endpoint) the path names. Pure."""
+    found = _PATH.search(path)
+    if found is None or ("/publishers/" in path and "/publishers/google/" not in path):
+        return None
+    return unquote(found["model"] or found["endpoint"])
+
+
+def recognise(method: str, path: str) -> bool:
+    """POST .../models/{model}:generateContent and :streamGenerateContent. Pure."""
+    return method.upper() == "POST" and model_in_path(path) is not None
+
+
+def streams(path: str) -> bool:
+    """Does the path ask for a stream (whatever its content type says)? Pure."""
+    return path.endswith(":streamGenerateContent")
+
+
+# --- the schema: Google's OpenAPI subset as JSON Schema ------------------------------------------
+
+# Schema's fields on the Gemini API; Vertex AI's add additionalProperties, ref and defs.
+SCHEMA_FIELDS = frozenset(
+    {
+        "type", "format", "title", "description", "nullable", "enum", "items", "minItems",
+        "maxItems", "properties", "required", "minProperties", "maxProperties", "minLength",
+        "maxLength", "pattern", "example", "anyOf", "propertyOrdering", "default", "minimum",
+        "maximum",
+    }
+)  # fmt: skip
+VERTEX_FIELDS = SCHEMA_FIELDS | {"additionalProperties", "ref", "defs"}
+_DROPPED = {"nullable", "propertyOrdering", "example"}  # said otherwise, or not a constraint
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.title() for word in rest)
+
+
+def to_json_schema(node: Any) -> Any:
+    """Google's Schema (upper-case or integer types, `nullable`, snake_case fields) as the JSON
+    Schema it means. Pure; what is not a schema object is kept as it is."""
+    if not isinstance(node, Mapping):
+        return node
+    out = dict(
+        _converted(_camel(key) if "_" in key else key, value)
+        for key, value in node.items()
+        if (_camel(key) if "_" in key else key) not in _DROPPED
+    )
+    if field(node, "nullable") is True and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    return out
+
+
+def _converted(name: str, value: Any) -> tuple[str, Any]:
+    """One field of a Schema as JSON Schema says it."""
+    if name == "type":
+        kind = _TYPES.get(value, value) if isinstance(value, int) else value
+        return name, kind.lower() if isinstance(kind, str) else kind
+    if name == "properties":
+        return name, {k: to_json_schema(v) for k, v in as_dict(value).items()}
+    if name in ("items", "additionalProperties"):
+        return name, to_json_schema(value)
+    if name == "anyOf":
+        return name, [to_json_schema(v) for v in as_list(value)]
+    if name == "defs":
+        return "$defs", {k: to_json_schema(v) for k, v in as_dict(value).items()}
+    return ("$ref" if name == "ref" else name), value
+
+
+def schema_blockers(node: Any, fields: frozenset[str], path: str = "$") -> list[str]:
+    """The keys of a Schema that are none of its fields: the API refuses them ("Invalid JSON
+    payload received. Unknown name ..."). Pure."""
+    if not isinstance(node, Mapping):
+        return []
+    found = [
+        f"{path}: {key} is not a field of Gemini's Schema (JSON Schema goes in "
+        "parametersJsonSchema)"
+        for key in node
+        if (_camel(key) if "_" in key else key) not in fields
+    ]
+    for key, value in node.items():
+        name = _camel(key) if "_" in key else key
+        if name == "properties":
+            for prop, sub in as_dict(value).items():
+                found += schema_blockers(sub, fields, f"{path}.{prop}")
+        elif name in ("items", "additionalProperties"):
+            found += schema_blockers(value, fields, f"{path}.{name}")
+        elif name == "anyOf":
+            for i, sub in enumerate(as_list(value)):
+                found += schema_blockers(sub, fields, f"{path}.anyOf[{i}]")
+    return found
+
+
+# --- the turn --------------------------------------------------------------------------------
+
+
+def _tool_entries(request: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    tools = field(request, "tools")
+    return [as_dict(t) for t in (tools if isinstance(tools, list) else [tools]) if t]
+
+
+def _declarations(request: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    for tool in _tool_entries(request):
+        yield from map(as_dict, as_list(field(tool, "functionDeclarations")))
+
+
+def _mode(request: Mapping[str, Any]) -> tuple[str, list[str] | None]:
+    """functionCallingConfig: the mode, and the names it leaves callable. Unset, it is AUTO,
+    or VALIDATED beside built-in tools or a structured output ("Default mode for tool
+    combination")."""
+    config = field(field(request, "toolConfig"), "functionCallingConfig")
+    mode = field(config, "mode")
+    mode = _MODES.get(mode, "") if isinstance(mode, int) else as_str(mode).upper()
+    names = [as_str(n) for n in as_list(field(config, "allowedFunctionNames")) if as_str(n)]
+    if mode == "NONE":
+        return mode, []
+    if not mode:
+        built_in = any(
+            set(map(_camel, t)) - {"functionDeclarations"} for t in _tool_entries(request)
+        )
+        mode = "VALIDATED" if built_in or _output_format(request).get("schema") else "AUTO"
+    return mode, names if names and mode in ("ANY", "VALIDATED") else None
+
+
+def _tools(request: Mapping[str, Any], strict: bool) -> list[Tool]:
+    out = []
+    for declaration in _declarations(request):
+        name = as_str(declaration.get("name")).strip()
+        if not name:
+            continue
+        as_json = field(declaration, "parametersJsonSchema")
+        parameters = as_json if as_json is not None else field(declaration, "parameters")
+        out.append(
+            Tool(
+                name=name,
+                strict=strict,
+                parameters=parameters if as_json is not None else to_json_schema(parameters),
+            )
+        )
+    return out
+
+
+def _output_format(request: Mapping[str, Any]) -> dict[str, Any]:
+    """responseMimeType with responseJsonSchema or responseSchema: constrained decoding."""
+    config = field(request, "generationConfig")
+    if as_str(field(config, "responseMimeType")) not in ("application/json", "text/x.enum"):
+        return {}
+    as_json = field(config, "responseJsonSchema")
+    schema = as_json if as_json is not None else to_json_schema(field(config, "responseSchema"))
+    if schema is None:
+        return {"type": "json_object"}
+    return {"type": "json_schema", "schema": schema, "strict": True}
+
+
+def _parts(response: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The first candidate's parts: the one a client acts on."""
+    candidate = as_dict(next(iter(as_list(field(response, "candidates"))), {}))
+    return [as_dict(p) for p in as_list(field(field(candidate, "content"), "parts"))]
+
+
+def _kind(part: Mapping[str, Any]) -> str:
+    if field(part, "thought") is True:
+        return "thought"
+    return next((_camel(k) for k in part if k not in _PART_META), "")
+
+
+_PART_META = {"thought", "thoughtSignature", "thought_signature", "partMetadata",
+              "part_metadata", "videoMetadata", "video_metadata"}  # fmt: skip
+
+
+def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
+    mode, names = _mode(request)
+    calls: list[ToolCall] = []
+    types: list[str] = []
+    for part in _parts(response):
+        kind = _kind(part)
+        if kind == "text" and not as_str(part.get("text")):
+            continue  # an empty text part that only carries a signature
+        types.append(kind)
+        call = as_dict(field(part, "functionCall"))
+        name = as_str(call.get("name")).strip()
+        if name:
+            calls.append(
+                ToolCall(
+                    call_id=as_str(call.get("id")) or f"functionCall[{len(calls)}]",
+                    name=name,
+                    type="function_call",
+                    arguments_raw=dumps(call["args"]) if "args" in call else "",
+                    arguments_missing="args" not in call,
+                )
+            )
+    usage = as_dict(field(response, "usageMetadata"))
+    counted = {
+        "input_tokens": field(usage, "promptTokenCount"),
+        "output_tokens": field(usage, "candidatesTokenCount"),
+    }
+    return Turn(
+        api="gemini",
+        model=as_str(field(response, "modelVersion")) or as_str(request.get("model")) or None,
+        response_id=as_str(field(response, "responseId")) or None,
+        tools=[] if mode == "NONE" else _tools(request, strict=mode in ("ANY", "VALIDATED")),
+        output_format=_output_format(request),
+        calls=calls,
+        output_types=types,
+        callable_names=names,
+        usage={k: v for k, v in counted.items() if isinstance(v, int) and not isinstance(v, bool)},
+    )
+
+
+def finish_reasons(response: Mapping[str, Any]) -> list[str]:
+    """Each candidate's finishReason, by name. Pure."""
+    out = []
+    for candidate in map(as_dict, as_list(field(response, "candidates"))):
+        reason = field(candidate, "finishReason")
+        if isinstance(reason, int) and not isinstance(reason, bool):
+            out.append(_FINISH.get(reason, str(reason)))
+        elif as_str(reason):
+            out.append(as_str(reason))
+    return out
+
+
+# --- the stream --------------------------------------------------------------------------------
+
+
+class Assembler:
+    """Stream chunks, each a whole GenerateContentResponse: the parts of each candidate are
+    concatenated in order (a call arrives whole, in one chunk), consecutive plain text parts
+    joined; the last chunk's finishReason ends the stream, and its usage and ids are kept.
+
+    Vertex AI's streamed arguments (`streamFunctionCallArguments`): a functionCall opens with
+    its name and `willContinue`, its `partialArgs` set values by JSON path (a string continued
+    while `willContinue` says so), and a functionCall part with neither closes it.
+    """
+
+    def __init__(self) -> None:
+        self.candidates: dict[int, dict[str, Any]] = {}
+        self.top: dict[str, Any] = {}
+        self.errors: list[ApiError] = []
+        self.done = False
+        self._open: dict[str, Any] | None = None  # a call whose arguments are still coming
+        self._continued: str | None = None  # the JSON path whose string goes on
+
+    def done_marker(self) -> None:
+        """An OpenAI `[DONE]` line: not part of a Gemini stream."""
+
+    @property
+    def complete(self) -> bool:
+        return self.done
+
+    def event(self, event: Mapping[str, Any]) -> None:
+        if "error" in event:
+            self.errors.append(api_error(event))
+            return
+        for key in ("usageMetadata", "modelVersion", "responseId", "promptFeedback"):
+            if field(event, key) is not None:
+                self.top[key] = field(event, key)
+        for candidate in map(as_dict, as_list(field(event, "candidates"))):
+            held = self.candidates.setdefault(
+                as_int(candidate.get("index")), {"content": {"role": "model", "parts": []}}
+            )
+            for part in map(as_dict, as_list(field(field(candidate, "content"), "parts"))):
+                self._part(held["content"]["parts"], part)
+            reason = field(candidate, "finishReason")
+            if reason is not None:
+                held["finishReason"] = reason
+                self.done = True
+
+    def _part(self, parts: list[dict[str, Any]], part: Mapping[str, Any]) -> None:
+        call = field(part, "functionCall")
+        if isinstance(call, Mapping) and "args" not in call and self._streamed(parts, part, call):
+            return
+        if set(part) == {"text"} and parts and set(parts[-1]) == {"text"}:
+            parts[-1] = {"text": as_str(parts[-1]["text"]) + as_str(part["text"])}
+        else:
+            parts.append(dict(part))
+
+    def _streamed(
+        self, parts: list[dict[str, Any]], part: Mapping[str, Any], call: Mapping[str, Any]
+    ) -> bool:
+        """A piece of a call whose arguments stream (partialArgs): True when it was taken."""
+        going_on = field(call, "willContinue") is True
+        if self._open is None:
+            if not (going_on and as_str(call.get("name"))):
+                return False
+            self._open = {**call, "args": {}}
+            self._open.pop("willContinue", None)
+            self._open.pop("will_continue", None)
+            parts.append({**part, "functionCall": self._open})
+        for piece in map(as_dict, as_list(field(call, "partialArgs"))):
+            self._apply(self._open["args"], piece)
+        if not going_on:
+            self._open = self._continued = None
+        return True
+
+    def _apply(self, args: dict[str, Any], piece: Mapping[str, Any]) -> None:
+        """One partialArg: its value set at its JSON path ($.a.b[0]), a string continued."""
+        path = as_str(field(piece, "jsonPath"))
+        steps: list[str | int] = [
+            name or int(position)
+            for name, position in re.findall(r"\.([^.\[]+)|\[(\d+)\]", path.removeprefix("$"))
+        ]
+        if not steps:
+            return
+        value = next(
+            (None if key == "nullValue" else field(piece, key) for key in _VALUES
+             if field(piece, key) is not None),
+            None,
+        )  # fmt: skip
+        holder: Any = args
+        for step, following in itertools.pairwise(steps):
+            holder = _child(holder, step, [] if isinstance(following, int) else {})
+        current = _child(holder, steps[-1], None)
+        if self._continued == path and isinstance(current, str) and isinstance(value, str):
+            value = current + value
+        _put(holder, steps[-1], value)
+        self._continued = path if field(piece, "willContinue") is True else None
+
+    def result(self) -> dict[str, Any]:
+        candidates = [{"index": index, **held} for index, held in sorted(self.candidates.items())]
+        return {"candidates": candidates, **self.top}
+
+
+_VALUES = ("stringValue", "numberValue", "boolValue", "nullValue")
+
+
+def _child(holder: Any, step: str | int, empty: Any) -> Any:
+    """holder[step], set to `empty` where nothing is yet; None where holder cannot hold it."""
+    if isinstance(step, int) and isinstance(holder, list):
+        holder.extend([None] * (step + 1 - len(holder)))
+        if holder[step] is None:
+            holder[step] = empty
+        return holder[step]
+    if isinstance(step, str) and isinstance(holder, dict):
+        return holder.setdefault(step, empty)
+    return None
+
+
+def _put(holder: Any, step: str | int, value: Any) -> None:
+    if isinstance(step, int) and isinstance(holder, list):
+        holder.extend([None] * (step + 1 - len(holder)))
+        holder[step] = value
+    elif isinstance(step, str) and isinstance(holder, dict):
+        holder[step] = value
+
+
+# --- the loop --------------------------------------------------------------------------------
+
+
+def _role(content: Mapping[str, Any]) -> str:
+    return "model" if as_str(content.get("role")) == "model" else "user"  # `function` is a user
+
+
+def _turns(contents: list[Mapping[str, Any]]) -> list[tuple[str, list[tuple[int, int, Any]]]]:
+    """Consecutive contents of one role as one turn: (role, [(content, part, part body)])."""
+    turns: list[tuple[str, list[tuple[int, int, Any]]]] = []
+    for index, content in enumerate(contents):
+        role = _role(content)
+        parts = [(index, j, as_dict(p)) for j, p in enumerate(as_list(content.get("parts")))]
+        if turns and turns[-1][0] == role:
+            turns[-1][1].extend(parts)
+        else:
+            turns.append((role, parts))
+    return turns
+
+
+def _where(index: int, part: int) -> str:
+    return f"contents.{index}.parts.{part}"
+
+
+def _signature_errors(contents: list[Mapping[str, Any]], model: str, check: Checker) -> None:
+    """Gemini 3: the first functionCall part of each step of the current turn (after the last
+    user content that is not only function responses) must carry its thoughtSignature."""
+    if not _GEMINI_3.search(model):
+        return
+    start = 0
+    for index, content in enumerate(contents):
+        parts = [as_dict(p) for p in as_list(content.get("parts"))]
+        if _role(content) == "user" and any(field(p, "functionResponse") is None for p in parts):
+            start = index + 1
+    for index in range(start, len(contents)):
+        content = contents[index]
+        if _role(content) != "model":
+            continue
+        parts = [as_dict(p) for p in as_list(content.get("parts"))]
+        first = next((j for j, p in enumerate(parts) if field(p, "functionCall")), None)
+        if first is not None and not field(parts[first], "thoughtSignature"):
+            call = as_dict(field(parts[first], "functionCall"))
+            name = as_str(call.get("id")) or as_str(call.get("name"))
+            check.error("missing-thought-signature", [name], index, _where(index, first))
+
+
+def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
+    """The tool loop of a generateContent request, as Gemini refuses it. Pure."""
+    contents = [as_dict(c) for c in as_list(field(request, "contents"))]
+    newest = next((i for i in range(len(contents) - 1, -1, -1) if _role(contents[i]) == "model"), 0)
+    check = Checker("id", "contents", newest)
+    calls: list[tuple[str, str, int]] | None = None  # (id, name, content) of the turn before
+    for role, parts in _turns(contents):
+        if role == "model":
+            calls = [
+                (as_str(call.get("id")), as_str(call.get("name")), index)
+                for index, _, part in parts
+                if (call := as_dict(field(part, "functionCall")))
+            ] or None
+            continue
+        answers = [
+            (index, j, as_dict(field(part, "functionResponse")))
+            for index, j, part in parts
+            if field(part, "functionResponse") is not None
+        ]
+        if answers:
+            _answer(check, calls or [], answers)
+        calls = None  # a call followed by no response at all: accepted, not reported
+    _signature_errors(contents, as_str(request.get("model")), check)
+    return check.report
+
+
+def _answer(
+    check: Checker, calls: list[tuple[str, str, int]], answers: list[tuple[int, int, Any]]
+) -> None:
+    """Responses against the calls of the turn right before: by id where both sides carry one,
+    else the first open call of the same name."""
+    open_calls = list(calls)
+    answered: list[tuple[str, str, int]] = []
+    for index, j, response in answers:
+        answer_id, name = as_str(response.get("id")), as_str(response.get("name"))
+        where = _where(index, j)
+        named = answer_id or name
+        by_id = [c for c in open_calls if answer_id and c[0] == answer_id]
+        matched = by_id or [c for c in open_calls if c[1] == name and not (answer_id and c[0])]
+        failed = error_payload(dumps(field(response, "response")))
+        check.result(named, index, failed, where)
+        if matched:
+            open_calls.remove(matched[0])
+            answered.append(matched[0])
+        elif any((answer_id and c[0] == answer_id) or (not answer_id and c[1] == name)
+                 for c in answered):  # fmt: skip
+            check.error("duplicate-result", [named], index, where)
+        else:
+            check.error("orphan-result", [named], index, where)
+    by_turn: dict[int, list[str]] = {}
+    for call_id, name, index in open_calls:
+        by_turn.setdefault(index, []).append(call_id or name)
+    for index, ids in sorted(by_turn.items()):
+        check.error("unanswered-call", ids, index)
+
+
+# --- what the API refuses, and the repairs -------------------------------------------------------
+
+
+def request_blockers(request: Mapping[str, Any], path: str) -> list[str]:
+    """Keys of a `parameters` or `responseSchema` Schema that are none of its fields, on the
+    API the path names (Vertex AI's Schema has three more). Pure."""
+    fields = VERTEX_FIELDS if "/projects/" in path or "/publishers/" in path else SCHEMA_FIELDS
+    found = []
+    for declaration in _declarations(request):
+        parameters = field(declaration, "parameters")
+        found += [
+            f"tool {as_str(declaration.get('name'))}: {line}"
+            for line in schema_blockers(parameters, fields)
+        ]
+    config = field(request, "generationConfig")
+    found += [
+        f"format: {line}" for line in schema_blockers(field(config, "responseSchema"), fields)
+    ]
+    return found
+
+
+def blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> list[str]:
+    """No per-tool subset keeps strict from holding: the modes hold for any schema the API
+    takes. Pure."""
+    return []
+
+
+def state_repairs(state: Any) -> list[str]:
+    """The repair for a parallel/strict state, in Gemini's terms. Pure."""
+    if state == "fanout-no-strict":
+        return [
+            "no schema guarantee was in place to lose. Validate tool arguments in your own "
+            "handler, or set functionCallingConfig.mode to VALIDATED (or ANY), under which "
+            "Google says the calls adhere to their schemas."
+        ]
+    return parallel.repair_lines(state)
+
+
+def format_repairs(
+    response: Mapping[str, Any], state: Any, loose: list[tuple[str, Any]], limits: Limits
+) -> list[str]:
+    """The repair for an output-format state, in Gemini's terms. Pure."""
+    if state == "advisory-tools":
+        return [
+            "set functionCallingConfig.mode to VALIDATED (the default beside a structured "
+            "output): under AUTO the tool arguments are held to no schema."
+        ]
+    if state == "no-schema":
+        return [
+            "give responseJsonSchema beside responseMimeType application/json: JSON mode "
+            "alone holds the output to no schema."
+        ]
+    return []
+
+
+DIALECT = Dialect(
+    api="gemini",
+    recognise=recognise,
+    read_turn=read_turn,
+    assembler=Assembler,
+    check_loop=check_loop,
+    finish_reasons=finish_reasons,
+    blockers=blockers,
+    state_repairs=state_repairs,
+    format_repairs=format_repairs,
+    parallel_voids_strict=False,
+    model_in_path=model_in_path,
+    streams=streams,
+    request_blockers=request_blockers,
+)
