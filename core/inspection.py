@@ -333,7 +333,8 @@ def inspect(
         if response.value is None:  # an error sent as JSON under a stream's content type
             response = _read_response(api, exchange.model_copy(update={"response_headers": {}}),
                                       max_decoded)  # fmt: skip
-        error = api_error(response.value)
+        said = [e for e in response.errors if e.type != "malformed_event"]
+        error = said[0] if said else api_error(response.value)  # a stream's error, or the body
         if not error.type:  # AWS names the error in a header ("ValidationException:<namespace>")
             aws_type = header(exchange.response_headers, "x-amzn-errortype").partition(":")[0]
             error = error.model_copy(update={"type": aws_type})

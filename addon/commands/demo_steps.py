@@ -480,6 +480,22 @@ class Clients:
         )
 
     @property
+    def gemini(self) -> Any:
+        """google-genai's client for the Gemini API, with an API key (any works here)."""
+        from google import genai  # noqa: PLC0415
+        from google.genai import types  # noqa: PLC0415
+
+        # One client per set of headers, kept: a genai.Client closes its connections when
+        # it is collected, even while its `models` are in use.
+        key = "gemini " + json.dumps(self.headers, sort_keys=True)
+        if key not in self._made:
+            options = types.HttpOptions(
+                base_url=self.base_url, api_version="v1beta", headers=dict(self.headers)
+            )
+            self._made[key] = genai.Client(api_key="AIza-demo-not-a-real-key", http_options=options)
+        return self._made[key]
+
+    @property
     def bedrock_runtime(self) -> Any:
         """boto3's bedrock-runtime client. It signs with SigV4 and dummy keys, which the demo's
         upstream does not check (boto3 sends a Bedrock API key to https endpoints only); real
@@ -507,13 +523,14 @@ def client_errors() -> tuple[type[Exception], ...]:
     import anthropic  # noqa: PLC0415
     import openai  # noqa: PLC0415
     from botocore.exceptions import ClientError  # noqa: PLC0415
+    from google.genai.errors import APIError  # noqa: PLC0415
 
-    return (openai.APIStatusError, anthropic.APIStatusError, ClientError)
+    return (openai.APIStatusError, anthropic.APIStatusError, ClientError, APIError)
 
 
 def status_of(error: Exception) -> int:
     """The HTTP status an SDK's error carries."""
-    status = getattr(error, "status_code", None)
+    status = getattr(error, "status_code", None) or getattr(error, "code", None)
     if status is None:  # botocore's ClientError
         status = getattr(error, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
     return int(status or 0)
@@ -631,6 +648,57 @@ def _converse_unanswered(clients: Clients) -> Any:
             },
         ],
     )
+
+
+# Gemini 3's two parallel calls: only the first part carries the thought signature.
+GEMINI_CALLS = [
+    {
+        "functionCall": {"id": "8hd01vsf", "name": "get_weather",
+                         "args": {"city": "Kyoto", "country": "JP", "units": "c"}},
+        "thoughtSignature": "CvgCAb4+9vup9EIJimw1po6h04G33NCsW3/75AeNkaA+CgZwaTVYQNaI3RaU+uU59eyS",
+    },
+    {
+        "functionCall": {"id": "q2m7x0ta", "name": "get_weather",
+                         "args": {"city": "Osaka", "country": "JP", "units": "c"}},
+    },
+]  # fmt: skip
+UNSIGNED = (
+    "Function call is missing a thought_signature in functionCall parts. This is required for "
+    "tools to work correctly, and missing thought_signature may lead to degraded model "
+    "performance. Additional data, function call `default_api:get_weather` , position 2. "
+    "Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
+)
+
+
+def _gemini_unsigned(clients: Clients) -> Any:
+    """A Gemini 3 follow-up whose history dropped the calls' thought signature."""
+    from google.genai import types  # noqa: PLC0415
+
+    unsigned = [{k: v for k, v in part.items() if k != "thoughtSignature"} for part in GEMINI_CALLS]
+    return clients.gemini.models.generate_content(
+        model="gemini-3-flash-preview",
+        contents=[
+            types.Content(role="user", parts=[types.Part(text="Weather in Kyoto and Osaka?")]),
+            types.Content(role="model", parts=[types.Part.model_validate(p) for p in unsigned]),
+            types.Content(
+                role="user",
+                parts=[
+                    types.Part(
+                        function_response=types.FunctionResponse(
+                            id=part["functionCall"]["id"], name="get_weather",
+                            response={"temp_c": temp},
+                        )
+                    )
+                    for part, temp in zip(GEMINI_CALLS, (14, 17), strict=True)
+                ],
+            ),
+        ],
+        config=types.GenerateContentConfig(
+            tools=[types.Tool(function_declarations=[
+                {"name": "get_weather", "description": "Weather for a city",
+                 "parameters_json_schema": WEATHER}])],
+        ),
+    )  # fmt: skip
 
 
 STEPS: list[Step] = [
@@ -956,6 +1024,15 @@ STEPS: list[Step] = [
         _converse_unanswered,
         expect_error=True,
     ),
+    Step(
+        "gemini-unsigned",
+        "Gemini 3: a replayed call that lost its thought signature, and the 400 it earns",
+        json_reply(
+            {"error": {"code": 400, "message": UNSIGNED, "status": "INVALID_ARGUMENT"}}, 400
+        ),
+        _gemini_unsigned,
+        expect_error=True,
+    ),
 ]
 
 BY_NAME = {step.name: step for step in STEPS}
@@ -966,6 +1043,7 @@ DEFAULTS = {
     "/messages": "anthropic-parallel",
     "/invoke-with-response-stream": "bedrock-stream",
     "/converse": "converse-unanswered",
+    ":generateContent": "gemini-unsigned",
 }
 
 
@@ -989,8 +1067,8 @@ def route(seen: Seen) -> Reply:
             {
                 "error": {
                     "message": "the demo upstream serves chat/completions, responses, "
-                    "messages, and Bedrock's invoke-with-response-stream and converse, "
-                    f"not {seen.path}",
+                    "messages, Bedrock's invoke-with-response-stream and converse, and "
+                    f"Gemini's generateContent, not {seen.path}",
                     "type": "not_found",
                 }
             },

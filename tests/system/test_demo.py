@@ -31,9 +31,13 @@ def test_the_demo_summary_matches_the_scripted_scenario():
     assert summary.unguaranteed == 5
     assert summary.formats == {"free-text": 11, "advisory-schema": 1}
     assert summary.argument_errors == {"schema": 3, "parse": 1}
-    assert summary.loop_errors == {"unanswered-call": 3, "orphan-result": 1}
-    assert summary.tool_results == {"ok": 5, "error": 2}
-    assert summary.rejected == {"400": 4}
+    assert summary.loop_errors == {
+        "unanswered-call": 3,
+        "orphan-result": 1,
+        "missing-thought-signature": 1,
+    }
+    assert summary.tool_results == {"ok": 7, "error": 2}
+    assert summary.rejected == {"400": 5}
     assert summary.flows == {"inspected": sum(step.turns for step in STEPS)}
     assert summary.internal_errors == 0
     repairs = "\n".join(summary.repairs)
@@ -66,6 +70,12 @@ def test_the_demo_summary_matches_the_scripted_scenario():
     )
     assert re.search(
         r"\] request_rejected .* api=converse .* status=400 type=ValidationException", text
+    )
+    # Gemini 3, through google-genai: a replayed call step that lost its thought signature.
+    assert re.search(
+        r"\] loop_error .* api=gemini ids=\['8hd01vsf'\] .*"
+        r"rule=missing-thought-signature where=contents\.1\.parts\.0",
+        text,
     )
     assert (
         "exposure rate (strict-void / at-risk turns): 40%, 5 argument object(s) with no guarantee"

@@ -51,6 +51,11 @@ DEMO_FLOWS = [
         RED,
         "tooltap: unanswered-call, rejected, 1 tool failure(s)",
     ),
+    (
+        "/v1beta/models/gemini-3-flash-preview:generateContent",
+        RED,
+        "tooltap: missing-thought-signature, rejected",
+    ),
 ]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # As root, in a closed network: no sandbox, and none of chromium's own connections.
