@@ -18,6 +18,10 @@ from tooltap.addon.sinks.traces import provider_name
         ("messages", "us-east5-aiplatform.googleapis.com", "gcp.vertex_ai"),
         ("messages", "aiplatform.googleapis.com", "gcp.vertex_ai"),
         ("messages", "aiplatform.us.rep.googleapis.com", "gcp.vertex_ai"),
+        ("gemini", "generativelanguage.googleapis.com", "gcp.gemini"),
+        ("gemini", "us-central1-aiplatform.googleapis.com", "gcp.vertex_ai"),
+        ("gemini", "127.0.0.1", "gcp.gemini"),  # reverse mode: the API says it
+        ("chat", "generativelanguage.googleapis.com", "gcp.gemini"),  # its OpenAI-compatible API
     ],
 )
 def test_the_provider_is_read_from_the_host_then_the_api(api, host, provider):

@@ -6,6 +6,8 @@ dialects corpus recorded. Credentials are dummies.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import google.oauth2.credentials
@@ -341,3 +343,44 @@ def test_the_metrics_count_gemini_turns_calls_and_rejections(proxy):
         )  # fmt: skip
         assert turns == count, state
     assert sample(values, "tooltap_rejected_requests_total", api="gemini", status="400") == 3
+
+
+def test_gemini_read_offline_from_a_flow_file_and_a_har_gives_the_live_findings(tmp_path, upstream):
+    """The same traffic saved by the proxy as flows (-w) and as HAR, then audited."""
+    flows, har = tmp_path / "flows.mitm", tmp_path / "flows.har"
+    saving = ("-w", str(flows), "--set", f"hardump={har}", "--set", "store_streamed_bodies=true")
+    with Proxy.tooltap([upstream.url], "--log-format", "json", extra=saving) as saved:
+        # A client is kept while it is used: a genai.Client closes its connections when collected.
+        parallel, streamed = gemini_api(saved, "parallel"), vertex(saved, "streamed")
+        parallel.models.generate_content(
+            model="gemini-3-flash-preview", contents=ASK, config=config()
+        )
+        chunks = streamed.models.generate_content_stream(
+            model="gemini-2.5-flash", contents=ASK, config=config("VALIDATED")
+        )
+        assert len(list(chunks)) == 3
+        url = f"{saved.url}/v1beta/models/gemini-2.5-flash:streamGenerateContent"
+        body = {"contents": [{"role": "user", "parts": [{"text": ASK}]}]}
+        httpx.post(url, json=body, headers={"x-scenario": "array"}, timeout=10)
+        unanswered = gemini_api(saved, "unanswered")
+        with pytest.raises(errors.ClientError):
+            unanswered.models.generate_content(
+                model="gemini-3-flash-preview", contents=ASK, config=config()
+            )
+        live = saved.wait_for("turn", 4)
+    found = [(t["api"], t["stream"], t.get("state"), t["calls"], t["status"]) for t in live]
+    assert found == [
+        ("gemini", False, "fanout-no-strict", 2, 200),
+        ("gemini", True, "strict-serialised", 2, 200),
+        ("gemini", True, "no-tools", 2, 200),
+        ("gemini", False, None, 0, 400),
+    ]
+    for source in (["-r", str(flows)], ["--har", str(har)]):
+        done = subprocess.run(
+            [sys.executable, "-m", "tooltap.addon.commands.cli", "audit", *source,
+             "--format", "json"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        *rows, _summary = [json.loads(row) for row in done.stdout.splitlines()]
+        offline = [(r["api"], r["stream"], r["state"], len(r["calls"]), r["status"]) for r in rows]
+        assert offline == found, source
