@@ -259,7 +259,8 @@ def loop_panels() -> list[Any]:
             " does not exist. duplicate-result: a call answered twice. split-results and"
             " results-not-first (Anthropic): results must sit first in the single next user"
             " message. empty-result: a result with no content. unanswered-at-close (Realtime):"
-            " the session closed while a tool ran, with no response after it, as at a hang-up.",
+            " the session closed while a tool ran, with no response after it, as at a hang-up."
+            " missing-thought-signature (Gemini 3): a replayed call lost its signature.",
             [
                 query(
                     f"sum by (rule) (rate(tooltap_loop_errors_total{{{API}}}[$__rate_interval]))",

@@ -75,12 +75,18 @@ CHAT, RESPONSES, MESSAGES = "/v1/chat/completions", "/v1/responses", "/v1/messag
 # Bedrock Converse: the model is in the path (the body names none).
 NOVA = "us.amazon.nova-pro-v1:0"
 CONVERSE, CONVERSE_STREAM = f"/model/{NOVA}/converse", f"/model/{NOVA}/converse-stream"
+# Gemini: the model is in the path too.
+GEMINI = "gemini-2.5-flash"
+GENERATE = f"/v1beta/models/{GEMINI}:generateContent"
+GENERATE_STREAM = f"/v1beta/models/{GEMINI}:streamGenerateContent"
 API_OF_PATH = {
     CHAT: "chat",
     RESPONSES: "responses",
     MESSAGES: "messages",
     CONVERSE: "converse",
     CONVERSE_STREAM: "converse",
+    GENERATE: "gemini",
+    GENERATE_STREAM: "gemini",
 }
 
 # Models. A: mostly void; B: at-risk only (exposure 0, the `or ... * 0` arm); C: half and half,
@@ -106,7 +112,7 @@ VOID, AT_RISK = 5, 6  # strict-void and strict-at-risk turns per pass that rate(
 EXPOSURE = VOID / (VOID + AT_RISK)  # 5/11
 EXPOSURE_BY_MODEL = {A: 4 / 5, B: 0.0, C: 1 / 2, GPT54: 0.0, GPT51: 0.0}  # E, F: none
 EXPOSURE_BY_API = {"chat": 5 / 9, "responses": 0.0}  # messages: never void, no series
-FLOWS = 23  # requests per pass
+FLOWS = 25  # requests per pass
 
 
 def _function(name: str, properties: dict[str, Any], strict: bool = True) -> dict[str, Any]:
@@ -232,6 +238,24 @@ def converse_stream_reply() -> Reply:
     return Reply(headers=headers, chunks=frames, delay=0.002)
 
 
+GEMINI_TOOLS = [{"functionDeclarations": [{"name": "get_weather", "parameters": {
+    "type": "OBJECT", "properties": {"city": {"type": "STRING"}}, "required": ["city"]}}]}]  # fmt: skip
+GEMINI_ASK = {"contents": [{"role": "user", "parts": [{"text": "Weather in Paris and Rome?"}]}],
+              "tools": GEMINI_TOOLS}  # fmt: skip
+
+
+def gemini_body(*cities: str) -> dict[str, Any]:
+    parts = [{"functionCall": {"name": "get_weather", "args": {"city": c}}} for c in cities]
+    return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": 30, "candidatesTokenCount": 9},
+            "modelVersion": GEMINI, "responseId": "e2eGeminiResponse1"}  # fmt: skip
+
+
+def gemini_stream_reply() -> Reply:
+    chunk = b"data: " + json.dumps(gemini_body("Paris")).encode() + b"\r\n\r\n"
+    return Reply(headers=SSE_HEADERS, chunks=[chunk], delay=0.002)
+
+
 @dataclass(frozen=True)
 class Step:
     """One scripted request, its reply, and what the proxy must make of it (per pass)."""
@@ -335,6 +359,12 @@ SCRIPT: list[Step] = [
     Step("converse", CONVERSE, CONVERSE_ASK, converse_reply(), NOVA, "no-strict-declared", 1),
     Step("converse-stream", CONVERSE_STREAM, CONVERSE_ASK, converse_stream_reply(), NOVA,
          "no-strict-declared", 1),
+    # --- Gemini: a fan-out under AUTO (no guarantee), one call under ANY (schemas adhered) -
+    Step("gemini", GENERATE, GEMINI_ASK, json_reply(json.dumps(gemini_body("Paris", "Rome")).encode()),
+         GEMINI, "fanout-no-strict", 2, duplicate=True),
+    Step("gemini-stream", GENERATE_STREAM + "?alt=sse",
+         GEMINI_ASK | {"toolConfig": {"functionCallingConfig": {"mode": "ANY"}}},
+         gemini_stream_reply(), GEMINI, "strict-serialised", 1),
 ]  # fmt: skip
 BY_SCENARIO = {step.scenario: step for step in SCRIPT}
 
@@ -860,7 +890,7 @@ def test_the_script_is_the_known_mix():
     turns = aggregate(one, "tooltap_turns_total", ("state",))
     assert turns[(("state", "strict-void"),)] == VOID
     assert turns[(("state", "strict-at-risk"),)] == AT_RISK
-    assert turns[(("state", "fanout-no-strict"),)] == 2
+    assert turns[(("state", "fanout-no-strict"),)] == 3
     assert sum(step.times for step in in_pass(1)) == sum(s.times for s in in_pass(2)) == FLOWS
     assert exposure(one) == {(): EXPOSURE}
     assert exposure(one, ("model",)) == {(("model", m),): v for m, v in EXPOSURE_BY_MODEL.items()}
@@ -955,12 +985,12 @@ def test_the_exposure_rate_equals_the_scripted_void_over_at_risk_ratio(run):
 
 def test_the_model_variable_offers_every_scripted_model(run):
     models = {series["metric"]["model"] for series in run.results["tooltap/$model"]}
-    assert models == {A, B, C, D, E, F, GPT54, GPT51, HAIKU, SONNET4, SONNET37, NOVA}
+    assert models == {A, B, C, D, E, F, GPT54, GPT51, HAIKU, SONNET4, SONNET37, NOVA, GEMINI}
 
 
-def test_the_api_variable_offers_every_scripted_api_converse_too(run):
+def test_the_api_variable_offers_every_scripted_api_converse_and_gemini_too(run):
     apis = {series["metric"]["api"] for series in run.results["tooltap/$api"]}
-    assert apis == {"chat", "responses", "messages", "realtime", "converse"}
+    assert apis == {"chat", "responses", "messages", "realtime", "converse", "gemini"}
 
 
 def test_every_rule_and_panel_expression_has_an_expectation():

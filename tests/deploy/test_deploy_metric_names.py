@@ -21,7 +21,7 @@ RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
 DASHBOARDS = ROOT / "grafana" / "dashboards"
 
 ANY = None  # a label whose values are open (model, status, le, ...)
-APIS = {"responses", "chat", "messages", "realtime", "converse"}
+APIS = {"responses", "chat", "messages", "realtime", "converse", "gemini"}
 HTTP_APIS = APIS - {"realtime"}  # realtime is only ever a WebSocket
 TURN_STATES = {
     "no-tools",
@@ -47,6 +47,7 @@ LOOP_RULES = {
     "results-not-first",
     "empty-result",
     "unanswered-at-close",
+    "missing-thought-signature",
 }
 FLOW_OUTCOMES = {"inspected", "skipped", "unparseable", "upstream_error", "dropped"}
 
