@@ -418,16 +418,20 @@ def _role(content: Mapping[str, Any]) -> str:
     return "model" if as_str(content.get("role")) == "model" else "user"  # `function` is a user
 
 
-def _turns(contents: list[Mapping[str, Any]]) -> list[tuple[str, list[tuple[int, int, Any]]]]:
-    """Consecutive contents of one role as one turn: (role, [(content, part, part body)])."""
-    turns: list[tuple[str, list[tuple[int, int, Any]]]] = []
+Stretch = tuple[str, int, list[tuple[int, int, Mapping[str, Any]]]]
+
+
+def _turns(contents: list[Mapping[str, Any]]) -> list[Stretch]:
+    """Consecutive contents of one role as one turn, as the API reads them: (role, the index of
+    its first content, [(content, part, part body)])."""
+    turns: list[Stretch] = []
     for index, content in enumerate(contents):
         role = _role(content)
         parts = [(index, j, as_dict(p)) for j, p in enumerate(as_list(content.get("parts")))]
         if turns and turns[-1][0] == role:
-            turns[-1][1].extend(parts)
+            turns[-1][2].extend(parts)
         else:
-            turns.append((role, parts))
+            turns.append((role, index, parts))
     return turns
 
 
@@ -435,39 +439,37 @@ def _where(index: int, part: int) -> str:
     return f"contents.{index}.parts.{part}"
 
 
-def _signature_errors(contents: list[Mapping[str, Any]], model: str, check: Checker) -> None:
-    """Gemini 3: the first functionCall part of each step of the current turn (after the last
-    user content that is not only function responses) must carry its thoughtSignature."""
+def _signature_errors(turns: list[Stretch], model: str, check: Checker) -> None:
+    """Gemini 3: the first functionCall part of each model step of the current turn (after the
+    user's last own message) must carry its thoughtSignature. A step is read as a model turn,
+    consecutive model contents together: a client that splits parallel calls over contents
+    (pydantic-ai does) keeps one signature for them, on the first."""
     if not _GEMINI_3.search(model):
         return
-    start = 0
-    for index, content in enumerate(contents):
-        parts = [as_dict(p) for p in as_list(content.get("parts"))]
-        if _role(content) == "user" and any(field(p, "functionResponse") is None for p in parts):
-            start = index + 1
-    for index in range(start, len(contents)):
-        content = contents[index]
-        if _role(content) != "model":
-            continue
-        parts = [as_dict(p) for p in as_list(content.get("parts"))]
-        first = next((j for j, p in enumerate(parts) if field(p, "functionCall")), None)
-        if first is not None and not field(parts[first], "thoughtSignature"):
-            call = as_dict(field(parts[first], "functionCall"))
+    current = [
+        i for i, (role, _, parts) in enumerate(turns)
+        if role == "user" and any(field(p, "functionResponse") is None for _, _, p in parts)
+    ]  # fmt: skip
+    for role, _, parts in turns[(current[-1] + 1 if current else 0) :]:
+        first = next(((i, j, p) for i, j, p in parts if field(p, "functionCall")), None)
+        if role == "model" and first and not field(first[2], "thoughtSignature"):
+            call = as_dict(field(first[2], "functionCall"))
             name = as_str(call.get("id")) or as_str(call.get("name"))
-            check.error("missing-thought-signature", [name], index, _where(index, first))
+            check.error("missing-thought-signature", [name], first[0], _where(first[0], first[1]))
 
 
 def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
     """The tool loop of a generateContent request, as Gemini refuses it. Pure."""
     contents = [as_dict(c) for c in as_list(field(request, "contents"))]
-    newest = next((i for i in range(len(contents) - 1, -1, -1) if _role(contents[i]) == "model"), 0)
+    turns = _turns(contents)
+    newest = next((first for role, first, _ in reversed(turns) if role == "model"), 0)
     check = Checker("id", "contents", newest)
-    calls: list[tuple[str, str, int]] | None = None  # (id, name, content) of the turn before
-    for role, parts in _turns(contents):
+    calls: list[tuple[str, str, int]] | None = None  # (id, name, turn) of the turn before
+    for role, first, parts in turns:
         if role == "model":
             calls = [
-                (as_str(call.get("id")), as_str(call.get("name")), index)
-                for index, _, part in parts
+                (as_str(call.get("id")), as_str(call.get("name")), first)
+                for _, _, part in parts
                 if (call := as_dict(field(part, "functionCall")))
             ] or None
             continue
@@ -479,7 +481,7 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
         if answers:
             _answer(check, calls or [], answers)
         calls = None  # a call followed by no response at all: accepted, not reported
-    _signature_errors(contents, as_str(request.get("model")), check)
+    _signature_errors(turns, as_str(request.get("model")), check)
     return check.report
 
 

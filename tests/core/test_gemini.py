@@ -329,6 +329,11 @@ def test_consecutive_contents_of_one_role_are_one_turn_as_the_api_reads_them():
     assert loop(USER, calls, *one_each, ("user", [{"text": "thanks"}])) == []
     assert loop(USER, ("model", [call("Paris")]), ("model", [call("Rome")]),
                 ("user", [answer(), answer()])) == []  # fmt: skip
+    # A call in the first of two model contents is as much the newest turn's as the second's.
+    assert loop(USER, ("model", [call("Paris", "a1")]), ("model", [call("Rome", "b2")]),
+                ("user", [answer(call_id="b2")])) == [
+        ("unanswered-call", ["a1"], "contents.1")
+    ]  # fmt: skip
 
 
 def test_responses_that_follow_no_call_answer_nothing_and_text_after_calls_is_accepted():
@@ -367,3 +372,7 @@ def test_gemini_3_wants_the_first_call_of_each_step_of_the_current_turn_signed()
     step2 = ("model", [{"function_call": {"name": "get_weather", "args": {}},
                         "thought_signature": "c2ln"}])  # fmt: skip
     assert loop(USER, signed, answers, step2, model="gemini-3-pro-preview") == []
+    # Parallel calls split over two model contents keep one signature, on the first.
+    split = [("model", [call("Paris", "a1", thoughtSignature="c2ln")]),
+             ("model", [call("Rome", "b2")])]  # fmt: skip
+    assert loop(USER, *split, answers, model="gemini-3-pro-preview") == []
