@@ -259,8 +259,12 @@ def test_tools_custom_and_versioned():
             {"type": "web_search_20250305", "name": "web_search"},
             # A typed tool with an input_schema is a client tool with a schema.
             {"type": "odd", "name": "h", "input_schema": CLOSED},
+            # Nameless tools cannot be called: skipped, and the ones after them still read.
             {"type": "custom", "name": " "},
             "junk",
+            # A custom tool, typed or not, missing its (required) input_schema: no schema.
+            {"name": "untyped"},
+            {"type": "custom", "name": "typed"},
         ]
     }
     tools = messages.read_turn(request, {}).tools
@@ -270,6 +274,8 @@ def test_tools_custom_and_versioned():
         ("bash", "bash_20250124", False, None),
         ("web_search", "web_search_20250305", None, None),
         ("h", "function", None, CLOSED),
+        ("untyped", "function", None, None),
+        ("typed", "function", None, None),
     ]
 
 
@@ -451,6 +457,18 @@ def test_message_delta_sets_only_what_it_carries():
         "usage": {"input_tokens": 5, "output_tokens": 9},
         "content": [],
     }
+    # A stop sequence that ended the message comes in message_delta beside its reason.
+    stopped = assemble(
+        {
+            "type": "message_start",
+            "message": {"id": "msg_2", "stop_reason": None, "stop_sequence": None},
+        },
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "stop_sequence", "stop_sequence": "###"},
+        },
+    )
+    assert stopped.result()["stop_sequence"] == "###"
 
 
 def test_only_message_stop_completes_a_stream():
@@ -575,6 +593,26 @@ def test_the_format_repair_lists_only_the_loose_tools_that_need_fixing():
     ]
 
 
-@pytest.mark.parametrize("state", ["enforced", "advisory-schema", "no-schema", "free-text", "unknown-format"])
+@pytest.mark.parametrize(
+    "state", ["enforced", "advisory-schema", "no-schema", "free-text", "unknown-format"]
+)
 def test_no_format_repair_for_any_other_state(state):
     assert messages.format_repairs({}, state, [("open", {"type": "object"})], SEED_LIMITS) == []
+
+
+# --- check_loop --------------------------------------------------------------------------
+
+
+def test_the_loops_repairs_name_anthropics_id_field():
+    request = {
+        "messages": [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}],
+            },
+            {"role": "user", "content": "and?"},
+        ]
+    }
+    (error,) = messages.check_loop(request).errors
+    assert (error.rule, error.ids, error.where) == ("unanswered-call", ["toolu_1"], "messages.0")
+    assert "tool_use_id" in error.repair
