@@ -392,4 +392,8 @@ def test_the_loops_repairs_name_chats_id_field():
     }
     (error,) = chat.check_loop(request).errors
     assert error.rule == "unanswered-call"
-    assert "tool_call_id" in error.repair
+    assert error.repair == (
+        "answer every call with exactly one result carrying its tool_call_id, in the next request; "
+        "a tool that failed still gets a result describing the failure, or the API rejects the "
+        "request."
+    )

@@ -615,4 +615,8 @@ def test_the_loops_repairs_name_anthropics_id_field():
     }
     (error,) = messages.check_loop(request).errors
     assert (error.rule, error.ids, error.where) == ("unanswered-call", ["toolu_1"], "messages.0")
-    assert "tool_use_id" in error.repair
+    assert error.repair == (
+        "answer every call with exactly one result carrying its tool_use_id, in the next request; "
+        "a tool that failed still gets a result describing the failure, or the API rejects the "
+        "request."
+    )
