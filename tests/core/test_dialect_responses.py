@@ -315,6 +315,7 @@ def test_result_call_ids(item, ids):
         ("GET", "/v1/responses/resp_1", True),
         ("get", "/v1/responses/resp_1/", True),
         ("GET", "/openai/v1/responses/resp_1", True),
+        ("GET", "/v1/responses/XX", True),  # an id is whatever follows, whatever its letters
         ("GET", "/v1/responses", False),
         ("GET", "/v1/responses/", False),
         ("POST", "/v1/responses/resp_1", False),
@@ -381,3 +382,16 @@ def test_finish_reasons(response, reasons):
 )
 def test_unfinished(method, request_, status, stream, complete, waits):
     assert responses.unfinished(method, request_, status, stream, complete) is waits
+
+
+# --- check_loop --------------------------------------------------------------------------
+
+
+def test_the_loops_repairs_name_the_call_id_field():
+    orphan = {"type": "function_call_output", "call_id": "call_9", "output": "x"}
+    (error,) = responses.check_loop({"input": [orphan]}, None).errors
+    assert (error.rule, error.ids, error.where) == ("orphan-result", ["call_9"], "input.0")
+    assert error.repair == (
+        "send a result only for a call in the preceding model turn, with the same call_id; "
+        "restore the call it answers or drop the result."
+    )
