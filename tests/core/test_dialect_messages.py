@@ -104,10 +104,6 @@ def test_only_the_sdks_string_formats_are_supported(fmt, supported):
     assert node(type=["string", "null"], format=fmt) == ([] if supported else expected)
 
 
-def test_the_format_rule_is_for_strings():
-    assert node(type="integer", format="int32") == []
-
-
 @pytest.mark.parametrize("value, allowed", [(0, True), (1, True), (2, False), (None, False)])
 def test_min_items_can_only_be_0_or_1(value, allowed):
     found = node(type="array", minItems=value)
