@@ -178,7 +178,6 @@ class Assembler:
         self.final: Mapping[str, Any] | None = None
         self.base: Mapping[str, Any] = {}
         self.items: dict[int, dict[str, Any]] = {}
-        self.index_of: dict[str, int] = {}
         self.deltas: dict[str, list[str]] = {}
         self.done_text: dict[str, str] = {}
         self.errors: list[ApiError] = []
@@ -201,8 +200,6 @@ class Assembler:
             if isinstance(item, dict):
                 index = as_int(event.get("output_index"), len(self.items))
                 self.items[index] = dict(item)
-                if isinstance(item.get("id"), str):
-                    self.index_of[item["id"]] = index
         elif kind in (
             "response.function_call_arguments.delta",
             "response.custom_tool_call_input.delta",
