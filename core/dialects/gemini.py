@@ -132,7 +132,9 @@ def _converted(name: str, value: Any) -> tuple[str, Any]:
         return name, [to_json_schema(v) for v in as_list(value)]
     if name == "defs":
         return "$defs", {k: to_json_schema(v) for k, v in as_dict(value).items()}
-    return ("$ref" if name == "ref" else name), value
+    if name == "ref" and isinstance(value, str):  # Vertex's `ref` points into its `defs`
+        return "$ref", value.replace("#/defs/", "#/$defs/", 1)
+    return name, value
 
 
 def schema_blockers(node: Any, fields: frozenset[str], path: str = "$") -> list[str]:

@@ -116,7 +116,7 @@ def test_googles_schema_is_read_as_the_json_schema_it_means():
     }
     vertex = {"type": "OBJECT", "ref": "#/defs/City", "defs": {"City": {"type": "STRING"}}}
     assert to_json_schema(vertex) == {
-        "type": "object", "$ref": "#/defs/City", "$defs": {"City": {"type": "string"}}
+        "type": "object", "$ref": "#/$defs/City", "$defs": {"City": {"type": "string"}}
     }  # fmt: skip
 
 
@@ -376,3 +376,22 @@ def test_gemini_3_wants_the_first_call_of_each_step_of_the_current_turn_signed()
     split = [("model", [call("Paris", "a1", thoughtSignature="c2ln")]),
              ("model", [call("Rome", "b2")])]  # fmt: skip
     assert loop(USER, *split, answers, model="gemini-3-pro-preview") == []
+
+
+def test_a_vertex_schema_with_refs_validates_arguments_through_them():
+    city = {"type": "OBJECT", "properties": {"name": {"type": "STRING"}}, "required": ["name"]}
+    schema = {
+        "type": "OBJECT",
+        "properties": {"to": {"ref": "#/defs/City"}},
+        "defs": {"City": city},
+    }
+    declared = [{"functionDeclarations": [{"name": "travel", "parameters": schema}]}]
+    bad = {"functionCall": {"name": "travel", "args": {"to": {"nom": "Lyon"}}}}
+    request = ask(tools=declared)
+    verdict = inspect(exchange(request, json.dumps(reply([bad])).encode(),
+                               VERTEX + ":generateContent"))  # fmt: skip
+    (checked,) = verdict.calls
+    assert checked.schema_problem is None
+    assert [(e.path, e.message) for e in checked.schema_errors] == [
+        ("$.to", '"name" is a required property')
+    ]
