@@ -2,8 +2,9 @@
 
 tooltap.core.inspect is pure; what must carry from one exchange to the next
 lives here, bounded: the calls each recent Responses turn left for the client
-(for follow-ups with previous_response_id), and the response ids already
-counted at a final status (a background response is polled, and counted once).
+(for follow-ups with previous_response_id), the response ids already
+counted at a final status (a background response is polled, and counted once),
+and what each recent MCP session said of its server (its name, the tools it listed).
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
-from tooltap.core import Exchange, ValidatorCache, Verdict, inspect
+from urllib.parse import urlsplit
+
+from tooltap.core import Exchange, ToolServer, ValidatorCache, Verdict, inspect, served_session
 
 REMEMBERED = 10_000
+TOOL_SESSIONS = 1_000  # MCP sessions remembered (with their tool schemas), the newest only
 
 
 class RecentCalls(OrderedDict[str, list[str]]):
@@ -42,6 +46,8 @@ class Session:
         self.counted: OrderedDict[str, None] = OrderedDict()  # response ids, newest last
         self.size = size
         self.validators = ValidatorCache()
+        # (endpoint, session) -> what the MCP session said of its server, newest last
+        self.tool_servers: OrderedDict[tuple[str, str | None], ToolServer] = OrderedDict()
 
     def inspect(
         self, exchange: Exchange, prior: Mapping[str, Sequence[str]] | None = None
@@ -49,7 +55,16 @@ class Session:
         """inspect() with this session's memory; prior replaces the recent calls (a Realtime
         turn brings the calls its socket owed)."""
         calls = self.recent if prior is None else prior
-        verdict = inspect(exchange, calls, validators=self.validators)
+        key = (_endpoint(exchange.url), served_session(exchange))
+        verdict = inspect(
+            exchange, calls, validators=self.validators, tool_server=self.tool_servers.get(key)
+        )
+        if verdict.tool_server is not None:
+            self.tool_servers[key] = verdict.tool_server
+            self.tool_servers.move_to_end(key)
+            if len(self.tool_servers) > TOOL_SESSIONS:
+                self.tool_servers.popitem(last=False)
+            return verdict
         response_id = verdict.response_id
         if verdict.api != "responses" or not response_id or verdict.state is None:
             return verdict
@@ -72,6 +87,12 @@ class Session:
         if verdict.awaiting:
             self.recent.remember(response_id, verdict.awaiting)
         return verdict
+
+
+def _endpoint(url: str) -> str:
+    """An MCP server's endpoint: the URL without its query."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 
 def with_ending(verdict: Verdict, note: str | None, failure: str | None) -> Verdict:

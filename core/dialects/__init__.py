@@ -12,7 +12,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from ..turn import Api
-from . import chat, converse, gemini, messages, realtime, responses
+from . import chat, converse, gemini, mcp, messages, realtime, responses
 from .base import Dialect
 
 __all__ = [
@@ -34,6 +34,7 @@ DIALECTS: dict[str, Dialect] = {
         realtime.DIALECT,
         converse.DIALECT,
         gemini.DIALECT,
+        mcp.DIALECT,
     )
 }
 
