@@ -355,6 +355,7 @@ def _inspect_served(
         "tool_results": served.results,
         "loop_errors": served.loop_errors,
         "unchecked": served.unchecked,
+        "repairs": served.repairs,
         "stream_errors": response.errors,
     }
     if served.error is not None:

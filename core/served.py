@@ -48,4 +48,5 @@ class Served(BaseModel):
     error: tuple[int, ApiError] | None = None  # the first JSON-RPC error, with its code
     listed: list[str] = Field(default_factory=list)  # the tools this exchange listed
     unchecked: list[str] = Field(default_factory=list)
+    repairs: list[str] = Field(default_factory=list)
     server: ToolServer = Field(default_factory=ToolServer)  # the session after this exchange

@@ -108,6 +108,7 @@ class LogSink:
                 ids=error.ids,
                 where=error.where,
                 repair=error.repair,
+                **served,
             )
         if verdict.rejected is not None:
             log.warning(
@@ -117,6 +118,7 @@ class LogSink:
                 type=verdict.rejected.type,
                 message=policy.message(verdict.rejected.message),
                 blockers=verdict.rejected.blockers,
+                **served,
             )
         for failure in verdict.stream_errors:
             # The API's own error, sent inside a 200 stream (Anthropic's

@@ -222,12 +222,37 @@ def serve(
             tool = _call(index, message_id or "", params, served.server, validators, served)
             if result is not None:
                 served.results.append(_result(message_id or "", result, tool, validators))
+    served.repairs = _repairs(served)
     if any(m.get("method") == "notifications/tools/list_changed" for m in received):
         # The list changed: what was listed is no longer known to hold.
         served.server = served.server.model_copy(
             update={"tools": {}, "complete": False, "next_cursor": None}
         )
     return served
+
+
+def _repairs(served: Served) -> list[str]:
+    bad_calls = [c.call_id or c.name for c in served.calls if c.parse_error or c.schema_errors]
+    bad_results = [r.call_id for r in served.results if r.schema_errors]
+    return [
+        *(
+            [
+                f"call {', '.join(bad_calls)}: send arguments that match the inputSchema the "
+                "server listed; the server may refuse them, or run the tool on what it guessed."
+            ]
+            if bad_calls
+            else []
+        ),
+        *(
+            [
+                f"result of {', '.join(bad_results)}: the server must return structuredContent "
+                "that conforms to the tool's outputSchema (MCP specification); fix the tool, or "
+                "the schema it declares. Clients that validate (the SDKs do) refuse the result."
+            ]
+            if bad_results
+            else []
+        ),
+    ]
 
 
 class Assembler:
