@@ -388,7 +388,7 @@ def inspect(
     continue it with previous_response_id; tool_server is what an MCP session said
     before this exchange (the proxy owns both memories).
     """
-    api = exchange.api or detect_api(exchange.method, exchange.url)
+    api = exchange.api or detect_api(exchange.method, exchange.url, exchange.request_body)
     if api is None:
         return Verdict(api=None, outcome="skipped", reason="not a tool-calling endpoint")
     if dialect(api).serve is not None:

@@ -241,7 +241,7 @@ class Metrics:
     def record(self, verdict: Verdict, seconds: float) -> None:
         child = self._child
         api = verdict.api or "none"
-        if verdict.scope == "turn":  # what a session says outside its turns is no flow
+        if verdict.scope != "session":  # what a session says outside its turns is no flow
             child(self.flows, api, verdict.outcome).inc()
             child(self.inspect_seconds, api).observe(seconds)
         for error in verdict.session_errors:

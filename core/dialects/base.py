@@ -78,6 +78,9 @@ class Dialect:
     # A tool server's protocol (MCP), not a model's: (request body, response body or assembled
     # stream, the session so far, validators) -> what the exchange said. Its exchanges are no
     # turns.
+    # (method, request body): does a request no path names speak it (MCP, on any path)? Read
+    # where no host list says (audit); the proxy asks only of hosts it is told about.
+    recognise_body: Callable[[str, bytes], bool] | None = None
     serve: Callable[[Any, list[Any], ToolServer | None, ValidatorCache | None], Served] | None = (
         None
     )

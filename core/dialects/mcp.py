@@ -56,6 +56,11 @@ def looks_like_jsonrpc(body: bytes) -> bool:
     return head[:1] in (b"{", b"[") and b'"jsonrpc"' in head
 
 
+def recognise_body(method: str, body: bytes) -> bool:
+    """A POST whose body is JSON-RPC. Pure."""
+    return method.upper() == "POST" and looks_like_jsonrpc(body)
+
+
 def session_tag(session_id: str) -> str | None:
     """A session id's stand-in for logs: its SHA-256, shortened. The id itself lets whoever
     holds it speak in the session, so it is never logged. Pure."""
@@ -303,5 +308,6 @@ DIALECT = Dialect(
     assembler=Assembler,
     check_loop=_no_loop,
     finish_reasons=_no_finish,
+    recognise_body=recognise_body,
     serve=serve,
 )

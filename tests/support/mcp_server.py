@@ -6,7 +6,8 @@ Streamable HTTP on loopback, answering in both of its modes.
 serves, on 127.0.0.1:PORT,
 - /sse/mcp and /json/mcp: MCPServer "weather-tools" answering with SSE, or with plain JSON;
   its tools declare input and output schemas (from their type hints), and `flagged` returns
-  isError; `chatty` sends a log message and a progress notification before its result;
+  isError; `chatty` sends a log message and a progress notification, then its result half a
+  second later;
 - /lo/mcp: a low-level Server "paged-tools" listing three tools over two pages (nextCursor):
   t0 returns structuredContent that breaks its outputSchema, t1 returns none though it declares
   one, t2 is right; an unknown tool is a JSON-RPC -32602 error;
@@ -19,6 +20,7 @@ import contextlib
 import sys
 from collections.abc import AsyncIterator
 
+import anyio
 import mcp_types as types
 import uvicorn
 from mcp.server.lowlevel.server import Server
@@ -27,6 +29,9 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.routing import Mount
+
+
+CHATTY_PAUSE = 0.5  # between chatty's notifications and its result
 
 
 class Weather(BaseModel):
@@ -57,9 +62,10 @@ def weather_tools() -> MCPServer:
 
     @app.tool()
     async def chatty(n: int, ctx: Context) -> str:
-        """Says what it does before it answers."""
+        """Says what it does, waits half a second, then answers."""
         await ctx.info("working")
         await ctx.report_progress(1, 2, "half")
+        await anyio.sleep(CHATTY_PAUSE)
         return f"done {n}"
 
     return app
