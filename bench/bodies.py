@@ -367,3 +367,46 @@ def messages_stream_built(content_size: int = 2800, deltas: int = 43) -> list[by
     )
     out.append(_sse("message_stop", {"type": "message_stop"}))
     return out
+
+
+MCP_WEATHER = {
+    "name": "weather",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "units": {"enum": ["c", "f"]}},
+        "required": ["city"],
+    },
+    "outputSchema": {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string"},
+            "temperature": {"type": "number"},
+            "conditions": {"type": "string"},
+        },
+        "required": ["city", "temperature", "conditions"],
+    },
+}
+
+
+def mcp_list_pair() -> tuple[bytes, bytes]:
+    """An MCP tools/list and its answer, as the SDK's server sends it (SSE)."""
+    request = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    answer = {"jsonrpc": "2.0", "id": 2, "result": {"tools": [MCP_WEATHER]}}
+    return json.dumps(request).encode(), _sse("message", answer)
+
+
+def mcp_call_pair() -> tuple[bytes, bytes]:
+    """An MCP tools/call with a progress notification before its structured result (SSE)."""
+    request = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "weather", "arguments": {"city": "Oslo", "units": "c"}},
+    }
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": 3, "progress": 1, "total": 2}}  # fmt: skip
+    weather = {"city": "Oslo", "temperature": 21.5, "conditions": "sunny"}
+    result = {"content": [{"type": "text", "text": json.dumps(weather)}], "isError": False,
+              "structuredContent": weather}  # fmt: skip
+    answer = {"jsonrpc": "2.0", "id": 3, "result": result}
+    return json.dumps(request).encode(), _sse("message", progress) + _sse("message", answer)

@@ -193,6 +193,11 @@ def growth(points: list[dict[str, Any]], key: str) -> list[dict[str, float]]:
     ]
 
 
+def mcp_exchange(request: bytes, answer: bytes) -> Exchange:
+    return Exchange(method="POST", url="http://127.0.0.1:8000/mcp", request_body=request,
+                    status=200, response_headers=SSE_HEADERS, response_body=answer, api="mcp")  # fmt: skip
+
+
 def run(size: Size) -> dict[str, Any]:
     timing = TIMING[size]
     cases = {
@@ -233,6 +238,27 @@ def run(size: Size) -> dict[str, Any]:
     print(
         f"  core messages turn: SSE {framed['sse']['inspect_us']:.1f} us, Bedrock event stream "
         f"{framed['eventstream']['inspect_us']:.1f} us ({framed['eventstream_to_sse']:.2f}x)",
+        flush=True,
+    )
+
+    # One MCP tools/call, checked against the schemas its session listed, beside that turn.
+    listing, answer = bodies.mcp_list_pair()
+    session = inspect(mcp_exchange(listing, answer)).tool_server
+    call = mcp_exchange(*bodies.mcp_call_pair())
+    validators = ValidatorCache()
+    verdict = inspect(call, validators=validators, tool_server=session)
+    assert verdict.calls and verdict.tool_results, verdict.reason
+    framed["mcp_call"] = {
+        "bytes": len(call.response_body),
+        "inspect_us": per_call(
+            lambda: inspect(call, validators=validators, tool_server=session), timing
+        )
+        * 1e6,
+    }
+    framed["mcp_call_to_turn"] = framed["mcp_call"]["inspect_us"] / framed["sse"]["inspect_us"]
+    print(
+        f"  core MCP tools/call (SSE, both schemas checked): {framed['mcp_call']['inspect_us']:.1f}"
+        f" us ({framed['mcp_call_to_turn']:.2f}x the messages turn)",
         flush=True,
     )
 
