@@ -241,10 +241,11 @@ class Assembler:
         elif kind in (
             "response.function_call_arguments.delta",
             "response.custom_tool_call_input.delta",
+            "response.mcp_call_arguments.delta",
         ):
             if isinstance(event.get("delta"), str):
                 self.deltas.setdefault(str(event.get("item_id")), []).append(event["delta"])
-        elif kind == "response.function_call_arguments.done":
+        elif kind in ("response.function_call_arguments.done", "response.mcp_call_arguments.done"):
             if isinstance(event.get("arguments"), str):
                 self.done_text[str(event.get("item_id"))] = event["arguments"]
         elif kind == "response.custom_tool_call_input.done":

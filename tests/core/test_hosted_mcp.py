@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from tooltap.core import Exchange, inspect
+from tooltap.core.dialects import responses
 from tooltap.core.findings import occurrences
 
 CORPUS = Path(__file__).parents[1] / "corpus" / "realworld" / "exchanges.jsonl"
@@ -288,3 +289,21 @@ def test_mcp_tool_use_is_parsed_only_and_an_is_error_result_is_a_tool_failure():
         [],
         [],
     )
+
+
+def test_a_cut_responses_stream_rebuilds_an_mcp_calls_arguments_from_its_events():
+    item = {"type": "mcp_call", "id": "mcp_1", "name": "search_events", "arguments": ""}
+    item |= {"server_label": "google_calendar", "status": "in_progress"}
+    delta = "response.mcp_call_arguments.delta"
+    events = [
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        {"type": delta, "item_id": "mcp_1", "delta": '{"max_results": '},
+        {"type": delta, "item_id": "mcp_1", "delta": "5}"},
+    ]
+    assembler = responses.Assembler()
+    for event in events:
+        assembler.event(event)
+    assert assembler.result()["output"][0]["arguments"] == '{"max_results": 5}'
+    done = {"type": "response.mcp_call_arguments.done", "item_id": "mcp_1", "arguments": "{}"}
+    assembler.event(done)
+    assert assembler.result()["output"][0]["arguments"] == "{}"  # the done text wins
