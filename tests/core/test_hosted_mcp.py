@@ -6,13 +6,14 @@ import copy
 import json
 from pathlib import Path
 
-from tooltap.core import Exchange, inspect
+from support.captures import JSON, URLS, exchange_of
+
+from tooltap.core import inspect
 from tooltap.core.dialects import responses
 from tooltap.core.findings import occurrences
 
 CORPUS = Path(__file__).parents[1] / "corpus" / "realworld" / "exchanges.jsonl"
 RECORDS = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines()]
-JSON = {"content-type": "application/json"}
 
 
 def recorded(source_part):
@@ -33,18 +34,11 @@ BAD_ERRORS = [
 ]
 
 
-def verdict_of(request, response, url="https://api.openai.com/v1/responses", headers=JSON):
+def verdict_of(request, response, url=URLS["responses"], headers=JSON):
     body = response if isinstance(response, bytes) else json.dumps(response).encode()
-    return inspect(
-        Exchange(
-            method="POST",
-            url=url,
-            request_body=json.dumps(request).encode(),
-            status=200,
-            response_headers=headers,
-            response_body=body,
-        )
-    )
+    api = "messages" if "/messages" in url else "responses"
+    changes = {"url": url, "response_headers": headers, "response_body": body}
+    return inspect(exchange_of(api, request, {}, **changes))
 
 
 def calendar(arguments=None, list_in=("output",), **changes):
@@ -130,12 +124,7 @@ STRICT_TOOL = {
     "type": "function",
     "name": "get_weather",
     "strict": True,
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    },
+    "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
 }
 
 
@@ -183,7 +172,7 @@ def test_a_client_call_beside_hosted_ones_is_the_turns_only_call():
         "id": "fc_1",
         "call_id": "call_1",
         "name": "get_weather",
-        "arguments": '{"city": "Paris"}',
+        "arguments": "{}",
         "status": "completed",
     }
     verdict = mixed_turn([call])
