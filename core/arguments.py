@@ -51,7 +51,8 @@ class Call(BaseModel):
     name: str
     """The tool's name."""
     type: str
-    """function_call, custom_tool_call (free-form input) or tool_use."""
+    """function_call, custom_tool_call (free-form input), tool_use, or a hosted call's
+    mcp_call (Responses) or mcp_tool_use (Messages)."""
     arguments_raw: str
     """The arguments exactly as received (Anthropic's input object as compact JSON)."""
     parse_error: ParseError | None = None
@@ -60,6 +61,11 @@ class Call(BaseModel):
     """Every violation of the tool's declared schema, by path (at most 20, then a note)."""
     schema_problem: str | None = None
     """Why the declared schema itself could not be applied."""
+    hosted: bool = False
+    """The provider ran it inside the turn (a hosted MCP call): no client answers it, and it
+    takes no part in the turn's state."""
+    server: str | None = None
+    """A hosted MCP call's server: its server_label (Responses) or server_name (Messages)."""
 
 
 def _refuse_remote(uri: str) -> Any:
@@ -117,7 +123,11 @@ def compile_schema(schema: Any) -> Compiled:
 def diagnose(call: ToolCall, tool: Tool | None, cache: ValidatorCache | None = None) -> Call:
     """Parse and validate one call's arguments against its tool. Pure."""
     out = Call(
-        call_id=call.call_id, name=call.name, type=call.type, arguments_raw=call.arguments_raw
+        call_id=call.call_id,
+        name=call.name,
+        type=call.type,
+        arguments_raw=call.arguments_raw,
+        server=call.server,
     )
     if call.type == "custom_tool_call":
         return out  # free-form text (or a grammar), not JSON

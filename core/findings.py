@@ -1,7 +1,7 @@
 """What counts as a finding: one definition for the log's level and audit's exit code.
 
 A finding is named: a parallel/strict state, an output-format state, a bad
-argument, a tool server's result that breaks its outputSchema, a tool-loop rule,
+argument (a client's call or one the provider ran), a tool server's result that breaks its outputSchema, a tool-loop rule,
 or a rejected request. Every name a verdict holds
 is listed once per occurrence, so a count of findings counts occurrences.
 """
@@ -48,7 +48,8 @@ def occurrences(verdict: Verdict) -> list[tuple[str, str]]:
     """
     found: list[tuple[str, str]] = []
     if verdict.state in STATES:
-        found.append((verdict.state, ",".join(sorted(c.name for c in verdict.calls))))
+        client = (c.name for c in verdict.calls if not c.hosted)  # the state is the client's
+        found.append((verdict.state, ",".join(sorted(client))))
     if verdict.format_state in FORMATS:
         found.append((verdict.format_state, ""))
     for call in verdict.calls:

@@ -124,13 +124,15 @@ class Verdict(BaseModel):
     format_detail: str | None = None
     """The format state's explanation."""
     calls: list[Call] = Field(default_factory=list)
-    """Every client tool call in the response, with its raw arguments and their diagnostics."""
+    """Every client tool call in the response, with its raw arguments and their diagnostics;
+    then the calls the provider ran inside the turn (hosted: true), checked the same way."""
     duplicates: dict[str, int] = Field(default_factory=dict)
     """Tool names called more than once in this turn, with how often."""
     loop_errors: list[LoopError] = Field(default_factory=list)
     """Tool-loop findings in the new part of the request's history."""
     tool_results: list[ToolResult] = Field(default_factory=list)
-    """The tool results the request sent back, each ok or error (a tool failure)."""
+    """The tool results the request sent back, then those of the response's hosted calls; each
+    ok or error (a tool failure)."""
     repairs: list[str] = Field(default_factory=list)
     """What to change, one line each, for the findings of this turn."""
     rejected: Rejected | None = None
@@ -161,8 +163,13 @@ class Verdict(BaseModel):
 
     @property
     def call_count(self) -> int:
-        """Every call the response made, listed or not."""
-        return len(self.calls) + self.more_calls
+        """Every client call the response made, listed or not."""
+        return sum(1 for c in self.calls if not c.hosted) + self.more_calls
+
+    @property
+    def hosted_count(self) -> int:
+        """The calls the provider ran inside the turn (hosted MCP)."""
+        return sum(1 for c in self.calls if c.hosted)
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -296,7 +303,10 @@ def _lost_arguments(calls: list[Call]) -> list[Call]:
 
 
 def _argument_repair(calls: Sequence[Call]) -> list[str]:
-    bad = [c.call_id or c.name for c in calls if c.parse_error or c.schema_errors]
+    # The client answers only its own calls; the provider answers hosted ones.
+    bad = [
+        c.call_id or c.name for c in calls if not c.hosted and (c.parse_error or c.schema_errors)
+    ]
     if not bad:
         return []
     return [
@@ -475,11 +485,22 @@ def inspect(
             f"{len(turn.calls) - MAX_CALLS} call(s) past the first {MAX_CALLS} were counted, "
             "not validated nor logged one by one",
         ]
+    # Hosted calls follow the client's: logged and counted as calls, marked so that nothing
+    # reading the turn's own calls (its state, count, repairs) takes them for the client's.
+    calls += [
+        diagnose(call, turn.hosted_tool(call), validators).model_copy(update={"hosted": True})
+        for call in turn.hosted_calls[:MAX_CALLS]
+    ]
     if response.dropped:
         calls = _lost_arguments(calls)
     duplicates = parallel.duplicate_names({"name": c.name} for c in turn.calls)
+    hosted_results = [
+        ToolResult(call_id=r.call_id, where=r.where, outcome="error" if r.failed else "ok")
+        for r in turn.hosted_results
+    ]
     found |= {
         "calls": calls,
+        "tool_results": [*loop.results, *hosted_results],
         "output_types": turn.output_types,
         "awaiting": turn.awaiting,
         "stream_errors": response.errors,

@@ -43,6 +43,17 @@ class ToolCall(BaseModel):
     arguments_raw: str
     namespace: str | None = None
     arguments_missing: bool = False  # the call had no arguments key at all
+    server: str | None = None  # a hosted MCP call's server (its label or name)
+
+
+class HostedResult(BaseModel):
+    """How a call the provider ran inside the turn ended, as the response says."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str
+    where: str  # where in the response
+    failed: bool
 
 
 class Turn(BaseModel):
@@ -63,6 +74,12 @@ class Turn(BaseModel):
     request_model: str | None = None  # the model the request asked for
     finish_reasons: list[str] = Field(default_factory=list)  # why the model stopped, per choice
     usage: dict[str, int] = Field(default_factory=dict)  # input_tokens, output_tokens
+    # Calls the provider ran inside the turn (hosted MCP): checked and counted, but no client
+    # answers them, so they take no part in the state, the loop or awaiting.
+    hosted_calls: list[ToolCall] = Field(default_factory=list)
+    # The tools hosted servers listed (namespace: the server), for those calls' arguments.
+    hosted_tools: list[Tool] = Field(default_factory=list)
+    hosted_results: list[HostedResult] = Field(default_factory=list)
 
     def tool(self, call: ToolCall) -> Tool | None:
         """The declared tool a call is for: by namespace and name, else by name alone.
@@ -77,6 +94,13 @@ class Turn(BaseModel):
                     return tool
                 by_name = by_name or tool
         return by_name
+
+    def hosted_tool(self, call: ToolCall) -> Tool | None:
+        """The tool a hosted call's server listed under its name, if the turn holds that list."""
+        for tool in self.hosted_tools:
+            if tool.namespace == call.server and tool.name == call.name:
+                return tool
+        return None
 
     def callable_tools(self) -> list[Tool]:
         if self.callable_names is None:

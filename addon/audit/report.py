@@ -97,7 +97,7 @@ class Report:
         if v.state in STATES or (self.show_all and v.state):
             self.line(f"{v.state:<19} {label:<14} {v.detail}")
             if v.state == "strict-void":
-                self.line(f"  calls: {', '.join(c.name for c in v.calls)}")
+                self.line(f"  calls: {', '.join(c.name for c in v.calls if not c.hosted)}")
             if line := parallel.duplicate_line(v.duplicates):
                 self.line(f"  {line}")
             if v.state in ("strict-void", "fanout-no-strict"):

@@ -99,6 +99,8 @@ class LogSink:
                 schema_errors=errors,
                 schema_problem=call.schema_problem,
                 **served,
+                # A call the provider ran (hosted MCP) says so, and on which server.
+                **({"hosted": True, "server": call.server} if call.hosted else {}),
             )
         for error in verdict.loop_errors:
             (log.warning if error.rule in DEFAULT else log.info)(
@@ -158,7 +160,7 @@ class LogSink:
                 log.warning(
                     "tool_result_error", api=verdict.api, call_id=result.call_id, where=result.where
                 )
-        if verdict.state not in (None, "no-tools") and not verdict.calls:
+        if verdict.state not in (None, "no-tools") and not verdict.call_count:
             log.info(
                 "no_tool_call",
                 api=verdict.api,

@@ -277,8 +277,8 @@ class Metrics:
     def _arguments(self, api: str, model: str, verdict: Verdict) -> None:
         """The calls, and those whose arguments (or, from a tool server, results) broke."""
         child = self._child
-        if verdict.call_count:
-            child(self.tool_calls, api, model).inc(verdict.call_count)
+        if verdict.call_count + verdict.hosted_count:
+            child(self.tool_calls, api, model).inc(verdict.call_count + verdict.hosted_count)
         parse = sum(1 for c in verdict.calls if c.parse_error is not None)
         invalid = sum(1 for c in verdict.calls if c.schema_errors)
         results = sum(1 for r in verdict.tool_results if r.schema_errors)

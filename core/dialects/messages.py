@@ -25,7 +25,7 @@ from ..jsontext import loads
 from ..loop import Checker, LoopReport, is_empty
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
-from ..turn import Tool, ToolCall, Turn, callable_names, make_call
+from ..turn import HostedResult, Tool, ToolCall, Turn, callable_names, make_call
 from .base import Dialect, Prior
 
 # Anthropic served elsewhere, the model in the path: Bedrock's InvokeModel (the model id
@@ -94,12 +94,26 @@ def _output_format(request: Mapping[str, Any]) -> dict[str, Any]:
 def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     calls: list[ToolCall] = []
     types: list[str] = []
-    for block in map(as_dict, as_list(response.get("content"))):
+    # The MCP connector's calls, run by the API: it never sends the server's list, so their
+    # arguments are parsed and not checked against a schema.
+    hosted: list[ToolCall] = []
+    results: list[HostedResult] = []
+    for index, block in enumerate(map(as_dict, as_list(response.get("content")))):
         kind = as_str(block.get("type"))
         types.append(kind)
         name = as_str(block.get("name")).strip()
-        if kind == "tool_use" and name:
-            calls.append(make_call(as_str(block.get("id")), name, "tool_use", block, "input"))
+        if kind in ("tool_use", "mcp_tool_use") and name:
+            server = as_str(block.get("server_name")) or None
+            call = make_call(as_str(block.get("id")), name, kind, block, "input", server=server)
+            (calls if kind == "tool_use" else hosted).append(call)
+        elif kind == "mcp_tool_result":
+            results.append(
+                HostedResult(
+                    call_id=as_str(block.get("tool_use_id")),
+                    where=f"content.{index}",
+                    failed=block.get("is_error") is True,
+                )
+            )
     choice = as_dict(request.get("tool_choice"))
     serial = choice.get("disable_parallel_tool_use") is True
     return Turn(
@@ -114,6 +128,8 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         awaiting=[c.call_id for c in calls if c.call_id],
         output_types=types,
         callable_names=callable_names(choice),
+        hosted_calls=hosted,
+        hosted_results=results,
     )
 
 

@@ -15,7 +15,7 @@ from .. import loop
 from ..errors import ApiError, api_error
 from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
-from ..turn import Tool, ToolCall, Turn, callable_names, make_call
+from ..turn import HostedResult, Tool, ToolCall, Turn, callable_names, make_call
 from .base import Dialect, Prior
 
 # Responses output items the client must answer, and the key that ids them.
@@ -123,6 +123,38 @@ def _unique(tools: list[Tool]) -> list[Tool]:
     return out
 
 
+def _listed_mcp_tools(items: list[Mapping[str, Any]]) -> list[Tool]:
+    """The tools mcp_list_tools items gave, by server label and name: a later list wins."""
+    found: dict[tuple[str | None, str], Tool] = {}
+    for item in items:
+        if item.get("type") != "mcp_list_tools":
+            continue
+        label = as_str(item.get("server_label")) or None
+        for tool in map(as_dict, as_list(item.get("tools"))):
+            if name := as_str(tool.get("name")):
+                found[label, name] = Tool(
+                    name=name, type="mcp", parameters=tool.get("input_schema"), namespace=label
+                )
+    return list(found.values())
+
+
+def _hosted(output: list[Mapping[str, Any]]) -> tuple[list[ToolCall], list[HostedResult]]:
+    """The hosted mcp tool's calls (the API ran them), and how those that ended went."""
+    calls: list[ToolCall] = []
+    results: list[HostedResult] = []
+    for index, item in enumerate(output):
+        name = as_str(item.get("name")).strip()
+        if item.get("type") != "mcp_call" or not name:
+            continue
+        call_id = as_str(item.get("id"))
+        server = as_str(item.get("server_label")) or None
+        calls.append(make_call(call_id, name, "mcp_call", item, "arguments", server=server))
+        if item.get("error") is not None or item.get("output") is not None:
+            failed = item.get("error") is not None
+            results.append(HostedResult(call_id=call_id, where=f"output.{index}", failed=failed))
+    return calls, results
+
+
 def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     def setting(key: str) -> Any:
         return response[key] if key in response else request.get(key)
@@ -148,6 +180,9 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     # (additional_tools, a client tool search's output) and a server tool
     # search's output in this response.
     delivered = _delivered_tools(as_list(request.get("input"))) + _delivered_tools(output)
+    # A hosted call's schema is its server's list: in this output, or in the re-sent history.
+    history = [as_dict(item) for item in as_list(request.get("input"))]
+    hosted_calls, hosted_results = _hosted(output)
     return Turn(
         api="responses",
         model=as_str(response.get("model")) or as_str(request.get("model")) or None,
@@ -160,6 +195,9 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         output_types=[as_str(item.get("type")) for item in output],
         callable_names=callable_names(setting("tool_choice")),
         status=as_str(response.get("status")) or None,
+        hosted_calls=hosted_calls,
+        hosted_tools=_listed_mcp_tools(history + output),
+        hosted_results=hosted_results,
     )
 
 
@@ -203,10 +241,11 @@ class Assembler:
         elif kind in (
             "response.function_call_arguments.delta",
             "response.custom_tool_call_input.delta",
+            "response.mcp_call_arguments.delta",
         ):
             if isinstance(event.get("delta"), str):
                 self.deltas.setdefault(str(event.get("item_id")), []).append(event["delta"])
-        elif kind == "response.function_call_arguments.done":
+        elif kind in ("response.function_call_arguments.done", "response.mcp_call_arguments.done"):
             if isinstance(event.get("arguments"), str):
                 self.done_text[str(event.get("item_id"))] = event["arguments"]
         elif kind == "response.custom_tool_call_input.done":

@@ -172,3 +172,26 @@ def test_nothing_reaches_the_stream_when_the_processors_capture_the_events():
     stream, capture = io.StringIO(), LogCapture()
     LogSink(stream=stream, processors=[capture]).emit(inspect_chat(), "h", "/p", 0.0)
     assert stream.getvalue() == "" and len(capture.entries) == 2
+
+
+def test_a_hosted_call_is_a_tool_call_line_that_names_its_server_and_no_client_call():
+    hosted = {
+        "call_id": "mcp_1",
+        "name": "search_events",
+        "type": "mcp_call",
+        "arguments_raw": "{}",
+        "hosted": True,
+        "server": "google_calendar",
+    }
+    verdict = Verdict(
+        api="responses", outcome="inspected", state="no-strict-declared", calls=[hosted]
+    )
+    call, no_call, turn = captured(verdict)
+    assert (call["event"], call["call_id"], call["hosted"], call["server"]) == (
+        "tool_call",
+        "mcp_1",
+        True,
+        "google_calendar",
+    )
+    # The model called none of the client's tools: as without the hosted call.
+    assert (no_call["event"], turn["event"], turn["calls"]) == ("no_tool_call", "turn", 0)

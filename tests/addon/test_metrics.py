@@ -129,3 +129,28 @@ def test_known_series_exist_at_zero_and_no_created_series_is_exposed(metrics):
     exposed = generate_latest(metrics.registry).decode()
     assert 'tooltap_flows_total{api="chat",outcome="dropped"} 4.0' in exposed
     assert "_created" not in exposed
+
+
+def test_hosted_calls_count_as_calls_and_argument_errors_but_not_in_the_turns_calls(metrics):
+    hosted = {"type": "mcp_call", "arguments_raw": "{}", "hosted": True, "server": "s"}
+    bad = hosted | {
+        "call_id": "mcp_2",
+        "name": "g",
+        "schema_errors": [{"path": "$.n", "message": '"x" is not of type "integer"'}],
+    }
+    verdict = Verdict(
+        api="responses",
+        outcome="inspected",
+        model="o4-mini",
+        state="strict-void",
+        calls=[CALL, CALL, hosted | {"call_id": "mcp_1", "name": "g"}, bad],
+        tool_results=[{"call_id": "mcp_1", "where": "output.2", "outcome": "error"}],
+    )
+    metrics.record(verdict, 0.002)
+    labels = {"api": "responses", "model": "o4-mini"}
+    assert value(metrics, "tooltap_tool_calls_total", **labels) == 4
+    assert value(metrics, "tooltap_argument_errors_total", **labels, kind="schema") == 1
+    assert value(metrics, "tooltap_tool_results_total", api="responses", outcome="error") == 1
+    # The turn's own figures are its client calls: two, both unguaranteed.
+    assert value(metrics, "tooltap_calls_per_turn_sum", api="responses") == 2
+    assert value(metrics, "tooltap_unguaranteed_arguments_total", **labels) == 2

@@ -1,4 +1,5 @@
-"""The client tool calls in one recorded exchange, read without tooltap.
+"""The client tool calls in one recorded exchange, read without tooltap; or the hosted MCP
+calls the provider ran inside the turn (Responses `mcp_call`, Anthropic `mcp_tool_use`).
 
 Deliberately small and plain: the real-world corpus test compares tooltap's
 calls with what this reader finds, so this must not share any code with
@@ -13,6 +14,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 Call = tuple[str, str, str]
+# The calls read, by item or block type: (the key of its id, the key of its arguments).
+CLIENT = {"function_call": ("call_id", "arguments"), "custom_tool_call": ("call_id", "input")}
+HOSTED = {"mcp_call": ("id", "arguments")}
 
 
 def dialect(url: str) -> str | None:
@@ -51,27 +55,28 @@ def compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def responses_calls(response: dict[str, Any]) -> list[Call]:
+def responses_calls(response: dict[str, Any], kinds: dict[str, tuple[str, str]]) -> list[Call]:
     calls = []
     for item in response.get("output") or []:
-        if item.get("type") == "function_call" and item.get("name"):
-            calls.append((item.get("call_id") or "", item["name"], item.get("arguments") or ""))
-        elif item.get("type") == "custom_tool_call" and item.get("name"):
-            calls.append((item.get("call_id") or "", item["name"], item.get("input") or ""))
+        if item.get("type") in kinds and item.get("name"):
+            id_key, arguments_key = kinds[item["type"]]
+            calls.append((item.get(id_key) or "", item["name"], item.get(arguments_key) or ""))
     return calls
 
 
-def responses_stream(events: list[Any], notes: list[str]) -> list[Call]:
+def responses_stream(
+    events: list[Any], notes: list[str], kinds: dict[str, tuple[str, str]]
+) -> list[Call]:
     final = [
         e["response"]
         for e in events
         if e.get("type") in ("response.completed", "response.incomplete", "response.failed")
     ]
     if final:
-        return responses_calls(final[-1])
+        return responses_calls(final[-1], kinds)
     notes.append("no final response event: rebuilt from response.output_item.done")
     done = [e["item"] for e in events if e.get("type") == "response.output_item.done"]
-    return responses_calls({"output": done})
+    return responses_calls({"output": done}, kinds)
 
 
 def chat_message_calls(message: dict[str, Any]) -> list[Call]:
@@ -121,20 +126,20 @@ def chat_stream(events: list[Any], notes: list[str]) -> list[Call]:
     return [(c["id"], c["name"], c["args"]) for _, c in sorted(calls.items())]
 
 
-def messages_body(body: dict[str, Any]) -> list[Call]:
+def messages_body(body: dict[str, Any], kind: str = "tool_use") -> list[Call]:
     return [
         (block.get("id") or "", block.get("name") or "", compact(block.get("input")))
         for block in body.get("content") or []
-        if block.get("type") == "tool_use"
+        if block.get("type") == kind
     ]
 
 
-def messages_stream(events: list[Any]) -> list[Call]:
+def messages_stream(events: list[Any], kind: str = "tool_use") -> list[Call]:
     blocks: dict[int, dict[str, str]] = {}
     for event in events:
         if event.get("type") == "content_block_start":
             block = event.get("content_block") or {}
-            if block.get("type") == "tool_use":
+            if block.get("type") == kind:
                 blocks[event["index"]] = {"id": block["id"], "name": block["name"], "text": ""}
         elif event.get("type") == "content_block_delta" and event.get("index") in blocks:
             delta = event.get("delta") or {}
@@ -151,23 +156,27 @@ def messages_stream(events: list[Any]) -> list[Call]:
     return calls
 
 
-def expected_calls(record: dict[str, Any], notes: list[str] | None = None) -> list[Call]:
-    """The client tool calls the model made in this exchange's response, in order."""
+def expected_calls(
+    record: dict[str, Any], notes: list[str] | None = None, hosted: bool = False
+) -> list[Call]:
+    """The client tool calls the model made in this exchange's response, in order; with hosted,
+    the MCP calls the provider ran in it instead (Chat has none)."""
     notes = [] if notes is None else notes
     api = dialect(record["url"])
+    kinds, block = (HOSTED, "mcp_tool_use") if hosted else (CLIENT, "tool_use")
     if is_stream(record):
         events = sse_events(record["response_body"])
         if api == "responses":
-            return responses_stream(events, notes)
+            return responses_stream(events, notes, kinds)
         if api == "chat":
-            return chat_stream(events, notes)
-        return messages_stream(events) if api == "messages" else []
+            return [] if hosted else chat_stream(events, notes)
+        return messages_stream(events, block) if api == "messages" else []
     body = json.loads(record["response_body"])
     if api == "responses":
-        return responses_calls(body)
+        return responses_calls(body, kinds)
     if api == "chat":
-        return chat_body(body)
-    return messages_body(body) if api == "messages" else []
+        return [] if hosted else chat_body(body)
+    return messages_body(body, block) if api == "messages" else []
 
 
 def error_message(record: dict[str, Any]) -> str | None:
