@@ -7,7 +7,7 @@ to_dict() keys are the fields of the structured log.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,7 +22,7 @@ from .eventstream import looks_like_eventstream
 from .jsontext import ParseError, loads
 from .loop import LoopError, LoopReport, ToolResult, check_loop
 from .schema import SEED_LIMITS, Limits
-from .served import ToolServer
+from .served import Served, ToolServer
 from .shapes import as_dict
 from .stream import ApiError, Framing, StreamReader, api_error
 from .wire import Api, Turn, detect_api, read_turn
@@ -326,6 +326,8 @@ def served_session(exchange: Exchange) -> str | None:
 def _inspect_served(
     api: Api,
     exchange: Exchange,
+    serve: Callable[[Any, Any, ToolServer | None, ValidatorCache | None], Served],
+    *,
     server: ToolServer | None,
     validators: ValidatorCache | None,
     max_decoded: int,
@@ -354,7 +356,7 @@ def _inspect_served(
         error = api_error(response.value)
         reason = f"{exchange.status} {error.type}: {error.message}".strip()
         return Verdict(**found | {"outcome": "upstream_error", "reason": reason})
-    served = dialect(api).serve(request.value, response.value, server, validators)  # type: ignore[misc]
+    served = serve(request.value, response.value, server, validators)
     found |= {
         "server": served.server.server,
         "tool_server": served.server,
@@ -373,9 +375,7 @@ def _inspect_served(
         found["rejected"] = Rejected(status=code, type=said.type, message=said.message)
     elif exchange.status >= 400:  # refused before JSON-RPC: no session, a bad header, ...
         error = api_error(response.value)
-        found["rejected"] = Rejected(
-            status=exchange.status, type=error.type, message=error.message
-        )
+        found["rejected"] = Rejected(status=exchange.status, type=error.type, message=error.message)
     elif response.problem is not None:
         found |= {"outcome": "unparseable", "reason": response.problem}
     elif not response.complete:
@@ -401,8 +401,11 @@ def inspect(
     api = exchange.api or detect_api(exchange.method, exchange.url, exchange.request_body)
     if api is None:
         return Verdict(api=None, outcome="skipped", reason="not a tool-calling endpoint")
-    if dialect(api).serve is not None:
-        return _inspect_served(api, exchange, tool_server, validators, max_decoded)
+    serve = dialect(api).serve
+    if serve is not None:
+        return _inspect_served(
+            api, exchange, serve, server=tool_server, validators=validators, max_decoded=max_decoded
+        )
 
     request = _read_request(exchange)
     in_path = dialect(api).model_in_path

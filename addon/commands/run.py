@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..handover.budget import map_large_allocations
 from ..options import OPTIONS

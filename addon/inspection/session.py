@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-
 from urllib.parse import urlsplit
 
 from tooltap.core import Exchange, ToolServer, ValidatorCache, Verdict, inspect, served_session

@@ -127,9 +127,8 @@ def _call(
     index: str,
     call_id: str,
     params: Mapping[str, Any],
-    server: ToolServer,
-    validators: ValidatorCache | None,
     served: Served,
+    validators: ValidatorCache | None,
 ) -> ListedTool | None:
     """A tools/call's arguments, checked against the tool the session listed."""
     name = as_str(params.get("name"))
@@ -137,6 +136,7 @@ def _call(
     # An absent or null arguments is an empty object to the server (the SDKs read it so).
     raw = "{}" if arguments is None else dumps(arguments)
     call = ToolCall(call_id=call_id, name=name, type="tools/call", arguments_raw=raw)
+    server = served.server
     tool = server.tools.get(name)
     schema = tool.input_schema if tool is not None else None
     served.calls.append(diagnose(call, Tool(name=name, parameters=schema), validators))
@@ -224,7 +224,7 @@ def serve(
                 as_str(as_dict(t).get("name")) for t in as_list(result.get("tools"))
             )
         elif method == "tools/call":
-            tool = _call(index, message_id or "", params, served.server, validators, served)
+            tool = _call(index, message_id or "", params, served, validators)
             if result is not None:
                 served.results.append(_result(message_id or "", result, tool, validators))
     served.repairs = _repairs(served)

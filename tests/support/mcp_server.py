@@ -30,7 +30,6 @@ from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-
 CHATTY_PAUSE = 0.5  # between chatty's notifications and its result
 
 
@@ -86,7 +85,9 @@ PAGED = [
 ]
 
 
-async def list_paged(ctx: object, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+async def list_paged(
+    ctx: object, params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
     if params is None or params.cursor is None:
         return types.ListToolsResult(tools=PAGED[:2], next_cursor="page2")
     return types.ListToolsResult(tools=PAGED[2:])
@@ -108,7 +109,9 @@ async def call_paged(ctx: object, params: types.CallToolRequestParams) -> types.
 
 
 def app() -> Starlette:
-    paged = Server("paged-tools", version="9.9.9", on_list_tools=list_paged, on_call_tool=call_paged)
+    paged = Server(
+        "paged-tools", version="9.9.9", on_list_tools=list_paged, on_call_tool=call_paged
+    )
     mounts = {
         "/sse": weather_tools().streamable_http_app(streamable_http_path="/mcp"),
         "/json": weather_tools().streamable_http_app(

@@ -43,7 +43,7 @@ TAG = re.compile(r"[0-9a-f]{16}")
 @pytest.fixture(scope="module")
 def server():
     port = free_port()
-    process = subprocess.Popen(  # noqa: S603 - our own script
+    process = subprocess.Popen(
         [sys.executable, str(SERVER), str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -103,9 +103,7 @@ def picked(events: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize(("mode", "streamed"), [("sse", True), ("json", False)])
-def test_a_session_logs_each_call_and_its_result_against_the_listed_schemas(
-    proxy, mode, streamed
-):
+def test_a_session_logs_each_call_and_its_result_against_the_listed_schemas(proxy, mode, streamed):
     mark = proxy.mark()
 
     async def work(session: ClientSession) -> list[bool | str]:
@@ -174,7 +172,13 @@ def test_a_session_logs_each_call_and_its_result_against_the_listed_schemas(
     ]
     assert picked(results, "call_id", "name", "outcome", "schema_errors", "level") == [
         {"call_id": "3", "name": "add", "outcome": "ok", "schema_errors": [], "level": "info"},
-        {"call_id": "4", "name": "add", "outcome": "error", "schema_errors": [], "level": "warning"},
+        {
+            "call_id": "4",
+            "name": "add",
+            "outcome": "error",
+            "schema_errors": [],
+            "level": "warning",
+        },
         {
             "call_id": "5",
             "name": "flagged",
@@ -231,7 +235,12 @@ def test_a_paged_list_a_result_off_its_schema_and_an_unlisted_tool_are_found(pro
         {"rule": "unlisted-tool", "ids": ["7"], "where": "params.name", "server": PAGED}
     ]
     assert picked([rejected], "status", "type", "message", "server") == [
-        {"status": -32602, "type": "invalid_params", "message": "Unknown tool: zzz", "server": PAGED}
+        {
+            "status": -32602,
+            "type": "invalid_params",
+            "message": "Unknown tool: zzz",
+            "server": PAGED,
+        }
     ]
     assert turns[-1]["repairs"] == []
     assert turns[4]["repairs"] == [
@@ -333,7 +342,7 @@ def test_the_bytes_and_the_cadence_of_a_streamed_answer_are_the_servers(proxy, s
 
 
 def test_the_recorded_flows_audit_to_the_live_findings(proxy, recorded):
-    audit = subprocess.run(  # noqa: S603 - our own command
+    audit = subprocess.run(
         [sys.executable, "-m", "tooltap.addon.commands.cli", "audit", "-r", str(recorded),
          "--format", "json", "--show-all"],
         capture_output=True, text=True, timeout=120, check=False,
@@ -368,9 +377,11 @@ def _names(event: dict[str, Any]) -> list[str]:
 
 
 def _verdict_findings(row: dict[str, Any]) -> list[str]:
-    from tooltap.core import Verdict  # noqa: PLC0415
+    from tooltap.core import Verdict
 
-    return findings(Verdict.model_validate({k: v for k, v in row.items() if k in Verdict.model_fields}))
+    return findings(
+        Verdict.model_validate({k: v for k, v in row.items() if k in Verdict.model_fields})
+    )
 
 
 def test_a_session_of_a_thousand_calls_is_counted_whole_and_memory_stays_flat(proxy):
