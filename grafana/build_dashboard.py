@@ -26,6 +26,9 @@ DATASOURCE = models.DataSourceRef(type_val="prometheus", uid="${datasource}")
 # Panel filters; "All" means the regex .* so that new label values show up without a reload.
 TURNS = 'api=~"$api", model=~"$model"'
 API = 'api=~"$api"'
+# The MCP row: tool servers only, and only while the API filter includes mcp.
+MCP = 'api="mcp", api=~"$api"'
+MCP_SERVERS = f'{MCP}, model=~"$model"'  # a tool server's name is in the model label
 LAST = common_builders.ReduceDataOptions().calcs(["lastNotNull"]).values(False)
 
 
@@ -327,6 +330,88 @@ def loop_panels() -> list[Any]:
     ]
 
 
+def mcp_panels() -> list[Any]:
+    pinned = (
+        ' The row reads api="mcp" only, and is empty when the API filter leaves mcp out; a'
+        " server's name is never a model, so keep the Model filter at All."
+    )
+    return [
+        series(
+            "MCP tool calls per second",
+            "tools/call requests the application sent to MCP tool servers, per second, one line"
+            " per server as its initialize answer named it (name and version)." + pinned,
+            [
+                query(
+                    "sum by (model) (rate(tooltap_tool_calls_total"
+                    f"{{{MCP_SERVERS}}}[$__rate_interval]))",
+                    "{{model}}",
+                )
+            ],
+        ),
+        series(
+            "MCP argument and result errors",
+            "MCP tool calls that broke a schema the session listed, per second. parse: arguments"
+            " that are not a JSON object. schema: arguments off the tool's inputSchema."
+            " result_schema: a result whose structuredContent is off the tool's outputSchema"
+            " (or missing); the SDKs' clients refuse such a result. The tool_call and"
+            " tool_result log events carry the exact error.",
+            [
+                query(
+                    "sum by (kind) (rate(tooltap_argument_errors_total"
+                    f"{{{MCP_SERVERS}}}[$__rate_interval]))",
+                    "{{kind}}",
+                )
+            ],
+            stacked=True,
+        ),
+        series(
+            "MCP tool failure share",
+            "Of the tool results MCP servers returned, the share flagged isError: the tool ran"
+            " and reported its own failure (a server also answers arguments it refuses this"
+            " way). Empty when no result came back in the window.",
+            [
+                query(
+                    "sum(rate(tooltap_tool_results_total"
+                    f'{{{MCP}, outcome="error"}}[$__rate_interval])) / (sum(rate('
+                    f"tooltap_tool_results_total{{{MCP}}}[$__rate_interval])) > 0)",
+                    "failed results",
+                )
+            ],
+            unit="percentunit",
+        ).max(1),
+        series(
+            "MCP JSON-RPC rejections by code",
+            "MCP requests a server refused with a JSON-RPC error, per second, by code: -32602"
+            " invalid params (often an unknown tool), -32601 method not found, -32600 invalid"
+            " request, -32603 internal error; a refusal before JSON-RPC shows its HTTP status."
+            " The request_rejected log event names the server, the session and the message.",
+            [
+                query(
+                    "sum by (status) (rate(tooltap_rejected_requests_total"
+                    f"{{{MCP}}}[$__rate_interval]))",
+                    "{{status}}",
+                )
+            ],
+            width=12,
+        ),
+        series(
+            "MCP unlisted-tool calls",
+            "Calls, per second, to a tool the session's whole tools/list never named, on a"
+            " server that said its list does not change: the application called a tool that"
+            " does not exist there (a stale list, or another server's tool). The loop_error log"
+            " event names the server and the session.",
+            [
+                query(
+                    "sum(rate(tooltap_loop_errors_total"
+                    f'{{{MCP}, rule="unlisted-tool"}}[$__rate_interval]))',
+                    "unlisted-tool",
+                )
+            ],
+            width=12,
+        ),
+    ]
+
+
 def health_panels() -> list[Any]:
     return [
         single(
@@ -461,6 +546,7 @@ def build() -> dict[str, Any]:
         ("Strict guarantee", exposure_panels()),
         ("Tool calls", call_panels()),
         ("Tool loop, API and output format", loop_panels()),
+        ("MCP tool servers", mcp_panels()),
         ("Proxy health", health_panels()),
     ]
     panel_id = 0

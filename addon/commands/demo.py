@@ -14,6 +14,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import structlog
@@ -23,6 +24,7 @@ from rich.table import Table
 
 from ..harness.launch import Proxy
 from ..harness.replay import ReplayServer
+from .demo_mcp import PATH, ToolServer
 from .demo_steps import STEPS, Clients, client_errors, route, socket_route, status_of
 
 QUIET_FIELDS = ("timestamp", "repairs", "host", "inspect_ms")
@@ -39,6 +41,7 @@ class Summary:
     tool_results: dict[str, float] = field(default_factory=dict)
     rejected: dict[str, float] = field(default_factory=dict)
     flows: dict[str, float] = field(default_factory=dict)
+    mcp_calls: dict[str, float] = field(default_factory=dict)  # by tool server
     unguaranteed: float = 0.0
     internal_errors: float = 0.0
     repairs: list[str] = field(default_factory=list)
@@ -66,6 +69,9 @@ def read_summary(metrics_text: str, events: list[dict[str, Any]]) -> Summary:
             if sample.name in by_label and sample.value:
                 totals, label = by_label[sample.name]
                 totals[sample.labels[label]] = totals.get(sample.labels[label], 0) + sample.value
+            elif sample.name == "tooltap_tool_calls_total" and sample.labels["api"] == "mcp":
+                if sample.value:  # a tool server's calls are counted under its name
+                    summary.mcp_calls[sample.labels["model"]] = sample.value
             elif sample.name == "tooltap_unguaranteed_arguments_total":
                 summary.unguaranteed += sample.value
             elif sample.name == "tooltap_internal_errors_total":
@@ -117,7 +123,8 @@ def print_summary(console: Console, summary: Summary) -> None:
         ("argument errors", summary.argument_errors),
         ("loop errors", summary.loop_errors),
         ("tool results", summary.tool_results),
-        ("rejected requests (HTTP status)", summary.rejected),
+        ("rejected requests (HTTP status, or an MCP server's JSON-RPC code)", summary.rejected),
+        ("MCP tool calls by server", summary.mcp_calls),
         ("flows", summary.flows),
     ):
         if rows:
@@ -130,10 +137,18 @@ def print_summary(console: Console, summary: Summary) -> None:
 
 def run(console: Console, serve: bool = False, web: bool = False) -> Summary:
     with (
-        ReplayServer(route, sockets=socket_route) as upstream,
-        Proxy.tooltap([upstream.url], "--log-format", "json", web=web) as proxy,
+        ToolServer() as tools,
+        ReplayServer(tools.relaying(route), sockets=socket_route) as upstream,
+        Proxy.tooltap(
+            [upstream.url],
+            "--log-format",
+            "json",
+            extra=("--set", f"tooltap_mcp_hosts={urlsplit(upstream.url).netloc}"),
+            web=web,
+        ) as proxy,
     ):
         console.print(f"upstream (replays bundled traffic): {upstream.url}")
+        console.print(f"MCP tool server (relayed at {upstream.url}{PATH}): {tools.url}")
         console.print(f"tooltap proxy: {proxy.url}   metrics: {proxy.metrics_url}")
         if web:
             console.print(f"mitmweb: {proxy.web_url}", markup=False)

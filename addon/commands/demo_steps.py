@@ -15,6 +15,7 @@ from typing import Any
 from ..harness import eventstream
 from ..harness.replay import Reply, Seen
 from ..harness.sockets import Step as SocketStep
+from . import demo_mcp
 
 JSON = [("content-type", "application/json"), ("x-request-id", "req_demo")]
 SSE = [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache")]
@@ -540,7 +541,7 @@ def status_of(error: Exception) -> int:
 class Step:
     name: str
     shows: str
-    reply: Reply | None  # None: the step speaks WebSocket (SOCKET_STEPS has its script)
+    reply: Reply | None  # None: SOCKET_STEPS has its script, or the MCP tool server answers
     call: Callable[[Clients], Any]
     expect_error: bool = False
     turns: int = 1  # the turns it makes
@@ -1032,6 +1033,14 @@ STEPS: list[Step] = [
         ),
         _gemini_unsigned,
         expect_error=True,
+    ),
+    Step(
+        "mcp-tools",
+        "an MCP tool server: arguments off a tool's inputSchema, a result off its outputSchema,"
+        " and a call to a tool it never listed",
+        None,
+        lambda c: demo_mcp.session(c.base_url + demo_mcp.PATH, c.headers),
+        turns=demo_mcp.EXCHANGES,
     ),
 ]
 

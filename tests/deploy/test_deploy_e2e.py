@@ -839,6 +839,17 @@ def expectations(buckets: list[float]) -> dict[str, Expect]:
         board + "Realtime session errors/A": Expect(
             "empty", reason="the script is HTTP only: no Realtime session, no series"
         ),
+        # The script has no MCP traffic: no server, so no series; the unlisted-tool series is
+        # there at 0 (created for every API), and 0 results make the failure share empty.
+        board + "MCP tool calls per second/A": Expect("empty", reason="no MCP server: no series"),
+        board + "MCP argument and result errors/A": Expect(
+            "empty", reason="no MCP server: no series"
+        ),
+        board + "MCP tool failure share/A": Expect("empty", reason="no MCP result: 0/0 is empty"),
+        board + "MCP JSON-RPC rejections by code/A": Expect(
+            "empty", reason="no MCP request: no code"
+        ),
+        board + "MCP unlisted-tool calls/A": Expect("values", {(): 0.0}),
         board + "Proxies up/A": Expect("values", {(): 1.0}),
         # A 0, not "No data": the series exist at 0 and nothing was dropped or raised.
         board + "Dropped flows/A": counts("tooltap_flows_total", outcome="dropped"),

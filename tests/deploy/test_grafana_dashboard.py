@@ -125,13 +125,14 @@ def test_the_template_variables_are_datasource_api_and_model():
 def test_every_target_applies_the_api_and_model_filters_its_metric_supports():
     metrics = contract()
     for panel, target in targets():
-        matchers = {
-            (m, label): (op, value) for m, label, op, value in label_matchers(target["expr"])
-        }
+        matchers: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        for m, label, op, value in label_matchers(target["expr"]):
+            matchers.setdefault((m, label), set()).add((op, value))
         for metric in metric_names(target["expr"]) & set(metrics):
             for label in ("api", "model"):
                 if label in metrics[metric]:
-                    assert matchers.get((metric, label)) == ("=~", f"${label}"), (
+                    # A row may pin a label too (api="mcp"); the filter must still apply.
+                    assert ("=~", f"${label}") in matchers.get((metric, label), set()), (
                         f"{panel['title']}: {metric} ignores ${label}"
                     )
 
@@ -180,6 +181,17 @@ REQUIRED = {
     ),
     "dropped flows": ("stat", r'tooltap_flows_total\{[^}]*outcome="dropped"'),
     "internal errors": ("stat", r"tooltap_internal_errors_total"),
+    "MCP calls by server": ("timeseries", r'by \(model\).*tooltap_tool_calls_total\{api="mcp"'),
+    "MCP argument and result errors": (
+        "timeseries",
+        r'by \(kind\).*tooltap_argument_errors_total\{api="mcp"',
+    ),
+    "MCP failure share": ("timeseries", r'tooltap_tool_results_total\{api="mcp"[^}]*"error".*/'),
+    "MCP rejections by code": (
+        "timeseries",
+        r'by \(status\).*tooltap_rejected_requests_total\{api="mcp"',
+    ),
+    "MCP unlisted tools": ("timeseries", r'loop_errors_total\{api="mcp"[^}]*"unlisted-tool"'),
 }
 
 
@@ -216,3 +228,102 @@ def test_provisioning_points_grafana_at_prometheus_and_the_dashboards():
     ]
     assert provider["type"] == "file"
     assert provider["options"]["path"] == "/etc/grafana/dashboards"
+
+
+def mcp_targets() -> dict[str, str]:
+    """The MCP row's queries by panel title, as Prometheus gets them with every filter at All."""
+    row = next(p for p in board()["panels"] if p["title"] == "MCP tool servers")
+    return {
+        panel["title"]: concrete(target["expr"])
+        for panel in panels()
+        if panel["gridPos"]["y"] > row["gridPos"]["y"] and panel["title"].startswith("MCP ")
+        for target in panel["targets"]
+    }
+
+
+def test_the_mcp_row_reads_tool_servers_only_and_its_numbers_are_right(tmp_path):
+    # Series shaped as the proxy exposes them, over 2 minutes (a sample a minute): two MCP
+    # servers and a model API whose series the row must leave out. Evaluated by promtool's
+    # PromQL engine at 2m, over the panels' 1m rate windows: rate = last minute's rise / 60.
+    series = {
+        'tooltap_tool_calls_total{api="mcp", model="forecast-tools 0.3.1"}': "0 60 180",
+        'tooltap_tool_calls_total{api="mcp", model="docs 2.0"}': "0 0 60",
+        'tooltap_tool_calls_total{api="chat", model="gpt-4o"}': "0 600 1200",
+        'tooltap_argument_errors_total{api="mcp", model="docs 2.0", kind="schema"}': "0 0 30",
+        'tooltap_argument_errors_total{api="mcp", model="docs 2.0", kind="result_schema"}': (
+            "0 6 12"
+        ),
+        'tooltap_argument_errors_total{api="chat", model="gpt-4o", kind="schema"}': "0 60 120",
+        'tooltap_tool_results_total{api="mcp", outcome="ok"}': "0 30 90",
+        'tooltap_tool_results_total{api="mcp", outcome="error"}': "0 10 40",
+        'tooltap_tool_results_total{api="chat", outcome="error"}': "0 600 1200",
+        'tooltap_rejected_requests_total{api="mcp", status="-32602"}': "0 6 18",
+        'tooltap_rejected_requests_total{api="chat", status="400"}': "0 60 120",
+        'tooltap_loop_errors_total{api="mcp", rule="unlisted-tool"}': "0 3 9",
+        'tooltap_loop_errors_total{api="chat", rule="unlisted-tool"}': "0 60 120",
+    }
+    expected = {
+        "MCP tool calls per second": [
+            ('{model="forecast-tools 0.3.1"}', 2.0),
+            ('{model="docs 2.0"}', 1.0),
+        ],
+        "MCP argument and result errors": [
+            ('{kind="schema"}', 0.5),
+            ('{kind="result_schema"}', 0.1),
+        ],
+        "MCP tool failure share": [("{}", 30 / 90)],
+        "MCP JSON-RPC rejections by code": [('{status="-32602"}', 0.2)],
+        "MCP unlisted-tool calls": [("{}", 0.1)],
+    }
+    queries = mcp_targets()
+    assert set(queries) == set(expected)
+    tests = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": k, "values": v} for k, v in series.items()],
+                "promql_expr_test": [
+                    {
+                        "expr": queries[title],
+                        "eval_time": "2m",
+                        "exp_samples": [
+                            {"labels": labels, "value": value} for labels, value in want
+                        ],
+                    }
+                    for title, want in expected.items()
+                ],
+            }
+        ],
+    }
+    (tmp_path / "mcp_row_test.yml").write_text(yaml.safe_dump(tests))
+    result = promtool("test", "rules", "mcp_row_test.yml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_mcp_failure_share_is_empty_without_results_rather_than_nan(tmp_path):
+    # The proxy creates tool_results at 0 for every API: 0/0 must show as no data.
+    series = {
+        'tooltap_tool_results_total{api="mcp", outcome="ok"}': "0 0 0",
+        'tooltap_tool_results_total{api="mcp", outcome="error"}': "0 0 0",
+    }
+    tests = {
+        "rule_files": [],
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": k, "values": v} for k, v in series.items()],
+                "promql_expr_test": [
+                    {
+                        "expr": mcp_targets()["MCP tool failure share"],
+                        "eval_time": "2m",
+                        "exp_samples": [],
+                    }
+                ],
+            }
+        ],
+    }
+    (tmp_path / "mcp_empty_test.yml").write_text(yaml.safe_dump(tests))
+    result = promtool("test", "rules", "mcp_empty_test.yml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -30,15 +30,22 @@ def test_the_demo_summary_matches_the_scripted_scenario():
     assert summary.exposure == 2 / 5
     assert summary.unguaranteed == 5
     assert summary.formats == {"free-text": 11, "advisory-schema": 1}
-    assert summary.argument_errors == {"schema": 3, "parse": 1}
+    # MCP adds a schema and a result_schema error, an unlisted-tool, two ok results and an
+    # isError one, and a JSON-RPC -32602.
+    assert summary.argument_errors == {"schema": 4, "parse": 1, "result_schema": 1}
     assert summary.loop_errors == {
         "unanswered-call": 3,
         "orphan-result": 1,
         "missing-thought-signature": 1,
+        "unlisted-tool": 1,
     }
-    assert summary.tool_results == {"ok": 7, "error": 2}
-    assert summary.rejected == {"400": 5}
-    assert summary.flows == {"inspected": sum(step.turns for step in STEPS)}
+    assert summary.tool_results == {"ok": 9, "error": 3}
+    assert summary.rejected == {"400": 5, "-32602": 1}
+    assert summary.mcp_calls == {"forecast-tools 0.3.1": 4}
+    # An MCP exchange logs a `turn` line but is no flow: metrics.record counts flows for
+    # scope "turn" only (reported; the MCP step's exchanges are left out until that changes).
+    flows = sum(step.turns for step in STEPS if step.name != "mcp-tools")
+    assert summary.flows == {"inspected": flows}
     assert summary.internal_errors == 0
     repairs = "\n".join(summary.repairs)
     assert "set parallel_tool_calls false whenever strict schemas matter" in repairs
@@ -77,6 +84,30 @@ def test_the_demo_summary_matches_the_scripted_scenario():
         r"rule=missing-thought-signature where=contents\.1\.parts\.0",
         text,
     )
+    # MCP, through the SDK's client to the SDK's low-level Server: arguments off the
+    # inputSchema (the server answers isError), a result off the outputSchema, an unlisted tool.
+    served = r"server='forecast-tools 0\.3\.1' session=[0-9a-f]{16}"
+    assert re.search(
+        r"\] tool_call .* api=mcp .* name=get_forecast schema_errors=\[\{'path': '\$\.units', "
+        r"'message': '\"kelvin\" is not one of \"c\" or \"f\"'\}\] " + served,
+        text,
+    )
+    assert re.search(
+        r"\] tool_result .* api=mcp .* name=get_forecast outcome=error " + served, text
+    )
+    assert re.search(
+        r"\] tool_result .* api=mcp .* name=get_quote outcome=ok schema_errors=\[\{'path': "
+        r"'\$\.price', 'message': '\"712\.40\" is not of type \"number\"'\}\] " + served,
+        text,
+    )
+    assert re.search(r"\] loop_error .* api=mcp ids=\['6'\] .* rule=unlisted-tool " + served, text)
+    assert re.search(
+        r"\] request_rejected .* api=mcp message='Unknown tool: get_news' "
+        + served
+        + " status=-32602 type=invalid_params",
+        text,
+    )
+    assert "MCP tool calls by server" in text
     assert (
         "exposure rate (strict-void / at-risk turns): 40%, 5 argument object(s) with no guarantee"
         in text
