@@ -999,9 +999,9 @@ def test_the_model_variable_offers_every_scripted_model(run):
     assert models == {A, B, C, D, E, F, GPT54, GPT51, HAIKU, SONNET4, SONNET37, NOVA, GEMINI}
 
 
-def test_the_api_variable_offers_every_scripted_api_converse_and_gemini_too(run):
+def test_the_api_variable_offers_every_api_converse_gemini_and_mcp_too(run):
     apis = {series["metric"]["api"] for series in run.results["tooltap/$api"]}
-    assert apis == {"chat", "responses", "messages", "realtime", "converse", "gemini"}
+    assert apis == {"chat", "responses", "messages", "realtime", "converse", "gemini", "mcp"}
 
 
 def test_every_rule_and_panel_expression_has_an_expectation():

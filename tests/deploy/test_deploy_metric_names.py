@@ -21,8 +21,9 @@ RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
 DASHBOARDS = ROOT / "grafana" / "dashboards"
 
 ANY = None  # a label whose values are open (model, status, le, ...)
-APIS = {"responses", "chat", "messages", "realtime", "converse", "gemini"}
-HTTP_APIS = APIS - {"realtime"}  # realtime is only ever a WebSocket
+APIS = {"responses", "chat", "messages", "realtime", "converse", "gemini", "mcp"}
+# realtime is only ever a WebSocket; mcp is a tool server's (tests/system/test_mcp_clients.py)
+HTTP_APIS = APIS - {"realtime", "mcp"}
 TURN_STATES = {
     "no-tools",
     "no-strict-declared",
@@ -48,6 +49,7 @@ LOOP_RULES = {
     "empty-result",
     "unanswered-at-close",
     "missing-thought-signature",
+    "unlisted-tool",
 }
 FLOW_OUTCOMES = {"inspected", "skipped", "unparseable", "upstream_error", "dropped"}
 
@@ -57,7 +59,11 @@ COUNTERS: dict[str, dict[str, set[str] | None]] = {
     "tooltap_formats_total": {"api": APIS, "model": ANY, "state": FORMAT_STATES},
     "tooltap_tool_calls_total": {"api": APIS, "model": ANY},
     "tooltap_unguaranteed_arguments_total": {"api": APIS, "model": ANY},
-    "tooltap_argument_errors_total": {"api": APIS, "model": ANY, "kind": {"parse", "schema"}},
+    "tooltap_argument_errors_total": {
+        "api": APIS,
+        "model": ANY,
+        "kind": {"parse", "schema", "result_schema"},
+    },
     "tooltap_duplicate_calls_total": {"api": APIS, "model": ANY},
     "tooltap_loop_errors_total": {"api": APIS, "rule": LOOP_RULES},
     "tooltap_tool_results_total": {"api": APIS, "outcome": {"ok", "error"}},

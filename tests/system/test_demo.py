@@ -42,9 +42,7 @@ def test_the_demo_summary_matches_the_scripted_scenario():
     assert summary.tool_results == {"ok": 9, "error": 3}
     assert summary.rejected == {"400": 5, "-32602": 1}
     assert summary.mcp_calls == {"forecast-tools 0.3.1": 4}
-    # An MCP exchange logs a `turn` line but is no flow: metrics.record counts flows for
-    # scope "turn" only (reported; the MCP step's exchanges are left out until that changes).
-    flows = sum(step.turns for step in STEPS if step.name != "mcp-tools")
+    flows = sum(step.turns for step in STEPS)  # the MCP step's exchanges are flows too
     assert summary.flows == {"inspected": flows}
     assert summary.internal_errors == 0
     repairs = "\n".join(summary.repairs)
