@@ -29,7 +29,7 @@ from opentelemetry.semconv.attributes import error_attributes, server_attributes
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from tooltap.core import Verdict
+from tooltap.core import Call, Verdict
 from tooltap.core.findings import findings
 
 from .redaction import ArgumentPolicy
@@ -198,8 +198,9 @@ class TraceSink:
         started: float,
         ended: float,
     ) -> None:
-        """One span for one model call (or a WebSocket turn), in the caller's trace if named."""
-        if verdict.scope != "turn":
+        """One span for one model call (or a WebSocket turn), in the caller's trace if named;
+        for a tool server's exchange (MCP), one `execute_tool` span per call."""
+        if verdict.scope == "session":
             return  # a session's findings outside its turns are no model call
         carrier = {
             key.decode("latin-1").lower(): value.decode("latin-1")
@@ -211,6 +212,10 @@ class TraceSink:
         start = int((started or now) * 1e9)
         end = max(start, int((ended or now) * 1e9))
         verdict = self.policy.verdict(verdict)
+        if verdict.scope == "tool":
+            for call in verdict.calls:
+                self._tool_span(verdict, call, host, parent, (start, end))
+            return
         model = verdict.request_model or verdict.model or ""
         span = self.tracer.start_span(
             f"chat {model}".strip(),
@@ -225,6 +230,49 @@ class TraceSink:
         if failure is not None:
             span.set_attribute(error_attributes.ERROR_TYPE, failure)
             span.set_status(Status(StatusCode.ERROR, verdict.reason or failure))
+        span.end(end_time=end)
+
+    def _tool_span(
+        self, v: Verdict, call: Call, host: str, parent: Any, times: tuple[int, int]
+    ) -> None:
+        """One call a tool server ran, as the GenAI conventions' execute_tool span."""
+        start, end = times
+        results = [r for r in v.tool_results if r.call_id == call.call_id]
+        own = v.model_copy(
+            update={
+                "calls": [call],
+                "tool_results": results,
+                "loop_errors": [e for e in v.loop_errors if call.call_id in e.ids],
+            }
+        )
+        attributes: dict[str, Any] = {
+            gen_ai.GEN_AI_OPERATION_NAME: gen_ai.GenAiOperationNameValues.EXECUTE_TOOL.value,
+            gen_ai.GEN_AI_TOOL_NAME: call.name,
+            gen_ai.GEN_AI_TOOL_CALL_ID: call.call_id,
+            server_attributes.SERVER_ADDRESS: host,
+            "tooltap.api": v.api or "none",
+            "tooltap.findings": findings(own),
+        }
+        attributes.update(
+            (key, value)
+            for key, value in (("tooltap.server", v.server), ("tooltap.session", v.session))
+            if value is not None
+        )
+        span = self.tracer.start_span(
+            f"execute_tool {call.name}".strip(),
+            context=parent,
+            kind=SpanKind.CLIENT,
+            start_time=start,
+            attributes=attributes,
+        )
+        for name, event in self._events(own):
+            span.add_event(name, event, timestamp=end)
+        failure = _error_type(v) or (
+            "tool_error" if any(r.outcome == "error" for r in results) else None
+        )
+        if failure is not None:
+            span.set_attribute(error_attributes.ERROR_TYPE, failure)
+            span.set_status(Status(StatusCode.ERROR, failure))
         span.end(end_time=end)
 
     def _attributes(self, v: Verdict, host: str) -> dict[str, Any]:
@@ -288,6 +336,18 @@ class TraceSink:
                 )
             )
         for result in v.tool_results:
+            if result.schema_errors:
+                events.append(
+                    (
+                        "tooltap.result_schema_error",
+                        {
+                            gen_ai.GEN_AI_TOOL_CALL_ID: result.call_id,
+                            "tooltap.schema_errors": [
+                                f"{e.path}: {e.message}" for e in result.schema_errors
+                            ],
+                        },
+                    )
+                )
             if result.outcome == "error":
                 events.append(
                     (

@@ -22,7 +22,7 @@ from typing import Any
 
 from mitmproxy import ctx, hooks, http
 
-from tooltap.core import Api, Exchange, Verdict, detect_api
+from tooltap.core import Api, Exchange, Verdict
 from tooltap.core.sockets import leading_type, needed, socket_reader
 from tooltap.core.wire import detect_socket
 
@@ -31,7 +31,7 @@ from ..inspection.scrub import scrub
 from ..inspection.session import Session
 from ..inspection.sockets import MAX_SOCKETS, Reader, socket_verdict
 from ..options import BY_NAME
-from ..proxy.addon import watched
+from ..proxy.addon import flow_api, watched
 from ..proxy.tap import StreamTap
 from ..sinks.redaction import ArgumentPolicy
 from .view import KEY, TooltapContentview, headline, request_credentials, severity
@@ -153,20 +153,21 @@ class WebAnnotations:
                     MAX_WAITING,
                 )
             return
-        api = detect_api(flow.request.method, flow.request.path)
+        api = flow_api(flow, ctx.options.tooltap_hosts, ctx.options.tooltap_mcp_hosts)
         # References only, taken here on the loop, which alone touches flows.
         kept = flow.response is None or flow.response.raw_content is not None
         exchange = flow_exchange(flow) if kept else _tapped(flow)
+        if exchange is not None:
+            exchange = exchange.model_copy(update={"api": api})  # MCP: no path says it
         self._submit(flow, self._inspect, None, request_credentials(flow), exchange, api)
 
     def _followed(self, flow: http.HTTPFlow, http_api: bool) -> bool:
         if not self.active:
             return False
-        request = flow.request
-        if http_api and detect_api(request.method, request.path) is None:
-            return False
         hosts = ctx.options.tooltap_hosts
-        return watched(flow.client_conn.proxy_mode, request.pretty_host, hosts)
+        if http_api:
+            return flow_api(flow, hosts, ctx.options.tooltap_mcp_hosts) is not None
+        return watched(flow.client_conn.proxy_mode, flow.request.pretty_host, hosts)
 
     def _submit(
         self,

@@ -22,6 +22,7 @@ from tooltap.addon.commands.cli import DEMO_EXTRA
 DEMO_ONLY = {
     "tooltap.addon.commands.demo",
     "tooltap.addon.commands.demo_steps",
+    "tooltap.addon.commands.demo_mcp",
     "tooltap.addon.harness.replay",
     "tooltap.addon.harness.sockets",
 }
