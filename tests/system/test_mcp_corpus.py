@@ -1,0 +1,45 @@
+"""Every MCP exchange in the dialects corpus (recorded from real MCP SDK servers and the public
+DeepWiki server by chatlas and pydantic-ai), read in order as one audit reads them: each is MCP,
+inspected whole, and a working server raises no finding."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from tooltap.addon.audit.inputs import RecordedExchange
+from tooltap.addon.inspection.session import Session
+from tooltap.core.findings import findings
+
+CORPUS = Path(__file__).parents[1] / "corpus" / "dialects" / "exchanges.jsonl"
+
+
+def test_every_recorded_mcp_exchange_is_read_whole_and_raises_no_finding():
+    lines = CORPUS.read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines if '"jsonrpc' in line]
+    session = Session()
+    verdicts = [session.inspect(RecordedExchange.model_validate(r).exchange()) for r in records]
+    assert len(verdicts) == 26
+    assert {(v.api, v.outcome, v.scope) for v in verdicts} == {("mcp", "inspected", "tool")}
+    assert Counter(m for v in verdicts for m in v.rpc) == {
+        "tools/call": 12,
+        "initialize": 6,
+        "tools/list": 6,
+        "notifications/initialized": 2,
+    }
+    calls = [c for v in verdicts for c in v.calls]
+    assert len(calls) == 12
+    assert sum(len(v.tool_results) for v in verdicts) == 12
+    assert [f for v in verdicts for f in findings(v)] == []
+    # None: a cassette that starts after initialize. Calls whose session's list the recording
+    # does not hold are parsed, not validated, and said so.
+    assert {v.server for v in verdicts} == {
+        None,
+        "test 1.27.0",
+        "DeepWiki 2.14.3",
+        "DeepWiki 0.0.1",
+    }
+    unchecked = [u for v in verdicts for u in v.unchecked]
+    assert len(unchecked) == 8
+    assert all(u.endswith("this session's tools/list was not seen whole") for u in unchecked)
