@@ -73,6 +73,9 @@ def _detail(verdict: Verdict, arguments: str) -> str:
             lines.extend(wrap(f"{name:<10} {value}", WIDTH, subsequent_indent=" " * 11))
 
     field("api", f"{verdict.api} over {verdict.transport}")
+    field("server", verdict.server)
+    field("session", verdict.session)
+    field("methods", ", ".join(verdict.rpc))
     field("model", verdict.model)
     field("response", verdict.response_id)
     field("status", verdict.status)
@@ -112,6 +115,8 @@ def _detail(verdict: Verdict, arguments: str) -> str:
         for result in verdict.tool_results:
             failed = "  (a tool failure)" if result.outcome == "error" else ""
             lines.append(f"  {result.call_id}  {result.outcome} at {result.where}{failed}")
+            for error in result.schema_errors:
+                lines.append(f"    outputSchema error at {error.path}: {error.message}")
     if verdict.stream_errors:
         lines += ["", "STREAM ERRORS"]
         lines += [f"  {e.type}: {e.message}" for e in verdict.stream_errors]
@@ -159,7 +164,9 @@ def is_model_call(flow: Any) -> bool:
         return False
     if flow.websocket is not None:
         return detect_socket(flow.request.path) is not None
-    return detect_api(flow.request.method, flow.request.path) is not None
+    # A flow read from a file may be MCP, which only its JSON-RPC body says.
+    request = flow.request
+    return detect_api(request.method, request.path, request.raw_content or b"") is not None
 
 
 class TooltapContentview(contentviews.Contentview):

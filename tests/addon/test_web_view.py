@@ -253,3 +253,47 @@ def test_the_script_puts_the_annotations_before_the_proxy_addon():
     from tooltap.addon.proxy.addon import Tooltap
 
     assert [type(a) for a in script.addons] == [WebAnnotations, Tooltap]
+
+
+MCP_LIST = {
+    "jsonrpc": "2.0",
+    "id": 2,
+    "result": {
+        "tools": [
+            {
+                "name": "t0",
+                "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+                "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+            }
+        ]
+    },
+}
+
+
+async def test_an_mcp_server_named_in_tooltap_mcp_hosts_has_its_calls_and_results_shown(web):
+    annotations, tctx = web
+    tctx.options.update(tooltap_mcp_hosts=["tools.example.com"])
+    annotations.running()
+    listing = make_flow(
+        "/mcp", {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        json.dumps(MCP_LIST).encode(), host="tools.example.com",
+    )  # fmt: skip
+    await annotated(annotations, listing)
+    answer = {"jsonrpc": "2.0", "id": 3,
+              "result": {"content": [], "structuredContent": {"n": "three"}}}  # fmt: skip
+    call = make_flow(
+        "/mcp",
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+         "params": {"name": "t0", "arguments": {"q": 1}}},
+        json.dumps(answer).encode(), host="tools.example.com",
+    )  # fmt: skip
+    await annotated(annotations, call)
+    assert call.comment == "tooltap: argument-schema, result-schema"
+    lines = pretty(call).text.splitlines()
+    assert "methods    tools/call" in lines
+    assert '    schema error at $.q: 1 is not of type "string"' in lines
+    assert '    outputSchema error at $.n: "three" is not of type "integer"' in lines
+    elsewhere = make_flow("/mcp", {"jsonrpc": "2.0", "id": 4, "method": "tools/list"},
+                          json.dumps(MCP_LIST).encode(), host="other.example.com")  # fmt: skip
+    annotations.response(elsewhere)
+    assert annotations._followed(elsewhere, http_api=True) is False
