@@ -8,7 +8,8 @@ serves, on 127.0.0.1:PORT,
   its tools declare input and output schemas (from their type hints), and `flagged` returns
   isError; `chatty` sends a log message and a progress notification, then its result half a
   second later;
-- /lo/mcp: a low-level Server "paged-tools" listing three tools over two pages (nextCursor):
+- /lo/mcp: a low-level Server "paged-tools", answering with JSON, listing three tools over two
+  pages (nextCursor):
   t0 returns structuredContent that breaks its outputSchema, t1 returns none though it declares
   one, t2 is right; an unknown tool is a JSON-RPC -32602 error;
 - /stateless/mcp: MCPServer without sessions, JSON answers: the same bytes for the same request.
@@ -117,7 +118,9 @@ def app() -> Starlette:
         "/json": weather_tools().streamable_http_app(
             streamable_http_path="/mcp", json_response=True
         ),
-        "/lo": paged.streamable_http_app(streamable_http_path="/mcp"),
+        # JSON answers: a recording of it holds initialize's whole answer whatever the timing
+        # (the SDK's client hangs up on an event stream as soon as it has its message).
+        "/lo": paged.streamable_http_app(streamable_http_path="/mcp", json_response=True),
         "/stateless": weather_tools().streamable_http_app(
             streamable_http_path="/mcp", json_response=True, stateless_http=True
         ),

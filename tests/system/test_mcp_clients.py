@@ -360,6 +360,31 @@ def test_the_recorded_flows_audit_to_the_live_findings(proxy, recorded):
     assert len(mcp_rows) == len(live)
 
 
+def test_a_har_of_a_session_audits_to_its_live_findings(server, tmp_path):
+    har = tmp_path / "session.har"
+    extra = ("--set", f"hardump={har}", "--set", "store_streamed_bodies=true")
+    with Proxy.tooltap([f"mcp:{server}"], "--log-format", "json", extra=extra) as proxy:
+
+        async def work(session: ClientSession) -> list[bool | str]:
+            first = await session.list_tools()
+            await session.list_tools(params=types.PaginatedRequestParams(cursor=first.next_cursor))
+            return [await attempt(session.call_tool(name, {"q": 2})) for name in ("t0", "zzz")]
+
+        assert in_session(f"{proxy.url}/lo/mcp", work) == ["RuntimeError", "MCPError"]
+        proxy.wait_for("turn", 6, where=lambda e: e.get("api") == "mcp")
+    # mitmproxy writes the HAR when it stops.
+    live = sorted(name for e in proxy.events if e.get("api") == "mcp" for name in _names(e))
+    assert live == ["argument-schema", "rejected", "result-schema", "unlisted-tool"]
+    audit = subprocess.run(  # noqa: S603 - our own command
+        [sys.executable, "-m", "tooltap.addon.commands.cli", "audit", "--har", str(har),
+         "--format", "json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    rows = [json.loads(line) for line in audit.stdout.splitlines()]
+    assert sorted(n for r in rows if r.get("api") == "mcp" for n in _verdict_findings(r)) == live
+    assert {r["server"] for r in rows if r.get("api") == "mcp"} == {PAGED}
+
+
 def _names(event: dict[str, Any]) -> list[str]:
     """The findings one live log line stands for."""
     kind = event.get("event")
