@@ -375,7 +375,7 @@ def test_a_har_of_a_session_audits_to_its_live_findings(server, tmp_path):
     # mitmproxy writes the HAR when it stops.
     live = sorted(name for e in proxy.events if e.get("api") == "mcp" for name in _names(e))
     assert live == ["argument-schema", "rejected", "result-schema", "unlisted-tool"]
-    audit = subprocess.run(  # noqa: S603 - our own command
+    audit = subprocess.run(
         [sys.executable, "-m", "tooltap.addon.commands.cli", "audit", "--har", str(har),
          "--format", "json"],
         capture_output=True, text=True, timeout=120, check=False,
