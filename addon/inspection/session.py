@@ -1,46 +1,30 @@
 """One inspect-and-remember session: what the live proxy, audit and demo share.
 
 tooltap.core.inspect is pure; what must carry from one exchange to the next
-lives here, bounded: the calls each recent Responses turn left for the client
-(for follow-ups with previous_response_id), and the response ids already
-counted at a final status (a background response is polled, and counted once).
+lives in the session's state (state.py), bounded: the calls each recent
+Responses turn left for the client (for follow-ups with previous_response_id),
+and the response ids already counted at a final status (a background response
+is polled, and counted once).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 from tooltap.core import Exchange, ValidatorCache, Verdict, inspect
 
-REMEMBERED = 10_000
-
-
-class RecentCalls(OrderedDict[str, list[str]]):
-    """response id -> the call ids it returned, the newest `size` responses only.
-
-    Lets a follow-up with previous_response_id be checked against calls that
-    live on the server; bounded so memory does not grow with traffic.
-    """
-
-    def __init__(self, size: int = REMEMBERED) -> None:
-        super().__init__()
-        self.size = size
-
-    def remember(self, response_id: str, call_ids: list[str]) -> None:
-        self[response_id] = call_ids
-        self.move_to_end(response_id)
-        while len(self) > self.size:
-            self.popitem(last=False)
+from .state import REMEMBERED, LocalState, Recalled, State
 
 
 class Session:
-    """inspect(), with the memory one stream of exchanges needs. Not thread-safe: one owner."""
+    """inspect(), with the memory one stream of exchanges needs. Not thread-safe: one owner.
 
-    def __init__(self, size: int = REMEMBERED) -> None:
-        self.recent = RecentCalls(size)
-        self.counted: OrderedDict[str, None] = OrderedDict()  # response ids, newest last
-        self.size = size
+    state: where that memory lives (this process's by default; Redis, shared by
+    replicas, with tooltap_state).
+    """
+
+    def __init__(self, size: int = REMEMBERED, state: State | None = None) -> None:
+        self.state = state if state is not None else LocalState(size)
         self.validators = ValidatorCache()
 
     def inspect(
@@ -48,12 +32,13 @@ class Session:
     ) -> Verdict:
         """inspect() with this session's memory; prior replaces the recent calls (a Realtime
         turn brings the calls its socket owed)."""
-        calls = self.recent if prior is None else prior
+        calls = Recalled(self.state) if prior is None else prior
         verdict = inspect(exchange, calls, validators=self.validators)
         response_id = verdict.response_id
         if verdict.api != "responses" or not response_id or verdict.state is None:
             return verdict
-        if exchange.method.upper() == "GET" and response_id in self.counted:
+        first = self.state.claim(response_id)
+        if exchange.method.upper() == "GET" and not first:
             # Polling a finished background response again, or reading back one
             # the proxy saw created: it was counted when it first finished.
             return Verdict(
@@ -65,12 +50,8 @@ class Session:
                 response_id=response_id,
                 reason=f"response {response_id} was already counted when it reached its final status",
             )
-        self.counted[response_id] = None
-        self.counted.move_to_end(response_id)
-        if len(self.counted) > self.size:
-            self.counted.popitem(last=False)
         if verdict.awaiting:
-            self.recent.remember(response_id, verdict.awaiting)
+            self.state.remember(response_id, verdict.awaiting)
         return verdict
 
 
