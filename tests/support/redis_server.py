@@ -35,7 +35,7 @@ class RedisServer:
     def start(self) -> Self:
         """Start it on its port (again, after kill), and wait until it accepts connections."""
         self._ready.clear()
-        self.process = subprocess.Popen(  # noqa: S603 - a fixed argv, no shell
+        self.process = subprocess.Popen(
             [
                 "redis-server",
                 "--port",
