@@ -12,8 +12,8 @@ import pytest
 from mitmproxy import http
 from mitmproxy.test import taddons
 from support.flows import lines
-from support.redis_server import RedisServer
 
+from tooltap.addon.harness.redis_server import RedisServer
 from tooltap.addon.proxy.addon import Tooltap
 from tooltap.addon.sinks.metrics import Metrics
 

@@ -12,8 +12,8 @@ import logging
 import pytest
 import redis
 from support.captures import JSON, URLS
-from support.redis_server import RedisServer
 
+from tooltap.addon.harness.redis_server import RedisServer
 from tooltap.addon.inspection.session import Session
 from tooltap.addon.inspection.state import (
     BACKOFF,

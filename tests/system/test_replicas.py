@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 import pytest
 from support.prom import sample, scrape
-from support.redis_server import RedisServer
 
 from tooltap.addon.harness.launch import Proxy, free_port
+from tooltap.addon.harness.redis_server import RedisServer
 from tooltap.addon.harness.replay import ReplayServer, Reply, Seen
 
 TOOLS = [{"type": "function", "name": "lookup"}]
