@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
@@ -127,9 +127,11 @@ class RedisState:
     Every write goes to both; a read prefers Redis and falls back to the local
     memory when Redis does not have it or does not answer. A claim is
     `SET tooltap:counted:<id> 1 NX EX ttl`: the first replica to set it counts
-    the response. A failed command is counted (`on_error`) and logged once
-    until Redis answers again; after it, Redis is left alone for a backoff
-    that doubles (BACKOFF), and each command skipped meanwhile is counted too.
+    the response. Connecting (a name lookup, a handshake) happens in a thread of
+    its own, never in the inspector: until Redis answers there, and from a
+    failed command until it answers again, every command is skipped and counted
+    (`on_error`), a failure is logged once, and the thread tries again after a
+    backoff that doubles (BACKOFF).
     """
 
     def __init__(
@@ -140,7 +142,6 @@ class RedisState:
         *,
         size: int = REMEMBERED,
         timeout: float = TIMEOUT,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         import redis  # noqa: PLC0415 - an optional dependency: tooltap[redis]
         from redis.backoff import NoBackoff  # noqa: PLC0415
@@ -150,10 +151,9 @@ class RedisState:
         self.ttl = ttl
         self.where = location(url)
         self._on_error = on_error
-        self._clock = clock
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         # No retries inside the client: a failed command falls back at once, and the
-        # backoff here decides when Redis is tried again.
+        # reconnecting thread decides when Redis is tried again.
         self.client: Any = redis.Redis.from_url(
             url,
             socket_timeout=timeout,
@@ -162,9 +162,11 @@ class RedisState:
             retry_on_timeout=False,
             health_check_interval=0,
         )
-        self.down = False
-        self._retry_at = 0.0
-        self._backoff = BACKOFF[0]
+        self.answering = threading.Event()  # set while commands go to Redis
+        self._stopping = threading.Event()
+        self._said = False  # the failure is in the log, and Redis has not answered since
+        self._connecting = threading.Lock()
+        self._connect()
 
     def open_calls(self, response_id: str) -> list[str] | None:
         found = self._shared(self.client.get, f"{NAMESPACE}open:{response_id}")
@@ -185,41 +187,73 @@ class RedisState:
         return first_here and bool(first)
 
     def close(self) -> None:
+        self._stopping.set()
         with contextlib.suppress(*self._errors):
             self.client.close()
 
     def _shared(self, command: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """The command's answer, or _FAILED when Redis did not give one (counted)."""
-        if self.down and self._clock() < self._retry_at:
+        if not self.answering.is_set():
             self._on_error()
             return _FAILED
         try:
-            answer = command(*args, **kwargs)
+            return command(*args, **kwargs)
         except self._errors as exc:
-            self._failed(exc)
+            self._on_error()
+            self.answering.clear()
+            self._say_down(exc)
+            self._connect()
             return _FAILED
-        if self.down:
-            self.down = False
-            self._backoff = BACKOFF[0]
-            logger.warning(
-                "the shared state at %s answers again: replicas share their findings again",
-                self.where,
-            )
-        return answer
 
-    def _failed(self, exc: BaseException) -> None:
-        self._on_error()
-        self._retry_at = self._clock() + self._backoff
-        self._backoff = min(self._backoff * 2, BACKOFF[1])
-        if not self.down:
-            self.down = True
+    def _say_down(self, exc: BaseException) -> None:
+        """Once, until Redis answers again (a failed command, or the first try failed)."""
+        if not self._said:
+            self._said = True
             logger.warning(
-                "the shared state at %s did not answer (%s): each replica uses its own memory "
-                "until it does, so a follow-up or a poll that reaches another replica may go "
-                "unmatched (tooltap_state_errors_total counts the misses)",
+                "the shared state at %s did not answer (%s): each replica uses its own "
+                "memory until it does, so a follow-up or a poll that reaches another "
+                "replica may go unmatched (tooltap_state_errors_total counts the misses)",
                 self.where,
                 exc,
             )
+
+    def _connect(self) -> None:
+        """Try Redis in a thread of its own until it answers, waiting longer after each miss."""
+        if self._connecting.acquire(blocking=False):
+            threading.Thread(target=self._reconnect, name="tooltap: state", daemon=True).start()
+
+    def _reconnect(self) -> None:
+        answered = False
+        try:
+            for wait in backoff():
+                try:
+                    self.client.ping()
+                except self._errors as exc:
+                    self._say_down(exc)
+                    if self._stopping.wait(wait):
+                        return
+                    continue
+                answered = True
+                break
+        finally:
+            # Free before commands resume: a command that fails next starts the next try.
+            self._connecting.release()
+        if answered:
+            if self._said:
+                self._said = False
+                logger.warning(
+                    "the shared state at %s answers again: replicas share their findings again",
+                    self.where,
+                )
+            self.answering.set()
+
+
+def backoff() -> Iterator[float]:
+    """Seconds between tries at Redis: doubling from the first to the most, then the most."""
+    wait = BACKOFF[0]
+    while True:
+        yield wait
+        wait = min(wait * 2, BACKOFF[1])
 
 
 _FAILED = object()

@@ -1,25 +1,28 @@
 """The session's state: this process's memory, and Redis shared by replicas (a real redis-server).
 
-A RedisState stands for one replica; two on one server are two replicas. The
-clock is the test's, so a backoff passes when the test says so.
+A RedisState stands for one replica; two on one server are two replicas. Its
+connecting thread tries again after a backoff made short here; tests wait on
+its events (answering, a log line), bounded in time.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 
 import pytest
 import redis
 from support.captures import JSON, URLS
 
 from tooltap.addon.harness.redis_server import RedisServer
+from tooltap.addon.inspection import state as state_module
 from tooltap.addon.inspection.session import Session
 from tooltap.addon.inspection.state import (
-    BACKOFF,
     LocalState,
     Recalled,
     RedisState,
+    backoff,
     location,
     open_state,
 )
@@ -28,26 +31,74 @@ from tooltap.core import Exchange
 TOOLS = [{"type": "function", "name": "f"}]
 DOWN = "did not answer"
 BACK = "answers again"
+WAIT = 10.0  # seconds any wait on the connecting thread may take
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture(autouse=True)
+def quick_backoff(monkeypatch):
+    monkeypatch.setattr(state_module, "BACKOFF", (0.02, 0.1))
 
 
 class Replica:
-    """A RedisState and the failures it counted."""
+    """A RedisState and the failures it counted; answering: wait until Redis answers it."""
 
-    def __init__(self, url: str, ttl: int = 60) -> None:
+    def __init__(self, url: str, ttl: int = 60, answering: bool = True) -> None:
         self.errors = 0
-        self.clock = Clock()
-        self.state = RedisState(url, ttl, self._count, clock=self.clock)
+        self.state = RedisState(url, ttl, self._count)
+        if answering:
+            assert self.state.answering.wait(WAIT)
 
     def _count(self) -> None:
         self.errors += 1
+
+
+class Said(logging.Handler):
+    """The tooltap logger's lines, and an event for the first that holds `words`."""
+
+    def __init__(self, words: str) -> None:
+        super().__init__()
+        self.words = words
+        self.lines: list[str] = []
+        self.seen = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = record.getMessage()
+        self.lines.append(line)
+        if self.words in line:
+            self.seen.set()
+
+
+@pytest.fixture
+def said():
+    """said(words): a handler on the tooltap logger, removed after the test."""
+    logger = logging.getLogger("tooltap")
+    handlers = []
+
+    def attach(words: str) -> Said:
+        handler = Said(words)
+        logger.addHandler(handler)
+        handlers.append(handler)
+        return handler
+
+    yield attach
+    for handler in handlers:
+        logger.removeHandler(handler)
+
+
+class Commands:
+    """The client's get and set, counted: whether a command was sent to Redis at all."""
+
+    def __init__(self, state: RedisState) -> None:
+        self.sent = 0
+        for name in ("get", "set"):
+            setattr(state.client, name, self._counting(getattr(state.client, name)))
+
+    def _counting(self, command):
+        def send(*args, **kwargs):
+            self.sent += 1
+            return command(*args, **kwargs)
+
+        return send
 
 
 def exchange(request: dict, response: dict) -> Exchange:
@@ -161,76 +212,73 @@ def test_a_value_under_the_key_that_is_not_a_list_of_ids_is_unknown(redis_server
 
 
 def test_an_unreachable_redis_falls_back_to_this_replicas_memory_counts_each_miss_and_logs_once(
-    free_port, caplog
+    free_port, said
 ):
-    caplog.set_level(logging.WARNING, logger="tooltap")
-    a = Replica(f"redis://:s3cret@127.0.0.1:{free_port}/0")  # nothing listens there
+    log = said(DOWN)
+    a = Replica(f"redis://:s3cret@127.0.0.1:{free_port}/0", answering=False)  # nothing listens
+    assert log.seen.wait(WAIT)
+    commands = Commands(a.state)
     a.state.remember("resp_1", ["call_1"])
     assert a.state.open_calls("resp_1") == ["call_1"]
     assert a.state.open_calls("resp_unknown") is None
     assert (a.state.claim("resp_1"), a.state.claim("resp_1")) == (True, False)
-    assert a.errors == 5
-    down = [r.getMessage() for r in caplog.records if DOWN in r.getMessage()]
+    assert (a.errors, commands.sent) == (5, 0)  # each counted, none sent: no wait for Redis
+    down = [line for line in log.lines if DOWN in line]
     assert len(down) == 1
-    assert f"redis://127.0.0.1:{free_port}/0" in down[0]
-    assert "s3cret" not in caplog.text
+    assert down[0].startswith(f"the shared state at redis://127.0.0.1:{free_port}/0 {DOWN} (")
+    assert not any("s3cret" in line for line in log.lines)
+    a.state.close()
 
 
 def test_a_session_on_an_unreachable_redis_invents_no_finding(free_port):
     # The turn was seen by another replica; Redis, which knew it, is down.
-    b = Replica(f"redis://127.0.0.1:{free_port}/0")
+    b = Replica(f"redis://127.0.0.1:{free_port}/0", answering=False)
     verdict = Session(state=b.state).inspect(follow_up("resp_1", "call_1", "resp_2"))
     assert verdict.loop_errors == []
     assert b.errors == 2  # the lookup and the claim
+    b.state.close()
 
 
-def test_after_a_failure_redis_is_left_alone_for_a_backoff_then_used_again(free_port, caplog):
+def test_redis_is_tried_again_in_its_own_thread_and_used_once_it_answers(free_port, said):
     if RedisServer.missing():
         pytest.skip("redis-server is not installed (./dev test installs Debian's redis-server)")
-    caplog.set_level(logging.WARNING, logger="tooltap")
-    a = Replica(f"redis://127.0.0.1:{free_port}/0")
-    assert a.state.claim("resp_0") is True  # nothing listens: counted here
+    down, back = said(DOWN), said(BACK)
+    a = Replica(f"redis://127.0.0.1:{free_port}/0", answering=False)
+    assert down.seen.wait(WAIT)
+    assert a.state.claim("resp_0") is True  # counted here, alone
     server = RedisServer(free_port).start()
     client = redis.Redis.from_url(server.url)
     try:
-        a.state.remember("resp_1", ["call_1"])  # within the backoff: not tried
-        assert (a.errors, client.exists("tooltap:open:resp_1")) == (2, 0)
-        a.clock.now += BACKOFF[0]
+        assert a.state.answering.wait(WAIT) and back.seen.wait(WAIT)
         a.state.remember("resp_2", ["call_2"])
-        assert (a.errors, client.exists("tooltap:open:resp_2")) == (2, 1)
-        assert a.state.down is False
-        messages = [r.getMessage() for r in caplog.records]
-        assert [m for m in messages if DOWN in m or BACK in m] == [
-            next(m for m in messages if DOWN in m),
-            next(m for m in messages if BACK in m),
+        assert client.exists("tooltap:open:resp_2") == 1
+        assert [line for line in down.lines if DOWN in line or BACK in line] == [
+            next(line for line in down.lines if DOWN in line),
+            next(line for line in down.lines if BACK in line),
         ]
     finally:
+        a.state.close()
         client.close()
         server.stop()
 
 
-def test_the_backoff_doubles_while_redis_stays_down_up_to_its_most(free_port):
-    a = Replica(f"redis://127.0.0.1:{free_port}/0")
-    waits = []
-    for _ in range(8):
-        a.state.claim("resp_x")
-        waits.append(a.state._retry_at - a.clock.now)
-        a.clock.now = a.state._retry_at  # the next command is tried, and fails
-    assert waits == [0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0]
-    assert a.errors == 8
+def test_the_tries_wait_longer_each_time_up_to_the_most():
+    waits = backoff()
+    assert [next(waits) for _ in range(6)] == [0.02, 0.04, 0.08, 0.1, 0.1, 0.1]
 
 
-def test_a_stalled_redis_times_out_and_the_exchange_uses_local_memory(redis_server):
+def test_a_stalled_redis_times_out_and_the_exchange_uses_local_memory(redis_server, said):
+    back = said(BACK)
     a, b = Replica(redis_server.url), Replica(redis_server.url)
     a.state.remember("resp_1", ["call_1"])
-    assert b.state.open_calls("resp_1") == ["call_1"]  # b's connection is open now
+    assert b.state.open_calls("resp_1") == ["call_1"]
     redis_server.pause()
     try:
         assert b.state.open_calls("resp_1") is None  # b never saw it; Redis does not answer
         assert b.errors == 1
     finally:
         redis_server.resume()
-    b.clock.now += BACKOFF[0]
+    assert back.seen.wait(WAIT) and b.state.answering.wait(WAIT)
     assert b.state.open_calls("resp_1") == ["call_1"]
     assert b.errors == 1
 
@@ -241,7 +289,7 @@ def test_shared_findings_resume_when_a_killed_redis_is_back(redis_server):
     assert findings(Session(state=a.state), Session(state=b.state)) == []
     redis_server.start()  # the same port, empty
     for replica in (a, b):
-        replica.clock.now += BACKOFF[0]
+        assert replica.state.answering.wait(WAIT)
     session_a, session_b = Session(state=a.state), Session(state=b.state)
     session_a.inspect(calls("resp_3", "call_1", "call_2"))
     verdict = session_b.inspect(follow_up("resp_3", "call_1", "resp_4"))
