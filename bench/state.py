@@ -30,7 +30,7 @@ from tooltap.addon.inspection.state import LocalState, RedisState
 from tooltap.addon.sinks.log import LogSink
 from tooltap.addon.sinks.metrics import Metrics
 
-from . import client
+from . import bodies, client
 from .sizes import Size
 from .stats import median, pct
 
@@ -40,7 +40,7 @@ SETTINGS: dict[Size, dict[str, int]] = {
     "smoke": {"rounds": 1, "exchanges": 10, "flows": 4},
 }
 TOOLS = [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}]
-PATH = "/v1/responses"
+PATH = bodies.RESPONSES_PATH
 
 
 def request(n: int, run: str) -> bytes:
@@ -71,22 +71,7 @@ def response(name: str) -> bytes:
 
 
 def record(n: int, run: str) -> Record:
-    now = time.time()
-    return Record(
-        "responses",
-        method="POST",
-        scheme="https",
-        host="api.openai.com",
-        port=443,
-        path=PATH,
-        request_headers=((b"content-type", b"application/json"),),
-        request_body=request(n, run),
-        status=200,
-        response_headers=((b"content-type", b"application/json"),),
-        response_body=response(f"{run}-{n}"),
-        started=now - 0.5,
-        ended=now,
-    )
+    return bodies.record("responses", PATH, request(n, run), response(f"{run}-{n}"))
 
 
 def per_exchange(inspector: Inspector, records: list[Record]) -> tuple[float, float]:

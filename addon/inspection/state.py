@@ -229,6 +229,8 @@ class RedisState:
                 try:
                     self.client.ping()
                 except self._errors as exc:
+                    if self._stopping.is_set():
+                        return  # closed meanwhile: nothing to say
                     self._say_down(exc)
                     if self._stopping.wait(wait):
                         return

@@ -7,13 +7,12 @@ its events (answering, a log line), bounded in time.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 
 import pytest
 import redis
-from support.captures import JSON, URLS
+from support.captures import exchange_of
 
 from tooltap.addon.harness.redis_server import RedisServer
 from tooltap.addon.inspection import state as state_module
@@ -101,23 +100,13 @@ class Commands:
         return send
 
 
-def exchange(request: dict, response: dict) -> Exchange:
-    return Exchange(
-        method="POST",
-        url=URLS["responses"],
-        request_body=json.dumps(request).encode(),
-        status=200,
-        response_headers=JSON,
-        response_body=json.dumps(response).encode(),
-    )
-
-
 def calls(response_id: str, *call_ids: str) -> Exchange:
     """A Responses turn that leaves these calls for the client."""
     output = [
         {"type": "function_call", "call_id": c, "name": "f", "arguments": "{}"} for c in call_ids
     ]
-    return exchange(
+    return exchange_of(
+        "responses",
         {"model": "gpt-4o", "input": "go", "tools": TOOLS},
         {"id": response_id, "status": "completed", "output": output, "tools": TOOLS},
     )
@@ -127,7 +116,8 @@ def follow_up(previous: str, answered: str, response_id: str) -> Exchange:
     """A follow-up with previous_response_id that answers one call only."""
     result = {"type": "function_call_output", "call_id": answered, "output": "ok"}
     text = {"type": "message", "role": "assistant", "content": [{"type": "output_text"}]}
-    return exchange(
+    return exchange_of(
+        "responses",
         {"model": "gpt-4o", "previous_response_id": previous, "input": [result], "tools": TOOLS},
         {"id": response_id, "status": "completed", "output": [text], "tools": TOOLS},
     )
@@ -223,7 +213,7 @@ def test_an_unreachable_redis_falls_back_to_this_replicas_memory_counts_each_mis
     assert a.state.open_calls("resp_unknown") is None
     assert (a.state.claim("resp_1"), a.state.claim("resp_1")) == (True, False)
     assert (a.errors, commands.sent) == (5, 0)  # each counted, none sent: no wait for Redis
-    down = [line for line in log.lines if DOWN in line]
+    down = [line for line in log.lines if DOWN in line and f":{free_port}/0 " in line]
     assert len(down) == 1
     assert down[0].startswith(f"the shared state at redis://127.0.0.1:{free_port}/0 {DOWN} (")
     assert not any("s3cret" in line for line in log.lines)
@@ -252,7 +242,8 @@ def test_redis_is_tried_again_in_its_own_thread_and_used_once_it_answers(free_po
         assert a.state.answering.wait(WAIT) and back.seen.wait(WAIT)
         a.state.remember("resp_2", ["call_2"])
         assert client.exists("tooltap:open:resp_2") == 1
-        assert [line for line in down.lines if DOWN in line or BACK in line] == [
+        mine = f"redis://127.0.0.1:{free_port}/0 "  # not a line of another test's state
+        assert [line for line in down.lines if mine in line and (DOWN in line or BACK in line)] == [
             next(line for line in down.lines if DOWN in line),
             next(line for line in down.lines if BACK in line),
         ]

@@ -20,17 +20,8 @@ import pytest
 ROOT = Path(__file__).parents[2]
 # Every step bench/__main__.py has. `why` measures variants of an addon design tooltap left
 # at 8f498a8 (bench/README.md, Why), so on this code it reports itself skipped, and says why.
-STEPS = (
-    "json",
-    "stream",
-    "memory",
-    "core",
-    "profile",
-    "websocket",
-    "web",
-    "traces",
-    "state",
-    "stress",
+STEPS = tuple(
+    ["json", "stream", "memory", "core", "profile", "websocket", "web", "traces", "state", "stress"]
 )
 SKIPPED = ("why",)
 PUBLISHED = ("bench/README.md", "bench/latency.png")
