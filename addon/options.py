@@ -78,6 +78,14 @@ OPTIONS = (
         "Hosts whose traffic is inspected (fnmatch patterns; '*' for all). Reverse-mode traffic always is.",
     ),
     Option(
+        "tooltap_mcp_hosts",
+        Sequence[str],
+        [],
+        "MCP servers whose traffic is inspected (fnmatch patterns of host or host:port): a "
+        "POST there with a JSON-RPC body is read as MCP. `tooltap run --upstream mcp:URL` adds "
+        "its host.",
+    ),
+    Option(
         "tooltap_max_body",
         int,
         8 * 1024 * 1024,

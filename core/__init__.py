@@ -6,10 +6,20 @@
 
 from .arguments import Call, SchemaError, ValidatorCache
 from .errors import ApiError
-from .inspection import RESPONSE_HEADERS, Exchange, Rejected, Verdict, header, inspect
+from .inspection import (
+    REQUEST_HEADERS,
+    RESPONSE_HEADERS,
+    Exchange,
+    Rejected,
+    Verdict,
+    header,
+    inspect,
+    served_session,
+)
 from .jsontext import ParseError
 from .loop import LoopError, ToolResult
 from .schema import OPENAI_LIMITS, SEED_LIMITS, Limits
+from .served import ToolServer
 from .stream import StreamReader, StreamResult
 from .turn import APIS, Api, Turn
 from .wire import detect_api, read_turn
@@ -17,6 +27,7 @@ from .wire import detect_api, read_turn
 __all__ = [
     "APIS",
     "OPENAI_LIMITS",
+    "REQUEST_HEADERS",
     "RESPONSE_HEADERS",
     "SEED_LIMITS",
     "Api",
@@ -28,6 +39,7 @@ __all__ = [
     "ParseError",
     "Rejected",
     "SchemaError",
+    "ToolServer",
     "StreamReader",
     "StreamResult",
     "ToolResult",
@@ -38,4 +50,5 @@ __all__ = [
     "header",
     "inspect",
     "read_turn",
+    "served_session",
 ]

@@ -129,12 +129,21 @@ def diagnose(call: ToolCall, tool: Tool | None, cache: ValidatorCache | None = N
         out.parse_error = error
         return out
     schema = tool.parameters if tool is not None else None
+    out.schema_errors, out.schema_problem = validate(value, schema, cache)
+    return out
+
+
+def validate(
+    value: Any, schema: Any, cache: ValidatorCache | None = None
+) -> tuple[list[SchemaError], str | None]:
+    """Every way a value breaks a JSON Schema (at most MAX_SCHEMA_ERRORS, then a note), and why
+    the schema could not be applied, if it could not. No schema (not an object or a boolean)
+    checks nothing. Pure."""
     if not isinstance(schema, dict | bool):
-        return out
+        return [], None
     compiled = cache.get(schema) if cache is not None else compile_schema(schema)
     if isinstance(compiled, str):
-        out.schema_problem = compiled
-        return out
+        return [], compiled
     errors: list[SchemaError] = []
     try:
         for found in compiled.iter_errors(value):
@@ -150,6 +159,5 @@ def diagnose(call: ToolCall, tool: Tool | None, cache: ValidatorCache | None = N
     except _FATAL:
         raise
     except BaseException as exc:  # noqa: BLE001 - a validator that cannot run is a schema problem
-        out.schema_problem = f"the declared schema could not be applied: {exc}"
-    out.schema_errors = errors
-    return out
+        return errors, f"the declared schema could not be applied: {exc}"
+    return errors, None

@@ -1,7 +1,8 @@
 """What counts as a finding: one definition for the log's level and audit's exit code.
 
 A finding is named: a parallel/strict state, an output-format state, a bad
-argument, a tool-loop rule, or a rejected request. Every name a verdict holds
+argument, a tool server's result that breaks its outputSchema, a tool-loop rule,
+or a rejected request. Every name a verdict holds
 is listed once per occurrence, so a count of findings counts occurrences.
 """
 
@@ -16,7 +17,7 @@ from .loop import RULES
 STATES = ("strict-void", "strict-at-risk", "fanout-no-strict")
 FORMATS = schema.FINDINGS  # advisory-schema, no-schema, advisory-tools
 ARGUMENTS = ("argument-parse", "argument-schema")
-NAMES = (*STATES, *FORMATS, *ARGUMENTS, *RULES, "rejected", "session-error")
+NAMES = (*STATES, *FORMATS, *ARGUMENTS, "result-schema", *RULES, "rejected", "session-error")
 
 # What fails an audit and raises a log line to warning. A strict-at-risk turn
 # has not gone wrong yet, and a fan-out without strict never had a guarantee
@@ -42,7 +43,7 @@ def occurrences(verdict: Verdict) -> list[tuple[str, str]]:
     """Every finding with what tells it apart, free of ids (a re-recording has new ones). Pure.
 
     The detail is the call names for a state, the tool and the paths for an
-    argument error, where in the request for a loop rule, the status and
+    argument or result error, where in the request for a loop rule, the status and
     type for a rejection.
     """
     found: list[tuple[str, str]] = []
@@ -56,6 +57,11 @@ def occurrences(verdict: Verdict) -> list[tuple[str, str]]:
         if call.schema_errors:
             paths = ",".join(sorted({e.path for e in call.schema_errors}))
             found.append(("argument-schema", f"{call.name} {paths}"))
+    names = {call.call_id: call.name for call in verdict.calls}
+    for result in verdict.tool_results:
+        if result.schema_errors:
+            paths = ",".join(sorted({e.path for e in result.schema_errors}))
+            found.append(("result-schema", f"{names.get(result.call_id, '')} {paths}"))
     found.extend((error.rule, _IDS.sub("<id>", error.where)) for error in verdict.loop_errors)
     if verdict.rejected is not None:
         found.append(("rejected", f"{verdict.rejected.status} {verdict.rejected.type}"))

@@ -16,11 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
 from .dialects import dialect, path_of, streamed_path
+from .dialects.mcp import SESSION_HEADER, session_tag
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .eventstream import looks_like_eventstream
 from .jsontext import ParseError, loads
 from .loop import LoopError, LoopReport, ToolResult, check_loop
 from .schema import SEED_LIMITS, Limits
+from .served import ToolServer
 from .shapes import as_dict
 from .stream import ApiError, Framing, StreamReader, api_error
 from .wire import Api, Turn, detect_api, read_turn
@@ -28,14 +30,16 @@ from .wire import Api, Turn, detect_api, read_turn
 EVENTSTREAM = "application/vnd.amazon.eventstream"
 Outcome = Literal["inspected", "skipped", "unparseable", "upstream_error"]
 Transport = Literal["http", "websocket"]
-Scope = Literal["turn", "session"]
+Scope = Literal["turn", "session", "tool"]
 # The work on one exchange is bounded: one pathological response must not stall the rest.
 MAX_CALLS = 500  # calls validated and listed one by one
 
 
-# The response headers inspect() reads: the body's type and encoding, and the header AWS names
-# an error in ("ValidationException:<namespace>").
-RESPONSE_HEADERS = ("content-type", "content-encoding", "x-amzn-errortype")
+# The response headers inspect() reads: the body's type and encoding, the header AWS names
+# an error in ("ValidationException:<namespace>"), and the one an MCP server names its session in.
+RESPONSE_HEADERS = ("content-type", "content-encoding", "x-amzn-errortype", SESSION_HEADER)
+# The request headers it reads: the body's encoding, and the MCP session the request is in.
+REQUEST_HEADERS = ("content-encoding", SESSION_HEADER)
 
 
 class Exchange(BaseModel):
@@ -56,9 +60,10 @@ class Exchange(BaseModel):
     response_body: bytes = b""
     """The response body as sent: JSON or an SSE stream, possibly content-encoded."""
     request_headers: Mapping[str, str] = Field(default_factory=dict)
-    """Request headers; content-encoding is read."""
+    """Request headers; those in REQUEST_HEADERS are read."""
     api: Api | None = None
-    """The API, set for a turn read off a WebSocket; else the URL's path says it."""
+    """The API, set for a turn read off a WebSocket and for an MCP server's exchange (no path
+    says MCP); else the URL's path says it."""
     transport: Transport = "http"
     """websocket: one turn of a socket, its server events framed as the SSE stream they mirror."""
 
@@ -69,9 +74,10 @@ class Rejected(BaseModel):
     model_config = ConfigDict(use_attribute_docstrings=True)
 
     status: int
-    """The HTTP status the API answered with."""
+    """The HTTP status the API answered with; for MCP, the JSON-RPC error code (-32602)."""
     type: str
-    """The API's error type (invalid_request_error, ...), or "" when it gave none."""
+    """The API's error type (invalid_request_error, invalid_params, ...), or "" when it gave
+    none."""
     message: str
     """The API's own error message, as sent."""
     blockers: list[str] = Field(default_factory=list)
@@ -91,7 +97,8 @@ class Verdict(BaseModel):
     """http, or websocket for a turn of a Responses WebSocket or a Realtime session."""
     scope: Scope = "turn"
     """turn: one exchange or socket turn. session: what a Realtime session said outside its
-    turns (an error that refused nothing, the calls still owed when it closed); no turn."""
+    turns (an error that refused nothing, the calls still owed when it closed); no turn.
+    tool: an exchange with a tool server (MCP): its calls and their results; no model turn."""
     reason: str | None = None
     """Why the outcome is not a plain inspected turn, or what was unusual about it."""
     status: int | None = None
@@ -139,7 +146,18 @@ class Verdict(BaseModel):
     more_calls: int = 0
     """Calls past the first MAX_CALLS: counted, not validated nor listed one by one."""
     unchecked: list[str] = Field(default_factory=list)
-    """What was left unchecked to bound the work on one exchange, and why."""
+    """What was left unchecked to bound the work on one exchange, or unknown to it, and why."""
+    server: str | None = None
+    """A tool server's name and version, as its session's initialize said (scope tool)."""
+    session: str | None = None
+    """A tool server's session (Mcp-Session-Id), as a SHA-256 prefix: never the id itself."""
+    rpc: list[str] = Field(default_factory=list)
+    """The JSON-RPC methods the request sent to a tool server (tools/call, tools/list, ...)."""
+    listed_tools: list[str] = Field(default_factory=list)
+    """The tools a tools/list page named."""
+    tool_server: ToolServer | None = Field(default=None, exclude=True)
+    """What the session knows of its tool server after this exchange, for the caller to keep
+    and pass to the session's next exchange. Not logged."""
 
     @property
     def call_count(self) -> int:
@@ -173,7 +191,7 @@ class _Body:
     note: str | None = None  # what was read leniently, for the turn's reason
 
 
-def _read_request(exchange: Exchange) -> _Body:
+def _read_request(exchange: Exchange, batch: bool = False) -> _Body:
     if exchange.method.upper() == "GET":
         return _Body(value={})  # a retrieval carries no body; the response echoes the settings
     try:
@@ -181,7 +199,7 @@ def _read_request(exchange: Exchange) -> _Body:
     except DecodeError as exc:
         return _Body(problem=f"request body could not be decoded: {exc}")
     value, error = loads(text)
-    if error is not None or not isinstance(value, dict):
+    if error is not None or not isinstance(value, dict | list if batch else dict):
         return _Body(problem="request body is not a JSON object")
     return _Body(value=value)
 
@@ -288,6 +306,73 @@ def _argument_repair(calls: Sequence[Call]) -> list[str]:
     ]
 
 
+def served_session(exchange: Exchange) -> str | None:
+    """The tool-server session an exchange is in, as logged (a SHA-256 prefix of its id: the
+    request names it, or the response to initialize sets it). Pure."""
+    named = header(exchange.request_headers, SESSION_HEADER)
+    return session_tag(named or header(exchange.response_headers, SESSION_HEADER))
+
+
+def _inspect_served(
+    api: Api,
+    exchange: Exchange,
+    server: ToolServer | None,
+    validators: ValidatorCache | None,
+    max_decoded: int,
+) -> Verdict:
+    """An exchange with a tool server: its calls checked against what the session listed."""
+    found: dict[str, Any] = {
+        "api": api,
+        "outcome": "inspected",
+        "scope": "tool",
+        "transport": exchange.transport,
+        "status": exchange.status,
+        "session": served_session(exchange),
+        "server": server.server if server is not None else None,
+        "tool_server": server,
+    }
+    request = _read_request(exchange, batch=True)
+    if request.problem is not None:
+        return Verdict(**found | {"outcome": "unparseable", "reason": request.problem})
+    if exchange.status is None:
+        return Verdict(
+            **found | {"outcome": "upstream_error", "reason": "no response from the upstream"}
+        )
+    response = _read_response(api, exchange, max_decoded) if exchange.response_body else _Body()
+    found["stream"] = response.stream
+    if exchange.status >= 500:
+        error = api_error(response.value)
+        reason = f"{exchange.status} {error.type}: {error.message}".strip()
+        return Verdict(**found | {"outcome": "upstream_error", "reason": reason})
+    served = dialect(api).serve(request.value, response.value, server, validators)  # type: ignore[misc]
+    found |= {
+        "server": served.server.server,
+        "tool_server": served.server,
+        "rpc": served.methods,
+        "listed_tools": served.listed,
+        "calls": served.calls[:MAX_CALLS],
+        "more_calls": max(0, len(served.calls) - MAX_CALLS),
+        "tool_results": served.results,
+        "loop_errors": served.loop_errors,
+        "unchecked": served.unchecked,
+        "repairs": served.repairs,
+        "stream_errors": response.errors,
+    }
+    if served.error is not None:
+        code, said = served.error
+        found["rejected"] = Rejected(status=code, type=said.type, message=said.message)
+    elif exchange.status >= 400:  # refused before JSON-RPC: no session, a bad header, ...
+        error = api_error(response.value)
+        found["rejected"] = Rejected(
+            status=exchange.status, type=error.type, message=error.message
+        )
+    elif response.problem is not None:
+        found |= {"outcome": "unparseable", "reason": response.problem}
+    elif not response.complete:
+        found["reason"] = "the stream ended before its response"
+    return Verdict(**found)
+
+
 def inspect(
     exchange: Exchange,
     prior: Mapping[str, Sequence[str]] | None = None,
@@ -295,15 +380,19 @@ def inspect(
     limits: Limits = SEED_LIMITS,
     validators: ValidatorCache | None = None,
     max_decoded: int = DEFAULT_MAX_DECODED,
+    tool_server: ToolServer | None = None,
 ) -> Verdict:
     """Classify one exchange. Pure and total: any bytes give a Verdict.
 
     prior maps a response id to the call ids it returned, for requests that
-    continue it with previous_response_id (the proxy owns that memory).
+    continue it with previous_response_id; tool_server is what an MCP session said
+    before this exchange (the proxy owns both memories).
     """
-    api = exchange.api or detect_api(exchange.method, exchange.url)
+    api = exchange.api or detect_api(exchange.method, exchange.url, exchange.request_body)
     if api is None:
         return Verdict(api=None, outcome="skipped", reason="not a tool-calling endpoint")
+    if dialect(api).serve is not None:
+        return _inspect_served(api, exchange, tool_server, validators, max_decoded)
 
     request = _read_request(exchange)
     in_path = dialect(api).model_in_path

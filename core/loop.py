@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .arguments import SchemaError
 from .jsontext import loads
 from .shapes import as_dict, as_list, as_str
 from .turn import Api
@@ -36,6 +37,7 @@ RULES = (
     "empty-result",
     "unanswered-at-close",
     "missing-thought-signature",
+    "unlisted-tool",
 )
 
 REPAIRS = {
@@ -75,6 +77,10 @@ REPAIRS = {
         "thoughtSignature with its part: Gemini 3 refuses a function call step of the "
         "current turn whose first functionCall part has lost its signature."
     ),
+    "unlisted-tool": (
+        "call only the tools the server listed in this session (tools/list, every page "
+        "by nextCursor), and list them again after notifications/tools/list_changed."
+    ),
 }
 
 
@@ -104,6 +110,11 @@ class ToolResult(BaseModel):
     """Where in the request."""
     outcome: Literal["ok", "error"]
     """error: flagged as a failure (is_error, or an error payload such as {"ok": false})."""
+    schema_errors: list[SchemaError] = Field(default_factory=list)
+    """A tool server's result (MCP) against the tool's outputSchema: every way its
+    structuredContent breaks it, by path, or that it declared one and sent none."""
+    schema_problem: str | None = None
+    """Why the outputSchema itself could not be applied."""
 
 
 class LoopReport(BaseModel):

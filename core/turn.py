@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from .jsontext import dumps
 from .shapes import as_dict, as_list, as_str
 
-Api = Literal["responses", "chat", "messages", "realtime", "converse", "gemini"]
-APIS: tuple[Api, ...] = ("responses", "chat", "messages", "realtime", "converse", "gemini")
+Api = Literal["responses", "chat", "messages", "realtime", "converse", "gemini", "mcp"]
+APIS: tuple[Api, ...] = ("responses", "chat", "messages", "realtime", "converse", "gemini", "mcp")
 
 
 class Tool(BaseModel):

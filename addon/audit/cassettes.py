@@ -18,7 +18,7 @@ import yaml
 from vcr.serialize import deserialize
 from vcr.serializers import jsonserializer, yamlserializer
 
-from tooltap.core import Exchange
+from tooltap.core import REQUEST_HEADERS, Exchange
 
 from .inputs import Item
 
@@ -125,7 +125,7 @@ def _exchange(request: Any, response: dict[str, Any]) -> Exchange:
         method=request.method,
         url=request.uri,
         request_body=body or b"",
-        request_headers={"content-encoding": _header(request.headers, "content-encoding")},
+        request_headers={name: _header(request.headers, name) for name in REQUEST_HEADERS},
         status=int(status),
         response_headers={
             name.lower(): _joined(values)

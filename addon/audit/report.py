@@ -267,6 +267,11 @@ def _messages(v: Verdict) -> list[str]:
         if call.schema_errors:
             errors = "; ".join(f"{e.path}: {e.message}" for e in call.schema_errors)
             out.append(f"call {call.call_id} ({call.name}): {errors}")
+    names = {call.call_id: call.name for call in v.calls}
+    for result in v.tool_results:
+        if result.schema_errors:
+            errors = "; ".join(f"{e.path}: {e.message}" for e in result.schema_errors)
+            out.append(f"result of {result.call_id} ({names.get(result.call_id, '')}): {errors}")
     out.extend(f"{', '.join(e.ids)} at {e.where}. Repair: {e.repair}" for e in v.loop_errors)
     if v.rejected is not None:
         blockers = "".join(f" Blocker: {b}" for b in v.rejected.blockers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 from typing import Any
 
 from ..handover.budget import map_large_allocations
@@ -33,6 +34,8 @@ def _client_hint(upstream: str, url: str) -> str:
         return f"ANTHROPIC_BASE_URL={url}"
     if upstream == "gemini":
         return f"GOOGLE_GEMINI_BASE_URL={url}"
+    if upstream.startswith("mcp:"):
+        return f"MCP server URL {url}{urlsplit(upstream[4:]).path}"
     return f"base URL {url} (forwarded to {upstream})"
 
 
@@ -59,14 +62,22 @@ def mitmdump_args(
         raise SystemExit(
             "tooltap run: with several --upstream, --listen needs a port (each upstream takes the next one)"
         )
+    mcp_hosts: list[str] = []
     for index, upstream in enumerate(args.upstream or ["openai"]):
         if args.regular:
             break
-        target = UPSTREAMS.get(upstream, upstream)
+        target = UPSTREAMS.get(upstream, upstream.removeprefix("mcp:"))
         if not target.startswith(("http://", "https://")):
             raise SystemExit(
-                f"tooltap run: --upstream wants openai, anthropic or a URL, not {upstream!r}"
+                "tooltap run: --upstream wants openai, anthropic, gemini, a URL or mcp:URL, "
+                f"not {upstream!r}"
             )
+        if upstream.startswith("mcp:"):
+            # mitmproxy forwards to the URL's origin; the path stays the client's.
+            parts = urlsplit(target)
+            default_port = 443 if parts.scheme == "https" else 80
+            mcp_hosts.append(f"{parts.hostname}:{parts.port or default_port}")
+            target = f"{parts.scheme}://{parts.netloc}"
         listen = port + index if port else 0
         argv += ["--mode", f"reverse:{target}@{listen}"]
         hints.append(
@@ -92,6 +103,8 @@ def mitmdump_args(
     for name, value in settings.items():
         if value is not None and name not in theirs:
             argv += ["--set", f"{name}={value}"]
+    if mcp_hosts and "tooltap_mcp_hosts" not in theirs:
+        argv += [f"--set=tooltap_mcp_hosts={host}" for host in mcp_hosts]
     if web is not None and "web_columns" not in theirs:
         # mitmweb's columns, and the comment that names each flow's findings.
         argv += [f"--set=web_columns={column}" for column in WEB_COLUMNS]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from tooltap.core import RESPONSE_HEADERS, Api, Exchange
+from tooltap.core import REQUEST_HEADERS, RESPONSE_HEADERS, Api, Exchange
 
 HEAD = struct.Struct(">II")  # how many bodies, the metadata's length; then a length per body
 LENGTH = struct.Struct(">Q")
@@ -112,13 +112,14 @@ class Record:
             url=self.url,
             request_body=self.request_body,
             request_headers={
-                "content-encoding": _header(self.request_headers, b"content-encoding")
+                name: _header(self.request_headers, name.encode()) for name in REQUEST_HEADERS
             },
             status=self.status,
             response_headers={
                 name: _header(self.response_headers, name.encode()) for name in RESPONSE_HEADERS
             },
             response_body=b"".join(self.chunks) if self.chunks else self.response_body,
+            api=self.api,
         )
 
     def logged_host(self) -> str:

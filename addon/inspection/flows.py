@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tooltap.core import Exchange
+from tooltap.core import REQUEST_HEADERS, Exchange
 from tooltap.core.sockets import SocketTurn, leading_type, needed, socket_reader
 from tooltap.core.wire import detect_socket
 
@@ -19,7 +19,7 @@ def flow_exchange(flow: Any) -> Exchange:
         method=request.method,
         url=request.url,
         request_body=request.raw_content or b"",
-        request_headers={"content-encoding": request.headers.get("content-encoding", "")},
+        request_headers={name: request.headers.get(name, "") for name in REQUEST_HEADERS},
         status=response.status_code if response is not None else None,
         response_headers=dict(response.headers.items()) if response is not None else {},
         response_body=(response.raw_content or b"") if response is not None else b"",

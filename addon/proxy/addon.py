@@ -26,6 +26,7 @@ from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 from mitmproxy.utils import asyncio_utils
 
 from tooltap.core import Api, detect_api
+from tooltap.core.dialects.mcp import looks_like_jsonrpc
 from tooltap.core.wire import detect_socket, streamed_path
 
 from .. import options
@@ -127,6 +128,27 @@ def _guarded(hook: Callable[..., None]) -> Callable[..., None]:
 def watched(mode: ProxyMode, host: str, hosts: Sequence[str]) -> bool:
     """Is a flow followed: every flow of a reverse proxy, and on other modes those to these hosts."""
     return isinstance(mode, ReverseMode) or any(fnmatch.fnmatch(host, p) for p in hosts)
+
+
+def mcp_server(request: http.Request, hosts: Sequence[str]) -> bool:
+    """Is a request MCP: a POST with a JSON-RPC body, to a host (or host:port) in hosts? No path
+    says MCP. The body is looked at only on those hosts."""
+    if not hosts or request.method != "POST":
+        return False
+    host, address = request.pretty_host, f"{request.pretty_host}:{request.port}"
+    if not any(fnmatch.fnmatch(host, p) or fnmatch.fnmatch(address, p) for p in hosts):
+        return False
+    return looks_like_jsonrpc(request.raw_content or b"")
+
+
+def flow_api(flow: http.HTTPFlow, hosts: Sequence[str], mcp_hosts: Sequence[str]) -> Api | None:
+    """The API a flow speaks, if tooltap follows it: a model API's path on a watched host
+    (every host of a reverse proxy), or MCP on an MCP host."""
+    request = flow.request
+    api = detect_api(request.method, request.path)
+    if api is not None:
+        return api if watched(flow.client_conn.proxy_mode, request.pretty_host, hosts) else None
+    return "mcp" if mcp_server(request, mcp_hosts) else None
 
 
 class Tooltap:
@@ -297,7 +319,11 @@ class Tooltap:
     @_guarded
     def request(self, flow: http.HTTPFlow) -> None:
         api = detect_api(flow.request.method, flow.request.path)
-        if api is None or not self._watched(flow.client_conn.proxy_mode, flow.request.pretty_host):
+        if api is None:
+            if not mcp_server(flow.request, ctx.options.tooltap_mcp_hosts):
+                return
+            api = "mcp"
+        elif not self._watched(flow.client_conn.proxy_mode, flow.request.pretty_host):
             return
         self._flows[flow.id] = _Pending(api, flow.client_conn.id)
         if len(self._flows) > MAX_TRACKED:

@@ -1,7 +1,8 @@
 """The structured log: DESIGN.md's events, JSON lines by default, console for people.
 
 Events are data: `turn`, `tool_call`, `loop_error`, `request_rejected`,
-`stream_error`, `tool_result_error` and `no_tool_call`. No header value is
+`stream_error`, `tool_result_error` and `no_tool_call`, and for a tool server's
+exchange (MCP) `tool_result`, with the server and session on each line. No header value is
 ever logged, and with `redact`, `hash` or `omit` neither is anything
 secret-looking in the arguments or in messages that could echo them.
 """
@@ -77,6 +78,12 @@ class LogSink:
     def _events(self, verdict: Verdict, host: str, path: str, inspect_ms: float) -> None:
         log = self._log
         policy = self.policy
+        # A tool server's lines say which server and session (a model's say which response).
+        served = (
+            {"server": verdict.server, "session": verdict.session}
+            if verdict.scope == "tool"
+            else {}
+        )
         for call in verdict.calls:
             errors = [policy.schema_error(e.model_dump()) for e in call.schema_errors]
             bad = call.parse_error is not None or bool(errors)
@@ -91,6 +98,7 @@ class LogSink:
                 parse_error=call.parse_error.model_dump() if call.parse_error else None,
                 schema_errors=errors,
                 schema_problem=call.schema_problem,
+                **served,
             )
         for error in verdict.loop_errors:
             (log.warning if error.rule in DEFAULT else log.info)(
@@ -100,6 +108,7 @@ class LogSink:
                 ids=error.ids,
                 where=error.where,
                 repair=error.repair,
+                **served,
             )
         if verdict.rejected is not None:
             log.warning(
@@ -109,6 +118,7 @@ class LogSink:
                 type=verdict.rejected.type,
                 message=policy.message(verdict.rejected.message),
                 blockers=verdict.rejected.blockers,
+                **served,
             )
         for failure in verdict.stream_errors:
             # The API's own error, sent inside a 200 stream (Anthropic's
@@ -129,8 +139,22 @@ class LogSink:
                 type=failure.type,
                 message=policy.message(failure.message),
             )
+        names = {call.call_id: call.name for call in verdict.calls}
         for result in verdict.tool_results:
-            if result.outcome == "error":
+            if served:
+                errors = [policy.schema_error(e.model_dump()) for e in result.schema_errors]
+                bad = result.outcome == "error" or bool(errors)
+                (log.warning if bad else log.info)(
+                    "tool_result",
+                    api=verdict.api,
+                    call_id=result.call_id,
+                    name=names.get(result.call_id),
+                    outcome=result.outcome,
+                    schema_errors=errors,
+                    schema_problem=result.schema_problem,
+                    **served,
+                )
+            elif result.outcome == "error":
                 log.warning(
                     "tool_result_error", api=verdict.api, call_id=result.call_id, where=result.where
                 )
@@ -168,4 +192,5 @@ class LogSink:
             repairs=verdict.repairs,
             unchecked=verdict.unchecked,
             inspect_ms=round(inspect_ms, 3),
+            **(served and served | {"rpc": verdict.rpc, "listed_tools": verdict.listed_tools}),
         )

@@ -24,6 +24,8 @@ SOCKET_APIS = ("responses", "realtime")  # the APIs that have a WebSocket transp
 # full), then in the inspector's readers.
 SOCKET_SKIPS = ("binary", "over_budget", "queue_full", *READER_SKIPS)
 OTHER_MODEL = "other"
+# What broke, per call: its arguments' JSON, their schema, or (from a tool server) its result's.
+ARGUMENT_ERRORS = ("parse", "schema", "result_schema")
 ERROR_TYPES = 50  # distinct session error codes kept as labels; later ones count as `other`
 
 
@@ -75,7 +77,8 @@ class Metrics:
         )
         self.argument_errors = Counter(
             "tooltap_argument_errors_total",
-            "Calls whose arguments did not parse or validate.",
+            "Calls whose arguments did not parse or validate (kind parse, schema), or whose "
+            "result broke the tool's outputSchema (result_schema, MCP).",
             [*by_model, "kind"],
             registry=r,
         )
@@ -247,7 +250,7 @@ class Metrics:
     def record(self, verdict: Verdict, seconds: float) -> None:
         child = self._child
         api = verdict.api or "none"
-        if verdict.scope == "turn":  # what a session says outside its turns is no flow
+        if verdict.scope != "session":  # what a session says outside its turns is no flow
             child(self.flows, api, verdict.outcome).inc()
             child(self.inspect_seconds, api).observe(seconds)
         for error in verdict.session_errors:
@@ -259,39 +262,53 @@ class Metrics:
             child(self.tool_results, api, result.outcome).inc()
         if verdict.rejected is not None:
             child(self.rejected, api, str(verdict.rejected.status)).inc()
-        if verdict.state is None:
+        tool = verdict.scope == "tool"
+        if verdict.state is None and not tool:
             return
-        model = self.model(verdict.model)
+        # A tool server's calls go under the server's name where a model's name would be.
+        model = self.model(verdict.server if tool else verdict.model)
         if (api, model) not in self._pairs:
-            self._start_at_zero(api, model)
+            self._start_at_zero(api, model, tool=tool)
+        if tool:
+            self._arguments(api, model, verdict)
+            return
         calls = verdict.call_count
         child(self.turns, api, model, verdict.state).inc()
         if verdict.format_state is not None:
             child(self.formats, api, model, verdict.format_state).inc()
         child(self.calls_per_turn, api).observe(calls)
-        if calls:
-            child(self.tool_calls, api, model).inc(calls)
         if verdict.state == "strict-void":
             child(self.unguaranteed, api, model).inc(calls)
         if verdict.duplicates:
             child(self.duplicates, api, model).inc()
+        self._arguments(api, model, verdict)
+
+    def _arguments(self, api: str, model: str, verdict: Verdict) -> None:
+        """The calls, and those whose arguments (or, from a tool server, results) broke."""
+        child = self._child
+        if verdict.call_count:
+            child(self.tool_calls, api, model).inc(verdict.call_count)
         parse = sum(1 for c in verdict.calls if c.parse_error is not None)
         invalid = sum(1 for c in verdict.calls if c.schema_errors)
-        if parse:
-            child(self.argument_errors, api, model, "parse").inc(parse)
-        if invalid:
-            child(self.argument_errors, api, model, "schema").inc(invalid)
+        results = sum(1 for r in verdict.tool_results if r.schema_errors)
+        for kind, count in (("parse", parse), ("schema", invalid), ("result_schema", results)):
+            if count:
+                child(self.argument_errors, api, model, kind).inc(count)
 
-    def _start_at_zero(self, api: str, model: str) -> None:
-        """Create an (api, model)'s series at 0, so that rate() sees their first increment."""
+    def _start_at_zero(self, api: str, model: str, *, tool: bool = False) -> None:
+        """Create an (api, model)'s series at 0, so that rate() sees their first increment.
+        tool: a tool server's (no turns, and results checked against their schemas)."""
         self._pairs.add((api, model))
+        self.tool_calls.labels(api, model)
+        for kind in ARGUMENT_ERRORS if tool else ARGUMENT_ERRORS[:2]:
+            self.argument_errors.labels(api, model, kind)
+        if tool:
+            return
         for state in parallel.STATES:
             self.turns.labels(api, model, state)
         for state in schema.STATES:
             self.formats.labels(api, model, state)
-        for kind in ("parse", "schema"):
-            self.argument_errors.labels(api, model, kind)
-        for counter in (self.tool_calls, self.unguaranteed, self.duplicates):
+        for counter in (self.unguaranteed, self.duplicates):
             counter.labels(api, model)
 
     def serve(self, host: str, port: int) -> int:

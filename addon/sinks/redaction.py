@@ -121,6 +121,22 @@ class ArgumentPolicy:
         errors = [
             e.model_copy(update={"message": self.message(e.message)}) for e in verdict.stream_errors
         ]
+        results = [
+            result.model_copy(
+                update={
+                    "schema_errors": [
+                        SchemaError(**self.schema_error(e.model_dump()))
+                        for e in result.schema_errors
+                    ]
+                }
+            )
+            for result in verdict.tool_results
+        ]
         return verdict.model_copy(
-            update={"calls": calls, "rejected": rejected, "stream_errors": errors}
+            update={
+                "calls": calls,
+                "rejected": rejected,
+                "stream_errors": errors,
+                "tool_results": results,
+            }
         )

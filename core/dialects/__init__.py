@@ -12,7 +12,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from ..turn import Api
-from . import chat, converse, gemini, messages, realtime, responses
+from . import chat, converse, gemini, mcp, messages, realtime, responses
 from .base import Dialect
 
 __all__ = [
@@ -34,6 +34,7 @@ DIALECTS: dict[str, Dialect] = {
         realtime.DIALECT,
         converse.DIALECT,
         gemini.DIALECT,
+        mcp.DIALECT,
     )
 }
 
@@ -51,12 +52,19 @@ def path_of(url: str) -> str | None:
         return None
 
 
-def detect_api(method: str, url: str) -> Api | None:
-    """Which API a request speaks, from its method and path. Pure."""
+def detect_api(method: str, url: str, body: bytes | None = None) -> Api | None:
+    """Which API a request speaks, from its method and path, else (given its body) from the
+    body of a request no path names (MCP's JSON-RPC). Pure."""
     path = path_of(url)
     if path is None:
         return None
-    return next((d.api for d in DIALECTS.values() if d.recognise(method, path)), None)
+    by_path = next((d.api for d in DIALECTS.values() if d.recognise(method, path)), None)
+    if by_path is not None or body is None:
+        return by_path
+    return next(
+        (d.api for d in DIALECTS.values() if d.recognise_body and d.recognise_body(method, body)),
+        None,
+    )
 
 
 def detect_socket(url: str) -> Api | None:

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .. import parallel, schema
+from ..arguments import ValidatorCache
 from ..errors import ApiError
 from ..loop import LoopReport
 from ..schema import SEED_LIMITS, Limits
+from ..served import Served, ToolServer
 from ..turn import Api, Turn
 
 
@@ -73,3 +75,12 @@ class Dialect:
     # Why a rejected request was refused, read from the request and its path, where the API
     # refuses schemas whatever strict says (Gemini's Schema fields); else from strict tools.
     request_blockers: Callable[[Mapping[str, Any], str], list[str]] | None = None
+    # A tool server's protocol (MCP), not a model's: (request body, response body or assembled
+    # stream, the session so far, validators) -> what the exchange said. Its exchanges are no
+    # turns.
+    # (method, request body): does a request no path names speak it (MCP, on any path)? Read
+    # where no host list says (audit); the proxy asks only of hosts it is told about.
+    recognise_body: Callable[[str, bytes], bool] | None = None
+    serve: Callable[[Any, list[Any], ToolServer | None, ValidatorCache | None], Served] | None = (
+        None
+    )

@@ -86,7 +86,7 @@ def test_the_record_builds_the_exchange_and_what_is_logged_of_it():
     exchange = rec.exchange()
     assert exchange.url == "https://10.0.0.1:443" + rec.path
     assert exchange.response_body == b"data: {}\n\ndata: [DONE]\n\n"
-    assert exchange.request_headers == {"content-encoding": "gzip"}
+    assert exchange.request_headers == {"content-encoding": "gzip", "mcp-session-id": ""}
     assert rec.logged_host() == "api.openai.com"
     assert rec.logged_path() == "/v1/chat/completions?api-version=2024-06-01"  # key= left out
     assert rec.credentials() == ("Bearer sk-live-0123456789", "sk-live-0123456789")

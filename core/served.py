@@ -1,0 +1,52 @@
+"""A tool server's side of the loop: what one session listed, and what one exchange with it said.
+
+A model turn is read from one request and its response; a tool server's call is checked against
+what the same session said before (the server's name, the tools and their schemas). The caller
+keeps a ToolServer per session and passes it in; the reading gives back the next one. Pure data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .arguments import Call
+from .errors import ApiError
+from .loop import LoopError, ToolResult
+
+
+class ListedTool(BaseModel):
+    """A tool a server listed, with the schemas its calls and results are checked against."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    input_schema: Any = None
+    output_schema: Any = None
+
+
+class ToolServer(BaseModel):
+    """What a session has said about its server so far: ids and schemas, never arguments."""
+
+    model_config = ConfigDict(frozen=True)
+
+    server: str | None = None  # "name version", as initialize named it
+    tools: dict[str, ListedTool] = Field(default_factory=dict)
+    complete: bool = False  # the whole list was seen, from its first page to its last
+    fixed: bool = False  # initialize said the list does not change during the session
+    next_cursor: str | None = None  # the page a list seen from its start continues with
+
+
+class Served(BaseModel):
+    """What one exchange with a tool server said, checked against its session."""
+
+    methods: list[str] = Field(default_factory=list)  # the JSON-RPC methods the request sent
+    calls: list[Call] = Field(default_factory=list)
+    results: list[ToolResult] = Field(default_factory=list)
+    loop_errors: list[LoopError] = Field(default_factory=list)
+    error: tuple[int, ApiError] | None = None  # the first JSON-RPC error, with its code
+    listed: list[str] = Field(default_factory=list)  # the tools this exchange listed
+    unchecked: list[str] = Field(default_factory=list)
+    repairs: list[str] = Field(default_factory=list)
+    server: ToolServer = Field(default_factory=ToolServer)  # the session after this exchange

@@ -1,0 +1,136 @@
+"""A real MCP server for the tests: the official SDK's MCPServer and low-level Server over
+Streamable HTTP on loopback, answering in both of its modes.
+
+    python mcp_server.py PORT
+
+serves, on 127.0.0.1:PORT,
+- /sse/mcp and /json/mcp: MCPServer "weather-tools" answering with SSE, or with plain JSON;
+  its tools declare input and output schemas (from their type hints), and `flagged` returns
+  isError; `chatty` sends a log message and a progress notification, then its result half a
+  second later;
+- /lo/mcp: a low-level Server "paged-tools" listing three tools over two pages (nextCursor):
+  t0 returns structuredContent that breaks its outputSchema, t1 returns none though it declares
+  one, t2 is right; an unknown tool is a JSON-RPC -32602 error;
+- /stateless/mcp: MCPServer without sessions, JSON answers: the same bytes for the same request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import AsyncIterator
+
+import anyio
+import mcp_types as types
+import uvicorn
+from mcp.server.lowlevel.server import Server
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+
+CHATTY_PAUSE = 0.5  # between chatty's notifications and its result
+
+
+class Weather(BaseModel):
+    city: str
+    temperature: float
+    conditions: str
+
+
+def weather_tools() -> MCPServer:
+    app = MCPServer("weather-tools", version="1.4.0")
+
+    @app.tool()
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    @app.tool()
+    def weather(city: str) -> Weather:
+        """The weather in a city."""
+        return Weather(city=city, temperature=21.5, conditions="sunny")
+
+    @app.tool()
+    def flagged() -> types.CallToolResult:
+        """A tool that reports its own failure."""
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text="upstream 503")], is_error=True
+        )
+
+    @app.tool()
+    async def chatty(n: int, ctx: Context) -> str:
+        """Says what it does, waits half a second, then answers."""
+        await ctx.info("working")
+        await ctx.report_progress(1, 2, "half")
+        await anyio.sleep(CHATTY_PAUSE)
+        return f"done {n}"
+
+    return app
+
+
+PAGED = [
+    types.Tool(
+        name=f"t{i}",
+        description=f"tool {i}",
+        input_schema={"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+        output_schema={
+            "type": "object",
+            "properties": {"n": {"type": "integer"}},
+            "required": ["n"],
+        },
+    )
+    for i in range(3)
+]
+
+
+async def list_paged(ctx: object, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    if params is None or params.cursor is None:
+        return types.ListToolsResult(tools=PAGED[:2], next_cursor="page2")
+    return types.ListToolsResult(tools=PAGED[2:])
+
+
+async def call_paged(ctx: object, params: types.CallToolRequestParams) -> types.CallToolResult:
+    if params.name == "t0":
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text='{"n": "three"}')],
+            structured_content={"n": "three"},
+        )
+    if params.name == "t1":
+        return types.CallToolResult(content=[types.TextContent(type="text", text="n is 3")])
+    if params.name == "t2":
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text='{"n": 3}')], structured_content={"n": 3}
+        )
+    raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+
+
+def app() -> Starlette:
+    paged = Server("paged-tools", version="9.9.9", on_list_tools=list_paged, on_call_tool=call_paged)
+    mounts = {
+        "/sse": weather_tools().streamable_http_app(streamable_http_path="/mcp"),
+        "/json": weather_tools().streamable_http_app(
+            streamable_http_path="/mcp", json_response=True
+        ),
+        "/lo": paged.streamable_http_app(streamable_http_path="/mcp"),
+        "/stateless": weather_tools().streamable_http_app(
+            streamable_http_path="/mcp", json_response=True, stateless_http=True
+        ),
+    }
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            for mounted in mounts.values():
+                await stack.enter_async_context(mounted.router.lifespan_context(mounted))
+            yield
+
+    return Starlette(
+        routes=[Mount(path, app=mounted) for path, mounted in mounts.items()], lifespan=lifespan
+    )
+
+
+if __name__ == "__main__":
+    uvicorn.run(app(), host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
