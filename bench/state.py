@@ -96,7 +96,10 @@ def inspector_cost(plan: dict[str, int], redis: RedisServer) -> dict[str, Any]:
         return Inspector(LogSink("json", "raw", io.StringIO()), Metrics(), state=state)
 
     local = inspector(LocalState())
-    shared = inspector(RedisState(redis.url, 3600, failed))
+    store = RedisState(redis.url, 3600, failed)
+    if not store.answering.wait(10):  # it connects in a thread of its own
+        raise RuntimeError(f"redis-server at {redis.url} did not answer")
+    shared = inspector(store)
     server = psutil.Process(redis.process.pid) if redis.process is not None else None
     rounds: dict[str, list[float]] = {k: [] for k in ("local", "redis", "local_wall", "redis_wall")}
     redis_cpu: list[float] = []
