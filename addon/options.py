@@ -8,7 +8,8 @@ the ones with a flag into command-line options.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import importlib.util
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,7 @@ class Option:
     inspection: bool = False  # read by the inspection side: a change restarts it
     flag: str | None = None  # the `tooltap run` flag that sets it
     metavar: str | None = None  # what the flag's value is called in its help
+    check: Callable[[Any], str | None] | None = None  # a further check: why a value is not allowed
 
     def problem(self, value: Any) -> str | None:
         """Why value is not allowed, or None."""
@@ -54,7 +56,18 @@ class Option:
             return f"{self.name} must be {self.minimum} or more, not {value}"
         if self.maximum is not None and value > self.maximum:
             return f"{self.name} must be {self.maximum} or less, not {value}"
+        return self.check(value) if self.check is not None else None
+
+
+def state_problem(url: str) -> str | None:
+    """Why tooltap_state cannot be used: not a Redis URL, or no Redis client installed."""
+    if not url:
         return None
+    if not url.startswith(("redis://", "rediss://")):
+        return "tooltap_state must be a redis://host:port/db or rediss://host:port/db URL"
+    if importlib.util.find_spec("redis") is None:
+        return "tooltap_state needs the Redis client: pip install 'tooltap[redis]'"
+    return None
 
 
 OPTIONS = (
@@ -154,6 +167,28 @@ OPTIONS = (
         "process",
         "Where inspection runs: process (a child process, beside the proxy) or thread (inside it).",
         choices=INSPECTORS,
+        inspection=True,
+    ),
+    Option(
+        "tooltap_state",
+        str,
+        "",
+        "Share what inspection remembers across exchanges (the calls a Responses turn left open, "
+        "the response ids already counted) with the other replicas, in Redis: "
+        "redis://host:6379/0 or rediss://... Needed with more than one replica. Off: each "
+        "process remembers on its own.",
+        inspection=True,
+        flag="--state",
+        metavar="URL",
+        check=state_problem,
+    ),
+    Option(
+        "tooltap_state_ttl",
+        int,
+        3600,
+        "Seconds a response id stays in the shared state (tooltap_state): a follow-up or a poll "
+        "later than that is not matched across replicas.",
+        minimum=1,
         inspection=True,
     ),
     Option(

@@ -1,4 +1,4 @@
-"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,stream,memory,core,profile,websocket,web,traces,stress,why]`.
+"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,stream,memory,core,profile,websocket,web,traces,state,stress,why]`.
 
 Results go to bench/out/<name>.json (bench/out/quick/ for --quick,
 bench/out/smoke/ for --smoke, or --out); the report step then writes
@@ -28,6 +28,7 @@ from . import (
     memory,
     profile_worker,
     report,
+    state,
     streaming,
     stress,
     traces,
@@ -40,8 +41,20 @@ from .sizes import Size
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
 SNAPSHOT_ENV = "TOOLTAP_BENCH_SNAPSHOT"
-ALL = ("json", "stream", "memory", "core", "profile", "websocket", "web", "traces", "stress", "why")
-QUICK = ALL[:8]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
+ALL = (
+    "json",
+    "stream",
+    "memory",
+    "core",
+    "profile",
+    "websocket",
+    "web",
+    "traces",
+    "state",
+    "stress",
+    "why",
+)
+QUICK = ALL[:9]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
 
 
 def _git(*args: str) -> str:
@@ -183,6 +196,7 @@ def main() -> int:
         "websocket": lambda: asyncio.run(websocket.run(size)),
         "web": lambda: asyncio.run(web.run(size)),
         "traces": lambda: traces.run(size),
+        "state": lambda: state.run(size),
         "stress": lambda: asyncio.run(stress.run(size)),
         "why": lambda: asyncio.run(why.run(size)),
     }

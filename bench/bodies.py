@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from pathlib import Path
 from typing import Any
 
+from tooltap.addon.handover.record import Record
 from tooltap.addon.harness import eventstream
 
 WIRE = Path(__file__).resolve().parent.parent / "tests" / "corpus" / "wire"
@@ -21,6 +23,7 @@ WIRE = Path(__file__).resolve().parent.parent / "tests" / "corpus" / "wire"
 CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
 MESSAGES_PATH = "/v1/messages"
+JSON_TYPE = (b"content-type", b"application/json")
 
 
 def _read(name: str) -> bytes:
@@ -410,3 +413,29 @@ def mcp_call_pair() -> tuple[bytes, bytes]:
               "structuredContent": weather}  # fmt: skip
     answer = {"jsonrpc": "2.0", "id": 3, "result": result}
     return json.dumps(request).encode(), _sse("message", progress) + _sse("message", answer)
+
+
+def record(
+    api: str,
+    path: str,
+    request: bytes,
+    response: bytes,
+    request_headers: tuple[tuple[bytes, bytes], ...] = (JSON_TYPE,),
+) -> Record:
+    """A finished JSON exchange with api.openai.com as the proxy hands it to the inspector."""
+    now = time.time()
+    return Record(
+        api,
+        method="POST",
+        scheme="https",
+        host="api.openai.com",
+        port=443,
+        path=path,
+        request_headers=request_headers,
+        request_body=request,
+        status=200,
+        response_headers=(JSON_TYPE,),
+        response_body=response,
+        started=now - 0.5,
+        ended=now,
+    )

@@ -393,6 +393,48 @@ def traces_section(data: dict[str, Any]) -> str:
     )
 
 
+def state_section(data: dict[str, Any]) -> str:
+    plan = data["settings"]
+    if "skipped" in data:
+        return f"### Shared state in Redis (`state`)\n\nSkipped: {data['skipped']}.\n"
+    cost, flows = data["inspector"], data["flows"]
+    rows = [
+        [name, r["requests"], r["errors"], r["inspected"], r["p50_ms"], r["p90_ms"], r["p99_ms"],
+         r["p50_ratio"]]
+        for name, r in flows.items()
+    ]  # fmt: skip
+    return (
+        "### Shared state in Redis (`state`: a Responses chain, a turn leaving a call then its"
+        f" follow-up with previous_response_id; {plan['rounds']} interleaved rounds, medians)\n\n"
+        f"The inspector on {plan['exchanges']:,} exchanges per batch, in this process, with"
+        " `tooltap_state` off (its own memory) and on (redis-server on loopback):\n\n"
+        "| state | inspector CPU per exchange | inspector wall time per exchange |\n"
+        "| --- | --- | --- |\n"
+        f"| this process | {cost['local_ms']:.3f} ms | {cost['local_wall_ms']:.3f} ms |\n"
+        f"| Redis | {cost['redis_ms']:.3f} ms | {cost['redis_wall_ms']:.3f} ms |\n\n"
+        f"Redis adds {cost['added_cpu_ms']:.3f} ms of inspector CPU ({cost['ratio']:.2f}x) and"
+        f" {cost['added_wall_ms']:.3f} ms of inspector time per exchange (its round trips), and"
+        f" redis-server spends {cost['redis_server_cpu_ms']:.3f} ms; {cost['state_errors']}"
+        " state errors.\n\n"
+        f"The flow: {plan['flows']} sequential requests per batch through `tooltap run` with"
+        " and without `--state`, the latency the client sees (the store is used after the"
+        " flow, by the inspector process):\n\n"
+        + _table(
+            [
+                "proxy",
+                "requests",
+                "errors",
+                "inspected",
+                "p50 ms",
+                "p90 ms",
+                "p99 ms",
+                "p50 vs without",
+            ],
+            rows,
+        )
+    )
+
+
 STRESS_AFTER = (
     "5 s after the burst, tooltap is back within the budget of where it started (or of plain"
     " mitmdump after the same burst, whichever is higher: mitmproxy keeps part of a burst of"
@@ -502,6 +544,7 @@ def write(out: Path, here: Path, readme: bool) -> None:
         ("websocket", websocket_section),
         ("web", web_section),
         ("traces", traces_section),
+        ("state", state_section),
         ("stress", stress_section),
         ("why", why_section),
     ):

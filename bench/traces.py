@@ -48,21 +48,12 @@ SETTINGS: dict[Size, dict[str, int]] = {
 
 
 def record() -> Record:
-    now = time.time()
-    return Record(
+    return bodies.record(
         "chat",
-        method="POST",
-        scheme="https",
-        host="api.openai.com",
-        port=443,
-        path=bodies.CHAT_PATH,
-        request_headers=((b"content-type", b"application/json"), (b"traceparent", TRACEPARENT)),
-        request_body=bodies.chat_request(),
-        status=200,
-        response_headers=((b"content-type", b"application/json"),),
-        response_body=bodies.chat_response(),
-        started=now - 0.5,
-        ended=now,
+        bodies.CHAT_PATH,
+        bodies.chat_request(),
+        bodies.chat_response(),
+        request_headers=(bodies.JSON_TYPE, (b"traceparent", TRACEPARENT)),
     )
 
 

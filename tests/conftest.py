@@ -13,6 +13,7 @@ from mitmproxy import http
 from mitmproxy.test import taddons
 from support.flows import lines
 
+from tooltap.addon.harness.redis_server import RedisServer
 from tooltap.addon.proxy.addon import Tooltap
 from tooltap.addon.sinks.metrics import Metrics
 
@@ -64,3 +65,13 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def redis_server(free_port: int) -> Iterator[RedisServer]:
+    """A real redis-server on a free loopback port, no persistence, stopped at teardown."""
+    if RedisServer.missing():
+        pytest.skip("redis-server is not installed (./dev test installs Debian's redis-server)")
+    server = RedisServer(free_port).start()
+    yield server
+    server.stop()

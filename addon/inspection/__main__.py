@@ -27,6 +27,7 @@ from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from ..sinks.traces import traces
 from .inspector import Inspector
+from .state import open_state
 
 logger = logging.getLogger("tooltap")
 RETURN_AFTER = 32 * MiB  # bodies inspected before freed memory is worth giving back
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         max_turn=settings["tooltap_max_body"],
         budget=settings["tooltap_memory_budget"],
         traces=traces(settings, metrics.span),
+        state=open_state(settings, metrics.state_error),
     )
     os.set_blocking(args.records, False)
     stopping: list[int] = []  # SIGTERM: the proxy will not wait any longer

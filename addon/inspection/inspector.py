@@ -23,6 +23,7 @@ from ..sinks.traces import TraceSink
 from .scrub import scrub
 from .session import Session, with_ending
 from .sockets import Sockets, socket_verdict
+from .state import State
 
 MAX_TURN = BY_NAME["tooltap_max_body"].default
 BUDGET = BY_NAME["tooltap_memory_budget"].default
@@ -40,11 +41,12 @@ class Inspector:
         max_turn: int = MAX_TURN,
         budget: int = BUDGET,
         traces: TraceSink | None = None,
+        state: State | None = None,
     ) -> None:
         self.sink = sink
         self.metrics = metrics
         self.traces = traces
-        self.session = Session()
+        self.session = Session(state=state)
         self.sockets = Sockets(max_turn, budget)
         self._fault = fault  # a test seam: raises to inject a fault
 
@@ -99,5 +101,6 @@ class Inspector:
             )
 
     def close(self) -> None:
+        self.session.state.close()
         if self.traces is not None:
             self.traces.close()

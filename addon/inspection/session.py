@@ -1,10 +1,12 @@
 """One inspect-and-remember session: what the live proxy, audit and demo share.
 
 tooltap.core.inspect is pure; what must carry from one exchange to the next
-lives here, bounded: the calls each recent Responses turn left for the client
-(for follow-ups with previous_response_id), the response ids already
-counted at a final status (a background response is polled, and counted once),
-and what each recent MCP session said of its server (its name, the tools it listed).
+lives in the session's state (state.py), bounded: the calls each recent
+Responses turn left for the client (for follow-ups with previous_response_id),
+and the response ids already counted at a final status (a background response
+is polled, and counted once). What each recent MCP session said of its server
+(its name, the tools it listed, with their schemas) stays in this process: it
+is more than ids, which is all the shared state holds.
 """
 
 from __future__ import annotations
@@ -15,35 +17,20 @@ from urllib.parse import urlsplit
 
 from tooltap.core import Exchange, ToolServer, ValidatorCache, Verdict, inspect, served_session
 
-REMEMBERED = 10_000
+from .state import REMEMBERED, LocalState, Recalled, State
+
 TOOL_SESSIONS = 1_000  # MCP sessions remembered (with their tool schemas), the newest only
 
 
-class RecentCalls(OrderedDict[str, list[str]]):
-    """response id -> the call ids it returned, the newest `size` responses only.
+class Session:
+    """inspect(), with the memory one stream of exchanges needs. Not thread-safe: one owner.
 
-    Lets a follow-up with previous_response_id be checked against calls that
-    live on the server; bounded so memory does not grow with traffic.
+    state: where that memory lives (this process's by default; Redis, shared by
+    replicas, with tooltap_state).
     """
 
-    def __init__(self, size: int = REMEMBERED) -> None:
-        super().__init__()
-        self.size = size
-
-    def remember(self, response_id: str, call_ids: list[str]) -> None:
-        self[response_id] = call_ids
-        self.move_to_end(response_id)
-        while len(self) > self.size:
-            self.popitem(last=False)
-
-
-class Session:
-    """inspect(), with the memory one stream of exchanges needs. Not thread-safe: one owner."""
-
-    def __init__(self, size: int = REMEMBERED) -> None:
-        self.recent = RecentCalls(size)
-        self.counted: OrderedDict[str, None] = OrderedDict()  # response ids, newest last
-        self.size = size
+    def __init__(self, size: int = REMEMBERED, state: State | None = None) -> None:
+        self.state = state if state is not None else LocalState(size)
         self.validators = ValidatorCache()
         # (endpoint, session) -> what the MCP session said of its server, newest last
         self.tool_servers: OrderedDict[tuple[str, str | None], ToolServer] = OrderedDict()
@@ -53,7 +40,7 @@ class Session:
     ) -> Verdict:
         """inspect() with this session's memory; prior replaces the recent calls (a Realtime
         turn brings the calls its socket owed)."""
-        calls = self.recent if prior is None else prior
+        calls = Recalled(self.state) if prior is None else prior
         key = (_endpoint(exchange.url), served_session(exchange))
         verdict = inspect(
             exchange, calls, validators=self.validators, tool_server=self.tool_servers.get(key)
@@ -67,7 +54,8 @@ class Session:
         response_id = verdict.response_id
         if verdict.api != "responses" or not response_id or verdict.state is None:
             return verdict
-        if exchange.method.upper() == "GET" and response_id in self.counted:
+        first = self.state.claim(response_id)
+        if exchange.method.upper() == "GET" and not first:
             # Polling a finished background response again, or reading back one
             # the proxy saw created: it was counted when it first finished.
             return Verdict(
@@ -79,12 +67,8 @@ class Session:
                 response_id=response_id,
                 reason=f"response {response_id} was already counted when it reached its final status",
             )
-        self.counted[response_id] = None
-        self.counted.move_to_end(response_id)
-        if len(self.counted) > self.size:
-            self.counted.popitem(last=False)
         if verdict.awaiting:
-            self.recent.remember(response_id, verdict.awaiting)
+            self.state.remember(response_id, verdict.awaiting)
         return verdict
 
 

@@ -36,6 +36,7 @@ from ..handover.record import Record
 from ..handover.supervisor import Supervisor
 from ..handover.workers import ThreadWorker
 from ..inspection.inspector import Inspector
+from ..inspection.state import open_state
 from ..options import BY_NAME
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
@@ -248,6 +249,7 @@ class Tooltap:
             max_turn=settings["tooltap_max_body"],
             budget=settings["tooltap_memory_budget"],
             traces=traces(settings, metrics.span),
+            state=open_state(settings, metrics.state_error),
         )
         worker = ThreadWorker(inspector.handle, self._worker_error, size, self._release)
         worker.start()

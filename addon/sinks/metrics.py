@@ -172,6 +172,12 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.state_errors = Counter(
+            "tooltap_state_errors_total",
+            "Reads and writes of the shared state (tooltap_state) that Redis did not answer, or "
+            "that were skipped while it was down: each used this replica's own memory instead.",
+            registry=r,
+        )
         self.held = Gauge(
             "tooltap_held_bytes",
             "Bytes the proxy holds for inspection now (stream copies, bodies on their way).",
@@ -234,6 +240,9 @@ class Metrics:
     def span(self, outcome: str, count: int = 1) -> None:
         """Thread-safe: the span exporter's thread counts here."""
         self._child(self.spans, outcome).inc(count)
+
+    def state_error(self) -> None:
+        self.state_errors.inc()
 
     def internal_error(self, where: str) -> None:
         self._child(self.internal_errors, where).inc()

@@ -152,3 +152,18 @@ def test_the_demo_without_its_extra_says_what_to_install_and_exits_2():
     assert done.stderr.strip().splitlines() == [
         f"tooltap demo needs {', '.join(DEMO_EXTRA)}: pip install 'tooltap[demo]'"
     ]
+
+
+def test_a_redis_state_without_the_redis_extra_is_refused_with_the_install_line():
+    done = run_without_extras(
+        """
+        from tooltap.addon.options import state_problem
+        print(state_problem("redis://127.0.0.1:6379/0"))
+        print(state_problem(""))
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "tooltap_state needs the Redis client: pip install 'tooltap[redis]'",
+        "None",
+    ]

@@ -30,6 +30,9 @@ def test_every_option_is_declared_to_mitmproxy_with_its_default_and_help():
         {"tooltap_model_labels": -1},
         {"tooltap_log_format": "xml"},
         {"tooltap_inspector": "fork"},
+        {"tooltap_state": "http://127.0.0.1:6379/0"},
+        {"tooltap_state": "127.0.0.1:6379"},
+        {"tooltap_state_ttl": 0},
     ],
 )
 def test_a_value_outside_the_table_is_refused(bad):
@@ -55,6 +58,8 @@ def test_the_inspector_gets_exactly_the_options_it_reads_as_data():
         "tooltap_otlp",  # spans are exported by the inspector
         "tooltap_inspector",
         "tooltap_queue_size",
+        "tooltap_state",  # the inspector keeps the session's memory there
+        "tooltap_state_ttl",
     }
 
 
@@ -65,10 +70,11 @@ def test_tooltap_run_has_a_flag_for_each_flagged_option_and_passes_it_on():
         "--log-arguments",
         "--model-labels",
         "--otlp",
+        "--state",
     }
     args = parser().parse_args(
         ["run", "--log-format", "json", "--log-arguments", "hash", "--model-labels", "7",
-         "--otlp", "http://127.0.0.1:4318"]
+         "--otlp", "http://127.0.0.1:4318", "--state", "redis://127.0.0.1:6379/0"]
     )  # fmt: skip
     argv, _ = mitmdump_args(args, [])
     for setting in (
@@ -76,5 +82,15 @@ def test_tooltap_run_has_a_flag_for_each_flagged_option_and_passes_it_on():
         "tooltap_log_arguments=hash",
         "tooltap_model_labels=7",
         "tooltap_otlp=http://127.0.0.1:4318",
+        "tooltap_state=redis://127.0.0.1:6379/0",
     ):
         assert argv[argv.index(setting) - 1] == "--set"
+
+
+def test_a_redis_url_is_a_state_the_addon_takes_and_no_url_is_off():
+    addon = Tooltap()
+    with taddons.context(addon) as tctx:
+        for url in ("redis://127.0.0.1:6379/0", "rediss://cache.internal:6380/1", ""):
+            tctx.configure(addon, tooltap_state=url)
+            assert tctx.options.tooltap_state == url
+        addon.done()

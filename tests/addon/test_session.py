@@ -4,7 +4,8 @@ import json
 
 from support.captures import JSON, URLS
 
-from tooltap.addon.inspection.session import RecentCalls, Session
+from tooltap.addon.inspection.session import Session
+from tooltap.addon.inspection.state import RecentCalls
 from tooltap.core import Exchange
 
 
@@ -40,7 +41,7 @@ def test_recent_calls_keep_the_newest_responses_only():
 def test_the_session_remembers_calls_for_follow_ups_and_counts_a_response_once():
     session = Session(size=2)
     assert session.inspect(responses("resp_a", ["call_1"])).state == "no-strict-declared"
-    assert session.recent["resp_a"] == ["call_1"]
+    assert session.state.open_calls("resp_a") == ["call_1"]
     again = session.inspect(responses("resp_a", ["call_1"], method="GET"))
     assert (again.state, again.calls) == (None, [])
     for n in range(2):  # resp_a is pushed out of the bounded memory

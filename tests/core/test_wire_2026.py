@@ -421,7 +421,7 @@ def test_polling_counts_a_background_response_once_at_its_final_status(stream):
     assert [v.state for v in verdicts] == [None, None, "strict-void", None]
     assert [len(v.calls) for v in verdicts] == [0, 0, 2, 0]
     assert "already counted" in verdicts[3].reason
-    assert session.recent["resp_1"] == ["call_1", "call_2"]
+    assert session.state.open_calls("resp_1") == ["call_1", "call_2"]
 
 
 def test_a_background_stream_cut_before_its_final_status_is_resumable_not_a_turn():

@@ -7,11 +7,14 @@ mounted paths exist, the services find each other, and nothing is published beyo
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+
+from tooltap.addon import options
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"
@@ -55,8 +58,21 @@ def test_the_schema_check_rejects_a_misspelt_key(tmp_path):
 
 def test_the_stack_is_tooltap_prometheus_and_grafana_with_an_optional_collector():
     services = compose()["services"]
-    assert set(services) == {"tooltap", "prometheus", "grafana", "otel-collector"}
-    assert [name for name, s in services.items() if s.get("profiles")] == ["otel-collector"]
+    assert set(services) == {
+        "tooltap",
+        "prometheus",
+        "grafana",
+        "otel-collector",
+        "tooltap-replica",
+        "redis",
+        "balancer",
+    }
+    assert {name: s["profiles"] for name, s in services.items() if s.get("profiles")} == {
+        "otel-collector": ["traces"],
+        "tooltap-replica": ["replicas"],
+        "redis": ["replicas"],
+        "balancer": ["replicas"],
+    }
     collector = yaml.safe_load((DEPLOY / "otel-collector.yaml").read_text())
     assert collector["receivers"]["otlp"]["protocols"]["http"]["endpoint"].endswith(":4318")
     assert collector["service"]["pipelines"]["traces"]["receivers"] == ["otlp"]
@@ -144,3 +160,33 @@ def test_the_compose_tooltap_streams_bodies_above_the_inspection_cap():
     mitmdump_options = command[command.index("--") + 1 :]
     at = mitmdump_options.index("stream_large_bodies=8m")  # 8 MiB: tooltap_max_body's default
     assert mitmdump_options[at - 1] == "--set"
+
+
+def test_the_replicas_profile_runs_two_replicas_sharing_redis_behind_one_port_each():
+    services = compose()["services"]
+    replica, redis, balancer = (services[n] for n in ("tooltap-replica", "redis", "balancer"))
+    assert replica["deploy"]["replicas"] == 2
+    assert replica["image"] == services["tooltap"]["image"]  # the image tooltap builds
+    command = replica["command"]
+    # The single tooltap's command, with the shared state: the replicas differ in nothing else.
+    assert command[: command.index("--")] == [
+        *services["tooltap"]["command"][: services["tooltap"]["command"].index("--")],
+        "--state",
+        "redis://redis:6379/0",
+    ]
+    assert options.state_problem(command[command.index("--state") + 1]) is None
+    assert "ports" not in replica  # reached through the balancer only
+    assert {"--save", "--appendonly"} <= set(redis["command"]) and "ports" not in redis
+    assert set(replica["depends_on"]) == {"tooltap", "redis"}
+    # The balancer sends each of its ports to the replicas' port for that upstream.
+    config = (DEPLOY / "balancer.conf").read_text(encoding="utf-8")
+    assert mounts("balancer") == {"/etc/nginx/conf.d/default.conf": DEPLOY / "balancer.conf"}
+    upstreams = dict(re.findall(r"upstream (\w+) \{\s*server tooltap-replica:(\d+);", config))
+    listens = re.findall(r"listen (\d+);\s*location / \{\s*proxy_pass http://(\w+);", config)
+    assert {port: upstreams[name] for port, name in listens} == {"8080": "8080", "8081": "8081"}
+    assert {p.split(":", 1)[1] for p in balancer["ports"]} == {"8090:8080", "8091:8081"}
+    assert "proxy_buffering off;" in config and "proxy_request_buffering off;" in config
+    # Prometheus finds each replica by name.
+    prometheus = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    (job,) = prometheus["scrape_configs"]
+    assert job["dns_sd_configs"] == [{"names": ["tooltap-replica"], "type": "A", "port": 9464}]

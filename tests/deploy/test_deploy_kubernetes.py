@@ -14,12 +14,14 @@ import re
 import socket
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import kubernetes_validate
 import pytest
 import yaml
 
+from tooltap.addon import options
 from tooltap.addon.harness.launch import Proxy
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -50,7 +52,7 @@ def one(kind: str, name: str | None = None) -> dict:
 
 
 def deployment() -> dict:
-    return one("Deployment")
+    return one("Deployment", "tooltap")
 
 
 def container() -> dict:
@@ -255,3 +257,26 @@ def test_the_prometheus_rule_is_generated_from_rules_yml():
     rules = yaml.safe_load((DEPLOY / "prometheus" / "rules.yml").read_text(encoding="utf-8"))
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
     assert rule["spec"]["groups"] == rules["groups"]
+
+
+def test_the_replicas_share_their_state_in_the_redis_service_the_manifests_run():
+    data = one("ConfigMap")["data"]
+    assert options.state_problem(data["TOOLTAP_STATE"]) is None
+    assert int(data["TOOLTAP_STATE_TTL"]) >= 1
+    where = urlsplit(data["TOOLTAP_STATE"])
+    service = one("Service", where.hostname)
+    redis = one("Deployment", "tooltap-redis")
+    pod = redis["spec"]["template"]
+    assert selects(service["spec"]["selector"], pod["metadata"]["labels"])
+    (port,) = service["spec"]["ports"]
+    (container_,) = pod["spec"]["containers"]
+    assert port["port"] == where.port
+    assert {p["name"]: p["containerPort"] for p in container_["ports"]} == {
+        port["targetPort"]: 6379
+    }
+    # Not a proxy pod: the proxy Services, the disruption budget and the scrape leave it alone.
+    assert not selects(one("Service", "tooltap")["spec"]["selector"], pod["metadata"]["labels"])
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert container_["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container_["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert container_["args"][:4] == ["--save", "", "--appendonly", "no"]

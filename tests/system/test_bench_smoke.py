@@ -20,7 +20,9 @@ import pytest
 ROOT = Path(__file__).parents[2]
 # Every step bench/__main__.py has. `why` measures variants of an addon design tooltap left
 # at 8f498a8 (bench/README.md, Why), so on this code it reports itself skipped, and says why.
-STEPS = ("json", "stream", "memory", "core", "profile", "websocket", "web", "traces", "stress")
+STEPS = tuple(
+    ["json", "stream", "memory", "core", "profile", "websocket", "web", "traces", "state", "stress"]
+)
 SKIPPED = ("why",)
 PUBLISHED = ("bench/README.md", "bench/latency.png")
 
@@ -95,6 +97,10 @@ def test_in_the_smoke_run_every_exchange_arrives_and_tooltap_inspects_in_each_st
         assert row["inspected"] > 0 if name.startswith("tooltap") else row["inspected"] == 0
     spans = smoke.result("traces")["spans"]
     assert spans["exported"] > 0 and spans["exported"] + spans["dropped"] == 12  # 2 warm-up + 10
+    state = smoke.result("state")
+    assert state["inspector"]["state_errors"] == 0
+    for row in state["flows"].values():
+        assert row["errors"] == 0 and row["inspected"] == row["requests"] == 4
     for scenario in smoke.result("stress")["scenarios"].values():
         runs = [run for run in scenario.values() if isinstance(run, dict)]
         assert runs and all(run["broken"] == 0 and run["intact"] > 0 for run in runs)
