@@ -10,8 +10,10 @@ from the proxy's own /metrics endpoint and log.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -135,7 +137,12 @@ def print_summary(console: Console, summary: Summary) -> None:
         console.print(f"- {repair}", markup=False, highlight=False)
 
 
-def run(console: Console, serve: bool = False, web: bool = False) -> Summary:
+@contextlib.contextmanager
+def demo_stack(
+    web: bool = False, extra: tuple[str, ...] = ()
+) -> Iterator[tuple[ToolServer, ReplayServer, Proxy]]:
+    """The demo's MCP tool server, its upstream (which relays /mcp to it) and the proxy in front,
+    told that the upstream's address serves MCP (extra: more of mitmdump's arguments)."""
     with (
         ToolServer() as tools,
         ReplayServer(tools.relaying(route), sockets=socket_route) as upstream,
@@ -143,10 +150,15 @@ def run(console: Console, serve: bool = False, web: bool = False) -> Summary:
             [upstream.url],
             "--log-format",
             "json",
-            extra=("--set", f"tooltap_mcp_hosts={urlsplit(upstream.url).netloc}"),
+            extra=("--set", f"tooltap_mcp_hosts={urlsplit(upstream.url).netloc}", *extra),
             web=web,
         ) as proxy,
     ):
+        yield tools, upstream, proxy
+
+
+def run(console: Console, serve: bool = False, web: bool = False) -> Summary:
+    with demo_stack(web) as (tools, upstream, proxy):
         console.print(f"upstream (replays bundled traffic): {upstream.url}")
         console.print(f"MCP tool server (relayed at {upstream.url}{PATH}): {tools.url}")
         console.print(f"tooltap proxy: {proxy.url}   metrics: {proxy.metrics_url}")

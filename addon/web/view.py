@@ -43,7 +43,9 @@ def headline(verdict: Verdict) -> str:
     if verdict.outcome != "inspected":
         return f"{verdict.outcome}: {verdict.reason or 'no reason given'}"
     names = list(dict.fromkeys(findings(verdict)))
-    said = ", ".join(names) if names else f"no finding ({verdict.state or 'not a turn'})"
+    # What kind of exchange it was: a turn's state, or the methods a tool server was sent.
+    kind = verdict.state or ", ".join(verdict.rpc) or "not a turn"
+    said = ", ".join(names) if names else f"no finding ({kind})"
     failures = sum(1 for result in verdict.tool_results if result.outcome == "error")
     return said + (f", {failures} tool failure(s)" if failures else "")
 

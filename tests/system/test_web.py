@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import psutil
@@ -19,7 +20,8 @@ import pytest
 from mitmproxy import io as flow_io
 from rich.console import Console
 
-from tooltap.addon.commands.demo import drive
+from tooltap.addon.commands.demo import demo_stack, drive
+from tooltap.addon.commands.demo_mcp import PATH
 from tooltap.addon.commands.demo_steps import STEPS, Clients, route, socket_route
 from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.harness.replay import ReplayServer
@@ -56,6 +58,18 @@ DEMO_FLOWS = [
         RED,
         "tooltap: missing-thought-signature, rejected",
     ),
+]
+# The MCP step's flows, after the others: the GET that opens the server's own event stream is
+# no exchange tooltap reads (and may come before or after the notification).
+MCP_FLOWS = [
+    ("/mcp", "", "tooltap: no finding (initialize)"),
+    ("/mcp", "", "tooltap: no finding (notifications/initialized)"),
+    ("/mcp", "", ""),
+    ("/mcp", "", "tooltap: no finding (tools/list)"),
+    ("/mcp", "", "tooltap: no finding (tools/call)"),
+    ("/mcp", RED, "tooltap: argument-schema, 1 tool failure(s)"),
+    ("/mcp", RED, "tooltap: result-schema"),
+    ("/mcp", RED, "tooltap: unlisted-tool, rejected"),
 ]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # As root, in a closed network: no sandbox, and none of chromium's own connections.
@@ -102,13 +116,10 @@ def listed(flows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
 @contextlib.contextmanager
 def demo_through_web() -> Iterator[tuple[Proxy, ReplayServer, Web]]:
     """The demo's traffic through a real `tooltap web`, every flow annotated."""
-    with (
-        ReplayServer(route, sockets=socket_route) as upstream,
-        Proxy.tooltap([upstream.url], "--log-format", "json", web=True) as proxy,
-    ):
+    with demo_stack(web=True) as (_, upstream, proxy):
         drive(Console(file=io.StringIO()), proxy)
         web = Web(proxy.web_url or "")
-        web.annotated(len(DEMO_FLOWS))
+        web.annotated(len(DEMO_FLOWS) + len(MCP_FLOWS) - 1)
         yield proxy, upstream, web
 
 
@@ -120,7 +131,9 @@ def demo_web():
 
 def test_flows_with_findings_are_marked_per_severity_and_commented(demo_web):
     _, _, web = demo_web
-    assert listed(web.flows())[: len(DEMO_FLOWS)] == DEMO_FLOWS
+    flows = listed(web.flows())
+    assert flows[: len(DEMO_FLOWS)] == DEMO_FLOWS
+    assert sorted(flows[len(DEMO_FLOWS) : len(DEMO_FLOWS) + len(MCP_FLOWS)]) == sorted(MCP_FLOWS)
     # mitmweb's login stays on: without the token it shows nothing.
     assert httpx.get(f"{web.client.base_url}/flows", timeout=10).status_code == 403
 
@@ -194,9 +207,9 @@ def test_marks_and_comments_leave_the_bytes_on_the_wire_unchanged():
         flows = web.annotated(before + len(DEMO_FLOWS))
         relayed(web, connection)
     # The same requests and socket, marked and commented as the first time.
-    originals = flows[:before]
-    replayed = flows[before:]
-    assert sorted(listed(replayed)) == sorted(listed(originals))
+    originals = [f for f in listed(flows[:before]) if f[0] != PATH]
+    replayed = listed(flows[before:])
+    assert sorted(replayed) == sorted(originals)
 
 
 # Headers a reverse proxy may set itself (mitmproxy rewrites Host; the framing is redone).
@@ -208,7 +221,9 @@ def replay_every_step(proxy: Proxy, upstream: ReplayServer) -> Any:
     upstream gets the same request, headers included, and the client the same response, its
     headers included, byte for byte. Then the WebSocket step again, through the SDK: every
     frame arrives unchanged, both ways."""
-    recorded = list(upstream.seen)
+    # The MCP step reached a live tool server (its sessions are new each time): its bytes are
+    # checked against that server in tests/system/test_mcp_clients.py.
+    recorded = [seen for seen in upstream.seen if not seen.path.startswith(PATH)]
     with httpx.Client(base_url=proxy.url, timeout=10) as client:
         client.headers.clear()  # only what the SDK sent (botocore sends no Accept)
         for seen in recorded:
@@ -227,7 +242,7 @@ def replay_every_step(proxy: Proxy, upstream: ReplayServer) -> Any:
             again = upstream.seen[-1]
             assert (again.method, again.path, again.body) == (seen.method, seen.path, seen.body)
             assert {k: v for k, v in again.headers.items() if k not in HOP} == headers
-    (socket_step,) = [step for step in STEPS if step.reply is None]
+    socket_step = next(step for step in STEPS if step.name == "responses-websocket")
     before = len(upstream.connections)
     socket_step.call(Clients(proxy.url, {"x-demo-step": socket_step.name}))
     (connection,) = upstream.connections[before:]
@@ -253,27 +268,25 @@ def test_a_flow_file_loaded_by_tooltap_web_is_marked_as_live_and_tooltap_run_mar
     tmp_path: Path,
 ):
     saved = tmp_path / "demo.mitm"
-    with (
-        ReplayServer(route, sockets=socket_route) as upstream,
-        Proxy.tooltap(
-            [upstream.url],
-            "--log-format",
-            "json",
-            # tooltap streams SSE through: a flow file keeps those bodies only when asked to.
-            extra=("--set", f"save_stream_file={saved}", "--set", "store_streamed_bodies=true"),
-        ) as proxy,
-    ):
+    # tooltap streams SSE through: a flow file keeps those bodies only when asked to.
+    extra = ("--set", f"save_stream_file={saved}", "--set", "store_streamed_bodies=true")
+    with demo_stack(extra=extra) as (_, upstream, proxy):
         drive(Console(file=io.StringIO()), proxy)
     with saved.open("rb") as handle:
         recorded = list(flow_io.FlowReader(handle).stream())
-    assert len(recorded) == len(DEMO_FLOWS)
+    assert len(recorded) == len(DEMO_FLOWS) + len(MCP_FLOWS)
     # `tooltap run` (mitmdump) leaves flows as they were: no mark, no comment, no verdict.
-    assert [(f.marked, f.comment, KEY in f.metadata) for f in recorded] == [("", "", False)] * len(
-        DEMO_FLOWS
-    )
-    with Proxy.tooltap(["http://127.0.0.1:9"], "--read", str(saved), web=True) as loaded:
+    assert {(f.marked, f.comment, KEY in f.metadata) for f in recorded} == {("", "", False)}
+    # Loaded from the file, the MCP flows are read where tooltap_mcp_hosts says, as live. (A
+    # reverse proxy points what it loads at its own upstream: the host is named, not the port.)
+    mcp_host = ("--set", f"tooltap_mcp_hosts={urlsplit(upstream.url).hostname}")
+    with Proxy.tooltap(
+        ["http://127.0.0.1:9"], "--read", str(saved), web=True, extra=mcp_host
+    ) as loaded:
         web = Web(loaded.web_url or "")
-        assert listed(web.annotated(len(DEMO_FLOWS))) == DEMO_FLOWS
+        flows = listed(web.annotated(len(DEMO_FLOWS) + len(MCP_FLOWS) - 1))
+        assert flows[: len(DEMO_FLOWS)] == DEMO_FLOWS
+        assert sorted(flows[len(DEMO_FLOWS) :]) == sorted(MCP_FLOWS)
 
 
 def test_in_a_browser_the_strict_void_flow_is_marked_its_view_readable_and_the_filter_finds_it(
@@ -315,7 +328,7 @@ def test_in_a_browser_the_strict_void_flow_is_marked_its_view_readable_and_the_f
             ]
             page.get_by_placeholder("Search").fill("~marked")
             page.keyboard.press("Enter")
-            marked = sum(1 for _, mark, _ in DEMO_FLOWS if mark)
+            marked = sum(1 for _, mark, _ in DEMO_FLOWS + MCP_FLOWS if mark)
             expect(rows).to_have_count(marked)
         finally:
             browser.close()
@@ -346,7 +359,9 @@ def test_demo_web_keeps_the_demo_flows_up_in_mitmweb_until_ctrl_c():
             if "Ctrl-C stops everything" in line:
                 break
         assert url is not None, "the demo printed no mitmweb address"
-        assert listed(Web(url).annotated(len(DEMO_FLOWS))) == DEMO_FLOWS
+        flows = listed(Web(url).annotated(len(DEMO_FLOWS) + len(MCP_FLOWS) - 1))
+        assert flows[: len(DEMO_FLOWS)] == DEMO_FLOWS
+        assert sorted(flows[len(DEMO_FLOWS) :]) == sorted(MCP_FLOWS)
         demo.send_signal(signal.SIGINT)
         code = demo.wait(30)
         rest = demo.stdout.read()
