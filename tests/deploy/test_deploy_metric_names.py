@@ -72,6 +72,7 @@ COUNTERS: dict[str, dict[str, set[str] | None]] = {
     "tooltap_flows_total": {"api": APIS, "outcome": FLOW_OUTCOMES},
     "tooltap_internal_errors_total": {"where": {"hook", "tap", "worker"}},
     "tooltap_inspector_restarts_total": {},
+    "tooltap_state_errors_total": {},
     "tooltap_spans_total": {"outcome": {"exported", "dropped"}},
     "tooltap_websocket_messages_skipped_total": {
         "api": {"responses", "realtime"},
