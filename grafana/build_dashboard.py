@@ -523,6 +523,16 @@ def health_panels() -> list[Any]:
             unit="s",
             width=12,
         ),
+        single(
+            "Shared state misses",
+            "Reads and writes of the replicas' shared state (tooltap_state, Redis) that did not"
+            " reach it over the time range: Redis was slow (100 ms) or down, and the replica used"
+            " its own memory for those exchanges. A follow-up another replica saw then goes"
+            " unchecked, never falsely reported. 0 without tooltap_state.",
+            query("sum(increase(tooltap_state_errors_total[$__range]))"),
+            "short",
+            1,
+        ),
     ]
 
 

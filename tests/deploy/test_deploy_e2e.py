@@ -856,6 +856,7 @@ def expectations(buckets: list[float]) -> dict[str, Expect]:
         board + "Dropped flows/A": counts("tooltap_flows_total", outcome="dropped"),
         board + "Internal errors/A": counts("tooltap_internal_errors_total"),
         board + "Inspector restarts/A": Expect("values", {(): 0.0}),
+        board + "Shared state misses/A": counts("tooltap_state_errors_total"),
         board + "Memory held for inspection/A": Expect("budget"),
         board + "Memory held for inspection/B": Expect("budget"),
         board + "Flows by outcome/A": counts("tooltap_flows_total", ("outcome",)),
