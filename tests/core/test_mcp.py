@@ -271,3 +271,117 @@ def test_a_list_past_the_bound_is_kept_in_part_and_never_whole():
     assert server is not None
     assert (len(server.tools), server.complete) == (mcp.MAX_LISTED, False)
     assert isinstance(next(iter(server.tools.values())), ListedTool)
+
+
+def test_a_streamed_answer_reads_as_the_same_answer_in_json_and_says_it_is_whole():
+    server = listed(initialized(), [tool("t0")]).tool_server
+    results = {"content": [], "structuredContent": {"n": "x"}}
+    as_json = call(server, "t0", {"q": 1}, results)
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
+    request = rpc("tools/call", 3, name="t0", arguments={"q": 1})
+    streamed = inspect(
+        exchange(request, [progress, answer(3, results)], sse=True), tool_server=server
+    )
+    assert (streamed.stream, streamed.reason, as_json.reason) == (True, None, None)
+    keep = {"calls", "tool_results", "repairs", "rejected", "loop_errors", "unchecked"}
+    assert streamed.model_dump(include=keep) == as_json.model_dump(include=keep)
+    error = {"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": "no"}}
+    refused = inspect(exchange(request, [progress, error], sse=True), tool_server=server)
+    assert (refused.reason, refused.rejected is not None) == (None, True)
+
+
+def test_what_no_answer_is_a_server_request_an_id_free_call_and_odd_ids_and_codes():
+    server = listed(initialized(), [tool("t0")]).tool_server
+    # The client's answer to a server request first, then a call; a server request that
+    # reuses the call's id, and a message with neither result nor error, answer nothing.
+    batch = [
+        {"jsonrpc": "2.0", "id": 90, "result": {}},
+        rpc("tools/call", 3, name="t0", arguments={"q": "a"}),
+    ]
+    noise = [
+        {"jsonrpc": "2.0", "id": 3, "method": "sampling/createMessage", "result": {}},
+        {"jsonrpc": "2.0", "id": 3},
+    ]
+    verdict = inspect(exchange(batch, noise), tool_server=server)
+    assert [(c.call_id, c.name) for c in verdict.calls] == [("3", "t0")]
+    assert verdict.tool_results == []
+    assert verdict.rpc == ["tools/call"]
+    # A call without an id (a notification, which no one answers), and one with a boolean id.
+    for odd in (None, True):
+        request = rpc("tools/call", None, name="t0", arguments={"q": "a"})
+        if odd is not None:
+            request["id"] = odd
+        reply = answer(3, {"content": []})
+        found = inspect(exchange(request, reply), tool_server=server)
+        assert ([c.call_id for c in found.calls], found.tool_results) == ([""], [])
+    strange = {"jsonrpc": "2.0", "id": 3, "error": {"code": "E1", "message": "odd"}}
+    rejected = inspect(exchange(rpc("tools/call", 3, name="t0"), strange)).rejected
+    assert rejected is not None
+    assert (rejected.status, rejected.type) == (0, "")
+
+
+def test_a_batch_names_where_each_call_sits_and_a_result_with_nothing_structured_is_said_at_the_root():
+    server = listed(initialized(), [tool("t0")]).tool_server
+    batch = [
+        rpc("tools/call", 7, name="t0", arguments={"q": "a"}),
+        rpc("tools/call", 8, name="zz", arguments={}),
+    ]
+    replies = [answer(7, {"content": []}), answer(8, {"content": []})]
+    verdict = inspect(exchange(batch, replies), tool_server=server)
+    assert [(e.rule, e.where) for e in verdict.loop_errors] == [("unlisted-tool", "1.params.name")]
+    (result, _) = verdict.tool_results
+    assert [(e.path, e.message) for e in result.schema_errors] == [("$", mcp.NO_STRUCTURED)]
+    assert result.schema_problem is None
+    assert verdict.repairs == [
+        "result of 7: the server must return structuredContent that conforms to the tool's "
+        "outputSchema (MCP specification); fix the tool, or the schema it declares. Clients "
+        "that validate (the SDKs do) refuse the result."
+    ]
+    both = inspect(
+        exchange(
+            [rpc("tools/call", 7, name="t0", arguments={"q": 1}), batch[0] | {"id": 9}],
+            [answer(7, {"content": []}), answer(9, {"content": []})],
+        ),
+        tool_server=server,
+    )
+    assert [r.split(":")[0] for r in both.repairs] == ["call 7", "result of 7, 9"]
+
+
+def test_a_schema_that_is_not_one_checks_nothing_and_is_not_said_to_be_missing():
+    odd = {"name": "t0", "inputSchema": "any", "outputSchema": ["n"]}
+    server = listed(initialized(), [odd]).tool_server
+    assert server is not None
+    assert server.tools["t0"] == ListedTool(name="t0")
+    verdict = call(server, "t0", {"q": 1}, {"content": []})
+    assert (verdict.calls[0].schema_errors, verdict.tool_results[0].schema_errors) == ([], [])
+
+
+def test_a_page_out_of_its_chain_never_leads_to_a_whole_list_nor_does_a_change_midway():
+    server = initialized()
+    stray = listed(server, [tool("t2")], cursor="p2", next_="p3").tool_server
+    assert stray is not None and stray.next_cursor is None
+    after = listed(stray, [tool("t3")], cursor="p3").tool_server
+    assert after is not None and after.complete is False
+    first = listed(server, [tool("t0")], next_="p2").tool_server
+    notice = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    changed = inspect(
+        exchange(rpc("ping", 5), [notice, answer(5, {})], sse=True), tool_server=first
+    ).tool_server
+    assert changed == ToolServer(server="paged 9.9", fixed=True)
+    resumed = listed(changed, [tool("t1")], cursor="p2").tool_server  # type: ignore[arg-type]
+    assert resumed is not None and resumed.complete is False
+
+
+def test_a_list_of_exactly_the_bound_is_whole():
+    tools = [tool(f"t{i}") for i in range(mcp.MAX_LISTED)]
+    server = listed(initialized(), tools).tool_server
+    assert server is not None
+    assert (len(server.tools), server.complete) == (mcp.MAX_LISTED, True)
+
+
+def test_the_body_look_reads_two_kib_and_a_session_id_of_any_text_has_a_digest():
+    padded = b" " * 2039 + b'{"jsonrpc": "2.0"}'  # its closing quote is byte 2,049
+    assert not mcp.looks_like_jsonrpc(padded)  # past the head the proxy reads
+    assert mcp.looks_like_jsonrpc(b" " * 2030 + b'{"jsonrpc"}')
+    assert mcp.session_tag("\udc80") == mcp.session_tag("?")  # an unpaired surrogate, replaced
+    assert mcp.DIALECT.read_turn({}, {}).api == "mcp"
