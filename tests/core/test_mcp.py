@@ -385,3 +385,38 @@ def test_the_body_look_reads_two_kib_and_a_session_id_of_any_text_has_a_digest()
     assert mcp.looks_like_jsonrpc(b" " * 2030 + b'{"jsonrpc"}')
     assert mcp.session_tag("\udc80") == mcp.session_tag("?")  # an unpaired surrogate, replaced
     assert mcp.DIALECT.read_turn({}, {}).api == "mcp"
+
+
+def test_a_stream_is_whole_only_once_a_response_came():
+    request = rpc("tools/call", 3, name="t0", arguments={"q": "a"})
+    for events in (
+        [{"jsonrpc": "2.0", "id": 3}],  # neither result nor error: no response
+        [{"jsonrpc": "2.0", "id": 9, "method": "roots/list", "result": {}}],  # a request
+    ):
+        cut = inspect(exchange(request, events, sse=True))
+        assert cut.reason == "the stream ended before its response"
+    other = [{"jsonrpc": "2.0", "id": 4, "error": {"code": -32603, "message": "x"}}]
+    assert inspect(exchange(request, other, sse=True)).reason is None  # a response, if not ours
+    empty = exchange(request).model_copy(
+        update={
+            "response_body": b": keep-alive\n\n",
+            "response_headers": {"content-type": "text/event-stream"},
+        }
+    )
+    assert (inspect(empty).outcome, inspect(empty).reason) == (
+        "unparseable",
+        "stream carried no JSON events",
+    )
+
+
+def test_an_output_schema_that_cannot_be_applied_is_said_and_two_bad_calls_are_named():
+    remote = {"type": "object", "properties": {"n": {"$ref": "https://example.com/n.json"}}}
+    server = listed(initialized(), [tool("t0") | {"outputSchema": remote}]).tool_server
+    result = call(server, "t0", {"q": "a"}).tool_results[0]
+    assert (result.schema_errors, (result.schema_problem or "")[:34]) == (
+        [],
+        "the declared schema is invalid: Re",
+    )
+    batch = [rpc("tools/call", 7, name="t0", arguments={"q": 1}), rpc("tools/call", 8, name="t0")]
+    both = inspect(exchange(batch, [answer(7, {"content": []})]), tool_server=server)
+    assert both.repairs[0].startswith("call 7, 8: send arguments")
