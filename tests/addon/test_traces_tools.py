@@ -6,23 +6,11 @@ from __future__ import annotations
 import json
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from support.flows import MCP_LIST as LIST
 
 from tooltap.addon.sinks import traces
 from tooltap.core import Exchange, inspect
 
-LIST = {
-    "jsonrpc": "2.0",
-    "id": 2,
-    "result": {
-        "tools": [
-            {
-                "name": "t0",
-                "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
-                "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
-            }
-        ]
-    },
-}
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 

@@ -13,7 +13,7 @@ import pytest
 from mitmproxy import contentviews, io
 from mitmproxy.test import taddons
 from support.captures import WIRE
-from support.flows import CHAT_REQUEST, make_flow
+from support.flows import CHAT_REQUEST, MCP_LIST, make_flow
 
 from tooltap.addon.options import add_options
 from tooltap.addon.proxy.tap import StreamTap
@@ -253,21 +253,6 @@ def test_the_script_puts_the_annotations_before_the_proxy_addon():
     from tooltap.addon.proxy.addon import Tooltap
 
     assert [type(a) for a in script.addons] == [WebAnnotations, Tooltap]
-
-
-MCP_LIST = {
-    "jsonrpc": "2.0",
-    "id": 2,
-    "result": {
-        "tools": [
-            {
-                "name": "t0",
-                "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
-                "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
-            }
-        ]
-    },
-}
 
 
 async def test_an_mcp_server_named_in_tooltap_mcp_hosts_has_its_calls_and_results_shown(web):

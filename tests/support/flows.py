@@ -89,3 +89,19 @@ def relay(addon: Any, flow: http.HTTPFlow, messages: list[tuple[bool, bytes | st
         data = content.encode() if isinstance(content, str) else content
         flow.websocket.messages.append(WebSocketMessage(kind, from_client, data))
         addon.websocket_message(flow)
+
+
+# An MCP server's answer to tools/list: one tool, t0, with an input and an output schema.
+MCP_LIST = {
+    "jsonrpc": "2.0",
+    "id": 2,
+    "result": {
+        "tools": [
+            {
+                "name": "t0",
+                "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+                "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+            }
+        ]
+    },
+}
