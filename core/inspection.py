@@ -16,13 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
 from .dialects import dialect, path_of, streamed_path
-from .dialects.mcp import SESSION_HEADER, session_tag
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .eventstream import looks_like_eventstream
 from .jsontext import ParseError, loads
 from .loop import LoopError, LoopReport, ToolResult, check_loop
 from .schema import SEED_LIMITS, Limits
-from .served import Served, ToolServer
+from .served import SESSION_HEADER, Served, ToolServer, session_tag
 from .shapes import as_dict
 from .stream import ApiError, Framing, StreamReader, api_error
 from .wire import Api, Turn, detect_api, read_turn

@@ -7,6 +7,7 @@ keeps a ToolServer per session and passes it in; the reading gives back the next
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,6 +15,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from .arguments import Call
 from .errors import ApiError
 from .loop import LoopError, ToolResult
+
+# The header that ties a tool server's session together (MCP's Streamable HTTP; the server sets
+# it in its answer to initialize).
+SESSION_HEADER = "mcp-session-id"
+
+
+def session_tag(session_id: str) -> str | None:
+    """A session id's stand-in for logs: its SHA-256, shortened. The id itself lets whoever
+    holds it speak in the session, so it is never logged. Pure."""
+    if not session_id:
+        return None
+    return hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 class ListedTool(BaseModel):

@@ -20,7 +20,6 @@ alarm:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,8 +32,6 @@ from ..shapes import as_dict, as_list, as_str
 from ..turn import Tool, ToolCall, Turn
 from .base import Dialect, Prior
 
-# The header that ties a session's requests together (set by the server on initialize).
-SESSION_HEADER = "mcp-session-id"
 MAX_LISTED = 10_000  # tools remembered per session; a list past it is not known whole
 STREAMED = "tooltap:messages"  # the assembled stream's key: no JSON-RPC message has it
 NO_STRUCTURED = "the tool declares an outputSchema and its result has no structuredContent"
@@ -59,14 +56,6 @@ def looks_like_jsonrpc(body: bytes) -> bool:
 def recognise_body(method: str, body: bytes) -> bool:
     """A POST whose body is JSON-RPC. Pure."""
     return method.upper() == "POST" and looks_like_jsonrpc(body)
-
-
-def session_tag(session_id: str) -> str | None:
-    """A session id's stand-in for logs: its SHA-256, shortened. The id itself lets whoever
-    holds it speak in the session, so it is never logged. Pure."""
-    if not session_id:
-        return None
-    return hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 def messages_of(value: Any) -> list[Mapping[str, Any]]:

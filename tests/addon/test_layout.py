@@ -107,7 +107,13 @@ def test_the_rules_never_name_a_dialect_they_ask_the_table():
             for node in ast.walk(tree)
             if isinstance(node, ast.Constant) and node.value in DIALECTS
         }
-        assert named == set(), (module, named)
+        imported = {
+            node.module
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom)
+            and (node.module or "").rpartition(".")[2] in DIALECTS
+        }
+        assert named == imported == set(), (module, named, imported)
 
 
 def test_each_dialect_is_a_module_of_its_own_and_a_row_of_the_table():

@@ -11,7 +11,7 @@ from typing import Any
 from tooltap.core import Exchange, ToolServer, detect_api, inspect
 from tooltap.core.dialects import mcp
 from tooltap.core.findings import findings
-from tooltap.core.served import ListedTool
+from tooltap.core.served import ListedTool, session_tag
 
 URL = "http://tools.example.com/mcp"
 Q = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
@@ -259,10 +259,10 @@ def test_mcp_is_recognised_by_its_body_only_where_no_path_names_an_api():
 
 def test_the_session_is_logged_as_a_digest_never_as_its_id():
     verdict = inspect(exchange(rpc("tools/list", 2), answer(2, {"tools": []}), session="secret-1"))
-    assert verdict.session == mcp.session_tag("secret-1")
+    assert verdict.session == session_tag("secret-1")
     assert verdict.session is not None and len(verdict.session) == 16
     assert "secret-1" not in verdict.model_dump_json()
-    assert mcp.session_tag("") is None
+    assert session_tag("") is None
 
 
 def test_a_list_past_the_bound_is_kept_in_part_and_never_whole():
@@ -383,7 +383,7 @@ def test_the_body_look_reads_two_kib_and_a_session_id_of_any_text_has_a_digest()
     padded = b" " * 2039 + b'{"jsonrpc": "2.0"}'  # its closing quote is byte 2,049
     assert not mcp.looks_like_jsonrpc(padded)  # past the head the proxy reads
     assert mcp.looks_like_jsonrpc(b" " * 2030 + b'{"jsonrpc"}')
-    assert mcp.session_tag("\udc80") == mcp.session_tag("?")  # an unpaired surrogate, replaced
+    assert session_tag("\udc80") == session_tag("?")  # an unpaired surrogate, replaced
     assert mcp.DIALECT.read_turn({}, {}).api == "mcp"
 
 
