@@ -48,6 +48,44 @@ def openai_format_repairs(
     return schema.repair_lines(response, state, limits)
 
 
+def fanout_repairs(way: str) -> Callable[[Any], list[str]]:
+    """The seed's state repairs, where the provider documents no conflict between strict and
+    parallel calls: a fan-out without strict is told this API's way to hold calls to their
+    schemas. Pure."""
+
+    def repairs(state: Any) -> list[str]:
+        if state == "fanout-no-strict":
+            return [
+                "no schema guarantee was in place to lose. Validate tool arguments in your own "
+                f"handler, or {way}"
+            ]
+        return parallel.repair_lines(state)
+
+    return repairs
+
+
+def advisory_tools_repairs(
+    first: str, tool_blockers: Callable[[Any], list[str]]
+) -> Callable[..., list[str]]:
+    """The repairs of an advisory-tools format: make every tool strict (first), and for each
+    loose tool (name, schema) what its provider's subset refuses in it. Pure."""
+
+    def repairs(
+        response: Mapping[str, Any], state: Any, loose: list[tuple[str, Any]], limits: Limits
+    ) -> list[str]:
+        if state != "advisory-tools":
+            return []
+        lines = [first]
+        for name, parameters in loose:
+            found = tool_blockers(parameters)
+            if found:
+                lines.append(f"strict: true on tool {name} needs these fixed first:")
+                lines.extend(f"  {line}" for line in found)
+        return lines
+
+    return repairs
+
+
 Prior = Mapping[str, Sequence[str]] | None  # response id -> the calls it left open
 
 

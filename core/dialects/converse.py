@@ -29,14 +29,13 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from .. import parallel
 from ..errors import ApiError
 from ..jsontext import dumps, loads
 from ..loop import Checker, LoopReport, error_payload, is_empty
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import Tool, ToolCall, Turn, make_call
-from .base import Dialect, Prior
+from .base import Dialect, Prior, advisory_tools_repairs, fanout_repairs
 
 _PATH = re.compile(r"/model/(?P<model>[^/]+)/(?:converse|converse-stream)$")
 
@@ -349,31 +348,6 @@ def blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> 
     return converse_blockers(value)
 
 
-def state_repairs(state: Any) -> list[str]:
-    """The repair for a parallel/strict state, in Bedrock's terms. Pure."""
-    if state == "fanout-no-strict":
-        return [
-            "no schema guarantee was in place to lose. Validate tool arguments in your own "
-            "handler, or set strict: true on the toolSpec (for models Bedrock supports it on)."
-        ]
-    return parallel.repair_lines(state)
-
-
-def format_repairs(
-    response: Mapping[str, Any], state: Any, loose: list[tuple[str, Any]], limits: Limits
-) -> list[str]:
-    """The repair for an output-format state, in Bedrock's terms. Pure."""
-    if state != "advisory-tools":
-        return []
-    lines = ["Set strict: true on every toolSpec beside the validated output format."]
-    for name, parameters in loose:
-        found = converse_blockers(parameters)
-        if found:
-            lines.append(f"strict: true on tool {name} needs these fixed first:")
-            lines.extend(f"  {line}" for line in found)
-    return lines
-
-
 DIALECT = Dialect(
     api="converse",
     recognise=recognise,
@@ -382,8 +356,13 @@ DIALECT = Dialect(
     check_loop=check_loop,
     finish_reasons=finish_reasons,
     blockers=blockers,
-    state_repairs=state_repairs,
-    format_repairs=format_repairs,
+    state_repairs=fanout_repairs(
+        "set strict: true on the toolSpec (for models Bedrock supports it on)."
+    ),
+    format_repairs=advisory_tools_repairs(
+        "Set strict: true on every toolSpec beside the validated output format.",
+        converse_blockers,
+    ),
     parallel_voids_strict=False,
     model_in_path=model_in_path,
 )

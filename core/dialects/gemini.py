@@ -36,14 +36,13 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from .. import parallel
 from ..errors import ApiError, api_error
 from ..jsontext import dumps
 from ..loop import Checker, LoopReport, error_payload
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_dict, as_int, as_list, as_str
 from ..turn import Tool, ToolCall, Turn
-from .base import Dialect, Prior
+from .base import Dialect, Prior, fanout_repairs
 
 _PATH = re.compile(
     r"/(?:(?:models|tunedModels)/(?P<model>[^/:]+)|endpoints/(?P<endpoint>[^/:]+))"
@@ -544,17 +543,6 @@ def blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> 
     return []
 
 
-def state_repairs(state: Any) -> list[str]:
-    """The repair for a parallel/strict state, in Gemini's terms. Pure."""
-    if state == "fanout-no-strict":
-        return [
-            "no schema guarantee was in place to lose. Validate tool arguments in your own "
-            "handler, or set functionCallingConfig.mode to VALIDATED (or ANY), under which "
-            "Google says the calls adhere to their schemas."
-        ]
-    return parallel.repair_lines(state)
-
-
 def format_repairs(
     response: Mapping[str, Any], state: Any, loose: list[tuple[str, Any]], limits: Limits
 ) -> list[str]:
@@ -580,7 +568,10 @@ DIALECT = Dialect(
     check_loop=check_loop,
     finish_reasons=finish_reasons,
     blockers=blockers,
-    state_repairs=state_repairs,
+    state_repairs=fanout_repairs(
+        "set functionCallingConfig.mode to VALIDATED (or ANY), under which Google says the "
+        "calls adhere to their schemas."
+    ),
     format_repairs=format_repairs,
     parallel_voids_strict=False,
     model_in_path=model_in_path,

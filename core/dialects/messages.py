@@ -19,14 +19,13 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from .. import parallel
 from ..errors import ApiError, api_error
 from ..jsontext import loads
 from ..loop import Checker, LoopReport, is_empty
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import HostedResult, Tool, ToolCall, Turn, callable_names, make_call
-from .base import Dialect, Prior
+from .base import Dialect, Prior, advisory_tools_repairs, fanout_repairs
 
 # Anthropic served elsewhere, the model in the path: Bedrock's InvokeModel (the model id
 # URL-encoded, a cross-region profile or an ARN) and Vertex AI's rawPredict.
@@ -386,38 +385,6 @@ def blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> 
     return anthropic_blockers(value, tool=tool)
 
 
-def state_repairs(state: Any) -> list[str]:
-    """The repair for a parallel/strict state, in Anthropic's terms. Pure."""
-    if state == "fanout-no-strict":
-        return [
-            "no schema guarantee was in place to lose. Validate tool arguments in your own "
-            "handler, or declare strict: true on the tools (Anthropic documents no conflict "
-            "between strict tools and parallel calls)."
-        ]
-    return parallel.repair_lines(state)
-
-
-def format_repairs(
-    response: Mapping[str, Any], state: Any, loose: list[tuple[str, Any]], limits: Limits
-) -> list[str]:
-    """The repair for an output-format state, in Anthropic's terms. Pure.
-
-    loose lists the non-strict tools beside the format, as (name, schema).
-    """
-    if state != "advisory-tools":
-        return []
-    lines = [
-        "Set strict: true on every tool beside the strict output format. Anthropic's strict "
-        "subset keeps optional properties, and needs additionalProperties: false on every object."
-    ]
-    for name, parameters in loose:
-        found = anthropic_blockers(parameters)
-        if found:
-            lines.append(f"strict: true on tool {name} needs these fixed first:")
-            lines.extend(f"  {line}" for line in found)
-    return lines
-
-
 DIALECT = Dialect(
     api="messages",
     recognise=recognise,
@@ -426,8 +393,15 @@ DIALECT = Dialect(
     check_loop=check_loop,
     finish_reasons=finish_reasons,
     blockers=blockers,
-    state_repairs=state_repairs,
-    format_repairs=format_repairs,
+    state_repairs=fanout_repairs(
+        "declare strict: true on the tools (Anthropic documents no conflict between strict "
+        "tools and parallel calls)."
+    ),
+    format_repairs=advisory_tools_repairs(
+        "Set strict: true on every tool beside the strict output format. Anthropic's strict "
+        "subset keeps optional properties, and needs additionalProperties: false on every object.",
+        anthropic_blockers,
+    ),
     parallel_voids_strict=False,
     model_in_path=model_in_path,
 )

@@ -557,7 +557,7 @@ def test_finish_reasons_are_the_stop_reason(response, reasons):
 
 
 def test_a_fan_out_without_strict_is_repaired_in_anthropics_terms():
-    assert messages.state_repairs("fanout-no-strict") == [
+    assert messages.DIALECT.state_repairs("fanout-no-strict") == [
         "no schema guarantee was in place to lose. Validate tool arguments in your own "
         "handler, or declare strict: true on the tools (Anthropic documents no conflict "
         "between strict tools and parallel calls)."
@@ -568,7 +568,7 @@ def test_a_fan_out_without_strict_is_repaired_in_anthropics_terms():
     "state", ["strict-void", "strict-at-risk", "no-strict-declared", "no-tools"]
 )
 def test_other_states_are_repaired_as_everywhere(state):
-    assert messages.state_repairs(state) == parallel.repair_lines(state)
+    assert messages.DIALECT.state_repairs(state) == parallel.repair_lines(state)
 
 
 def test_the_format_repair_lists_only_the_loose_tools_that_need_fixing():
@@ -577,7 +577,7 @@ def test_the_format_repair_lists_only_the_loose_tools_that_need_fixing():
         ("fine", CLOSED),
         ("scalar", {"type": "string"}),
     ]
-    assert messages.format_repairs({}, "advisory-tools", loose, SEED_LIMITS) == [
+    assert messages.DIALECT.format_repairs({}, "advisory-tools", loose, SEED_LIMITS) == [
         "Set strict: true on every tool beside the strict output format. Anthropic's strict "
         "subset keeps optional properties, and needs additionalProperties: false on every object.",
         "strict: true on tool open needs these fixed first:",
@@ -593,7 +593,10 @@ def test_the_format_repair_lists_only_the_loose_tools_that_need_fixing():
     "state", ["enforced", "advisory-schema", "no-schema", "free-text", "unknown-format"]
 )
 def test_no_format_repair_for_any_other_state(state):
-    assert messages.format_repairs({}, state, [("open", {"type": "object"})], SEED_LIMITS) == []
+    assert (
+        messages.DIALECT.format_repairs({}, state, [("open", {"type": "object"})], SEED_LIMITS)
+        == []
+    )
 
 
 # --- check_loop --------------------------------------------------------------------------
