@@ -20,6 +20,44 @@ from tooltap.core import Exchange, ToolServer, ValidatorCache, Verdict, inspect,
 from .state import REMEMBERED, LocalState, Recalled, State
 
 TOOL_SESSIONS = 1_000  # MCP sessions remembered (with their tool schemas), the newest only
+TOOL_BYTES = 64 << 20  # ... and at most this many bytes of the tools/list answers behind them
+
+ServerKey = tuple[str, str | None]  # an MCP endpoint, and the session there
+
+
+class ToolServers:
+    """What recent MCP sessions said of their servers, newest last: at most `sessions` of them,
+    holding at most `limit` bytes of the tools/list answers their lists came from. Past
+    either, the oldest are forgotten (their calls then go unchecked, and say so)."""
+
+    def __init__(self, sessions: int = TOOL_SESSIONS, limit: int = TOOL_BYTES) -> None:
+        self.sessions = sessions
+        self.limit = limit
+        self.held = 0
+        self._servers: OrderedDict[ServerKey, ToolServer] = OrderedDict()
+        self._sizes: dict[ServerKey, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._servers)
+
+    def get(self, key: ServerKey) -> ToolServer | None:
+        return self._servers.get(key)
+
+    def keep(self, key: ServerKey, server: ToolServer, verdict: Verdict, answer: int) -> None:
+        """The session after an exchange whose answer was `answer` bytes."""
+        size = self._sizes.get(key, 0)
+        if not server.tools:
+            size = 0
+        elif verdict.listed_tools:  # a first page starts the list anew; a later one adds
+            fresh = len(server.tools) == len(set(verdict.listed_tools))
+            size = answer if fresh else size + answer
+        self.held += size - self._sizes.get(key, 0)
+        self._servers[key] = server
+        self._sizes[key] = size
+        self._servers.move_to_end(key)
+        while self._servers and (len(self._servers) > self.sessions or self.held > self.limit):
+            oldest, _ = self._servers.popitem(last=False)
+            self.held -= self._sizes.pop(oldest)
 
 
 class Session:
@@ -32,8 +70,7 @@ class Session:
     def __init__(self, size: int = REMEMBERED, state: State | None = None) -> None:
         self.state = state if state is not None else LocalState(size)
         self.validators = ValidatorCache()
-        # (endpoint, session) -> what the MCP session said of its server, newest last
-        self.tool_servers: OrderedDict[tuple[str, str | None], ToolServer] = OrderedDict()
+        self.tool_servers = ToolServers()
 
     def inspect(
         self, exchange: Exchange, prior: Mapping[str, Sequence[str]] | None = None
@@ -46,10 +83,7 @@ class Session:
             exchange, calls, validators=self.validators, tool_server=self.tool_servers.get(key)
         )
         if verdict.tool_server is not None:
-            self.tool_servers[key] = verdict.tool_server
-            self.tool_servers.move_to_end(key)
-            if len(self.tool_servers) > TOOL_SESSIONS:
-                self.tool_servers.popitem(last=False)
+            self.tool_servers.keep(key, verdict.tool_server, verdict, len(exchange.response_body))
             return verdict
         response_id = verdict.response_id
         if verdict.api != "responses" or not response_id or verdict.state is None:

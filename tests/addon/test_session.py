@@ -4,9 +4,10 @@ import json
 
 from support.captures import JSON, URLS
 
-from tooltap.addon.inspection.session import Session
+from tooltap.addon.inspection.session import Session, ToolServers
 from tooltap.addon.inspection.state import RecentCalls
 from tooltap.core import Exchange
+from tooltap.core.served import session_tag
 
 
 def responses(response_id, calls=(), method="POST", status="completed"):
@@ -47,3 +48,64 @@ def test_the_session_remembers_calls_for_follow_ups_and_counts_a_response_once()
     for n in range(2):  # resp_a is pushed out of the bounded memory
         session.inspect(responses(f"resp_{n}"))
     assert session.inspect(responses("resp_a", method="GET")).state == "no-strict-declared"
+
+
+def mcp(request: dict, answer: dict, session: str) -> Exchange:
+    return Exchange(
+        method="POST",
+        url="http://tools.example.com/mcp",
+        request_body=json.dumps(request).encode(),
+        request_headers={"mcp-session-id": session},
+        status=200,
+        response_headers={"content-type": "application/json"},
+        response_body=json.dumps(answer).encode(),
+        api="mcp",
+    )
+
+
+def listing(session: str, names: list[str], cursor: str | None = None, next_: str | None = None):
+    tools = [{"name": n, "inputSchema": {"type": "object", "required": ["q"]}} for n in names]
+    params = {"cursor": cursor} if cursor else {}
+    result = {"tools": tools} | ({"nextCursor": next_} if next_ else {})
+    request = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": params}
+    return mcp(request, {"jsonrpc": "2.0", "id": 2, "result": result}, session)
+
+
+def call(session: str) -> Exchange:
+    request = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "t0"}}
+    return mcp(request, {"jsonrpc": "2.0", "id": 3, "result": {"content": []}}, session)
+
+
+def test_mcp_sessions_are_remembered_up_to_their_count_and_the_bytes_of_their_lists():
+    session = Session()
+    session.tool_servers = ToolServers(sessions=2)
+    for name in ("a", "b", "c"):
+        session.inspect(listing(name, ["t0"]))
+    assert len(session.tool_servers) == 2
+    assert session.inspect(call("a")).unchecked == [  # forgotten: not validated, and said so
+        "call 3: arguments not validated, this session's tools/list was not seen whole"
+    ]
+    assert [e.path for e in session.inspect(call("c")).calls[0].schema_errors] == ["$"]
+
+    one = len(listing("a", ["t0"]).response_body)
+    session = Session()
+    session.tool_servers = ToolServers(limit=one + one // 2)
+    session.inspect(listing("a", ["t0"]))
+    assert session.tool_servers.held == one
+    session.inspect(listing("b", ["t0"]))  # two lists are past the limit: the oldest goes
+    assert (len(session.tool_servers), session.tool_servers.held) == (1, one)
+    endpoint = "http://tools.example.com/mcp"
+    assert session.tool_servers.get((endpoint, session_tag("a"))) is None
+    assert session.tool_servers.get((endpoint, session_tag("b"))) is not None
+
+
+def test_a_later_page_adds_its_bytes_and_a_first_page_starts_them_anew():
+    session = Session()
+    first = listing("a", ["t0", "t1"], next_="p2")
+    second = listing("a", ["t2"], cursor="p2")
+    for exchange in (first, second):
+        session.inspect(exchange)
+    assert session.tool_servers.held == len(first.response_body) + len(second.response_body)
+    again = listing("a", ["t9"])
+    session.inspect(again)
+    assert session.tool_servers.held == len(again.response_body)
