@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.dialects_reader import body, error_message, expected_calls, operation
+from support.dialects_reader import error_message, expected_calls, operation
 
+from tooltap.addon.audit.inputs import RecordedExchange
 from tooltap.addon.inspection.session import Session
 from tooltap.core import Exchange, Verdict
 
@@ -31,15 +32,8 @@ HARD = {"unanswered-call", "orphan-result", "duplicate-result"}
 
 
 def exchange(record: dict[str, Any]) -> Exchange:
-    return Exchange(
-        method=record["method"],
-        url=record["url"],
-        request_body=(record.get("request_body") or "").encode(),
-        request_headers=record.get("request_headers") or {},
-        status=record["status"],
-        response_headers=record.get("response_headers") or {},
-        response_body=body(record),
-    )
+    """A recording as the audit reads a JSONL line (binary bodies from their base64)."""
+    return RecordedExchange.model_validate(record).exchange()
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from support.gemini_reader import error_message, expected_calls, operation
 
+from tooltap.addon.audit.inputs import RecordedExchange
 from tooltap.addon.inspection.session import Session
 from tooltap.core import Exchange, Verdict
 
@@ -28,14 +29,8 @@ HARD = {"unanswered-call", "orphan-result", "duplicate-result", "missing-thought
 
 
 def exchange(record: dict[str, Any]) -> Exchange:
-    return Exchange(
-        method=record["method"],
-        url=record["url"],
-        request_body=(record.get("request_body") or "").encode(),
-        status=record["status"],
-        response_headers=record.get("response_headers") or {},
-        response_body=(record.get("response_body") or "").encode(),
-    )
+    """A recording as the audit reads a JSONL line (binary bodies from their base64)."""
+    return RecordedExchange.model_validate(record).exchange()
 
 
 @pytest.fixture(scope="module")
