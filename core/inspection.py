@@ -7,7 +7,7 @@ to_dict() keys are the fields of the structured log.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -16,12 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
 from .dialects import dialect, path_of, streamed_path
+from .dialects.base import Serve
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .eventstream import looks_like_eventstream
 from .jsontext import ParseError, loads
 from .loop import LoopError, LoopReport, ToolResult, check_loop
 from .schema import SEED_LIMITS, Limits
-from .served import SESSION_HEADER, Served, ToolServer, session_tag
+from .served import SESSION_HEADER, ToolServer, session_tag
 from .shapes import as_dict
 from .stream import ApiError, Framing, StreamReader, api_error
 from .wire import Api, Turn, detect_api, read_turn
@@ -325,7 +326,7 @@ def served_session(exchange: Exchange) -> str | None:
 def _inspect_served(
     api: Api,
     exchange: Exchange,
-    serve: Callable[[Any, Any, ToolServer | None, ValidatorCache | None], Served],
+    serve: Serve,
     *,
     server: ToolServer | None,
     validators: ValidatorCache | None,
@@ -355,7 +356,7 @@ def _inspect_served(
         error = api_error(response.value)
         reason = f"{exchange.status} {error.type}: {error.message}".strip()
         return Verdict(**found | {"outcome": "upstream_error", "reason": reason})
-    served = serve(request.value, response.value, server, validators)
+    served = serve(request.value, response.value, server, validators, found["session"])
     found |= {
         "server": served.server.server,
         "tool_server": served.server,

@@ -87,6 +87,9 @@ def advisory_tools_repairs(
 
 
 Prior = Mapping[str, Sequence[str]] | None  # response id -> the calls it left open
+# A tool server's reading: (request body, response body or assembled stream, the session so
+# far, validators, the session's id) -> what the exchange said.
+Serve = Callable[[Any, Any, ToolServer | None, ValidatorCache | None, str | None], Served]
 
 
 @dataclass(frozen=True)
@@ -113,12 +116,8 @@ class Dialect:
     # Why a rejected request was refused, read from the request and its path, where the API
     # refuses schemas whatever strict says (Gemini's Schema fields); else from strict tools.
     request_blockers: Callable[[Mapping[str, Any], str], list[str]] | None = None
-    # A tool server's protocol (MCP), not a model's: (request body, response body or assembled
-    # stream, the session so far, validators) -> what the exchange said. Its exchanges are no
-    # turns.
     # (method, request body): does a request no path names speak it (MCP, on any path)? Read
     # where no host list says (audit); the proxy asks only of hosts it is told about.
     recognise_body: Callable[[str, bytes], bool] | None = None
-    serve: Callable[[Any, list[Any], ToolServer | None, ValidatorCache | None], Served] | None = (
-        None
-    )
+    # A tool server's protocol (MCP), not a model's: its exchanges are no turns.
+    serve: Serve | None = None

@@ -11,9 +11,10 @@ caller keeps as a ToolServer and passes in. The readings are the ones that canno
 alarm:
 - arguments are validated only against a schema the session listed;
 - a call is reported as `unlisted-tool` only when the session's whole list was seen (its first
-  page, then every nextCursor) and initialize said the list does not change
-  (`tools.listChanged` not true): a list that may change can change on a stream tooltap does
-  not read, or on another replica;
+  page, then every nextCursor), initialize said the list does not change (`tools.listChanged`
+  not true), and the server keeps sessions: a list that may change can change on a stream
+  tooltap does not read, or on another replica, and a server without sessions may list other
+  tools to another client;
 - a result is checked against the tool's outputSchema unless it is flagged isError, as the
   SDK's own client does (the specification binds structured results, not failures).
 """
@@ -117,7 +118,9 @@ def _call(
     call_id: str,
     params: Mapping[str, Any],
     served: Served,
+    *,
     validators: ValidatorCache | None,
+    own: bool,
 ) -> ListedTool | None:
     """A tools/call's arguments, checked against the tool the session listed."""
     name = as_str(params.get("name"))
@@ -131,7 +134,7 @@ def _call(
     served.calls.append(diagnose(call, Tool(name=name, parameters=schema), validators))
     if tool is not None:
         return tool
-    if server.complete and server.fixed:
+    if server.complete and server.fixed and own:
         served.loop_errors.append(
             LoopError(
                 rule="unlisted-tool",
@@ -139,6 +142,11 @@ def _call(
                 where=f"{index}params.name",
                 repair=REPAIRS["unlisted-tool"],
             )
+        )
+    elif server.complete and server.fixed:
+        served.unchecked.append(
+            f"call {call_id or name}: {name} is not in the list, which may be another "
+            "client's: the server keeps no sessions"
         )
     else:
         served.unchecked.append(
@@ -176,9 +184,11 @@ def serve(
     response: Any,
     server: ToolServer | None,
     validators: ValidatorCache | None = None,
+    session: str | None = None,
 ) -> Served:
     """One exchange with a tool server: the request's body, the response's (a JSON body, the
-    assembled stream, or None for a 202), and the session so far. Pure and total."""
+    assembled stream, or None for a 202), the session so far, and the session's id (None from
+    a server that keeps no sessions). Pure and total."""
     sent = messages_of(request)
     streamed = isinstance(response, dict) and STREAMED in response
     received = messages_of(response[STREAMED] if streamed else response)
@@ -213,7 +223,8 @@ def serve(
                 as_str(as_dict(t).get("name")) for t in as_list(result.get("tools"))
             )
         elif method == "tools/call":
-            tool = _call(index, message_id or "", params, served, validators)
+            own = session is not None
+            tool = _call(index, message_id or "", params, served, validators=validators, own=own)
             if result is not None:
                 served.results.append(_result(message_id or "", result, tool, validators))
     served.repairs = _repairs(served)

@@ -420,3 +420,29 @@ def test_an_output_schema_that_cannot_be_applied_is_said_and_two_bad_calls_are_n
     batch = [rpc("tools/call", 7, name="t0", arguments={"q": 1}), rpc("tools/call", 8, name="t0")]
     both = inspect(exchange(batch, [answer(7, {"content": []})]), tool_server=server)
     assert both.repairs[0].startswith("call 7, 8: send arguments")
+
+
+def test_a_server_without_sessions_never_makes_a_call_unlisted():
+    def sessionless(request: Any, reply: Any, server: ToolServer | None):
+        plain = exchange(request, reply).model_copy(update={"request_headers": {}})
+        return inspect(plain, tool_server=server)
+
+    init = {
+        "capabilities": {"tools": {"listChanged": False}},
+        "serverInfo": {"name": "stateless", "version": "1"},
+    }
+    server = sessionless(rpc("initialize"), answer(1, init), None).tool_server
+    server = sessionless(
+        rpc("tools/list", 2), answer(2, {"tools": [tool("t0")]}), server
+    ).tool_server
+    assert server is not None and (server.complete, server.fixed) == (True, True)
+    # Another client of the same endpoint may have been listed other tools.
+    verdict = sessionless(rpc("tools/call", 3, name="zz", arguments={}), answer(3, {}), server)
+    assert (verdict.session, verdict.loop_errors) == (None, [])
+    assert verdict.unchecked == [
+        "call 3: zz is not in the list, which may be another client's: the server keeps no sessions"
+    ]
+    checked = sessionless(
+        rpc("tools/call", 4, name="t0", arguments={"q": 1}), answer(4, {}), server
+    )
+    assert [e.path for e in checked.calls[0].schema_errors] == ["$.q"]
