@@ -21,6 +21,7 @@ from typing import IO, Any
 
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.connection import ConnectionState
+from mitmproxy.net.http.http1.read import expected_http_body_size
 from mitmproxy.proxy.mode_specs import ProxyMode, ReverseMode
 from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 from mitmproxy.utils import asyncio_utils
@@ -123,6 +124,22 @@ def _guarded(hook: Callable[..., None]) -> Callable[..., None]:
             self._hook_error()
 
     return guarded
+
+
+def unbounded(flow: http.HTTPFlow) -> bool:
+    """Is a response a stream, or a body whose end only its close says (chunked, no
+    Content-Length, HTTP/2 without a length)? Such a body must flow as it comes: buffered, a
+    server's event stream would reach the client only when it closes. mitmproxy's own reading
+    of the headers decides; framing it finds invalid is left to mitmproxy."""
+    response = flow.response
+    if response is None:
+        return False
+    if any(kind in response.headers.get("content-type", "") for kind in STREAMED):
+        return True
+    try:
+        return expected_http_body_size(flow.request, response) in (None, -1)
+    except ValueError:
+        return False
 
 
 def watched(mode: ProxyMode, host: str, hosts: Sequence[str]) -> bool:
@@ -334,10 +351,15 @@ class Tooltap:
 
     @_guarded
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        pending = self._flows.get(flow.id)
-        if pending is None or flow.response is None:
-            return
         response = flow.response
+        if response is None:
+            return
+        pending = self._flows.get(flow.id)
+        if pending is None:
+            # Not inspected, still never held: a stream flows event by event (I1).
+            if not response.stream and unbounded(flow):
+                response.stream = True
+            return
         limit = ctx.options.tooltap_max_body
         length = response.headers.get("content-length", "")
         if length.isdigit() and int(length) > limit:
@@ -347,11 +369,11 @@ class Tooltap:
                 response.stream = True
         elif not callable(response.stream) and (
             response.stream is True
-            or any(kind in response.headers.get("content-type", "") for kind in STREAMED)
+            or unbounded(flow)
             or streamed_path(pending.api, flow.request.path)
         ):
-            # A stream (SSE, or AWS's event stream) must flow event by event; a body
-            # mitmproxy already chose to stream (stream_large_bodies) is tapped, not lost.
+            # A stream (SSE, AWS's event stream, any body of unknown length) must flow as it
+            # comes; a body mitmproxy already chose to stream (stream_large_bodies) is tapped.
             pending.tap = StreamTap(limit, self._tap_error, self._fault, self.budget)
             response.stream = pending.tap
 

@@ -148,6 +148,46 @@ async def test_a_large_declared_body_is_streamed_through_rather_than_buffered(ha
     assert flow.response.stream is True
 
 
+@pytest.mark.parametrize(
+    ("path", "headers", "streamed"),
+    [
+        ("/sse", (("content-type", "text/event-stream"),), True),  # an MCP server's GET stream
+        ("/poll", (("transfer-encoding", "chunked"),), True),  # a long poll
+        ("/events", (("content-type", "application/x-ndjson"),), True),  # ended by its close
+        ("/v1/embeddings", (("content-type", "application/json"),), False),  # a known length
+    ],
+)
+async def test_a_stream_nobody_inspects_still_flows_as_it_comes(harness, path, headers, streamed):
+    # I1: a response of unknown length is streamed whether or not tooltap reads it; the
+    # regular-mode host and the reverse mode decide nothing here.
+    for host in ("example.com", "api.openai.com"):
+        flow = make_flow(path, None, b"{}", headers=headers, host=host, method="GET")
+        if path == "/events":
+            del flow.response.headers["content-length"]
+        harness.addon.request(flow)
+        harness.addon.responseheaders(flow)
+        assert flow.response.stream is streamed
+
+
+async def test_an_inspected_body_of_unknown_length_is_tapped_as_it_flows(harness):
+    body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
+    flow = make_flow(
+        "/v1/chat/completions", CHAT_REQUEST, b"", headers=(("transfer-encoding", "chunked"),)
+    )
+    harness.addon.request(flow)
+    harness.addon.responseheaders(flow)
+    assert callable(flow.response.stream)
+    assert [flow.response.stream(body[:50]), flow.response.stream(body[50:])] == [
+        body[:50],
+        body[50:],
+    ]
+    flow.response.content = None  # as mitmproxy leaves a streamed response
+    harness.addon.response(flow)
+    assert harness.addon.flush(5)
+    turn = next(e for e in harness.events() if e["event"] == "turn")
+    assert (turn["outcome"], turn["stream"], turn["state"]) == ("inspected", False, "strict-void")
+
+
 async def test_other_hosts_and_endpoints_are_not_inspected(harness):
     await harness.tctx.cycle(
         harness.addon, make_flow("/v1/chat/completions", CHAT_REQUEST, b"{}", host="example.com")
