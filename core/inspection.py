@@ -196,6 +196,7 @@ class _Body:
     errors: list[ApiError] = field(default_factory=list)
     dropped: int = 0  # stream events that could not be read at all
     note: str | None = None  # what was read leniently, for the turn's reason
+    empty: bool = False  # a stream that carried no event at all (a priming event only)
 
 
 def _read_request(exchange: Exchange, batch: bool = False) -> _Body:
@@ -220,7 +221,9 @@ def _read_stream(
     if result.decode_error is not None:
         return _Body(stream=True, problem=f"stream could not be decoded: {result.decode_error}")
     if result.events == 0:
-        return _Body(stream=True, problem="stream carried no JSON events")
+        # Nothing at all (no bad event either) is a stream cut before its first message.
+        empty = not result.bad_events and not result.errors
+        return _Body(stream=True, problem="stream carried no JSON events", empty=empty)
     errors = list(result.errors)
     said = [
         f"{count} stream event(s) {what}"
@@ -351,6 +354,8 @@ def _inspect_served(
             **found | {"outcome": "upstream_error", "reason": "no response from the upstream"}
         )
     response = _read_response(api, exchange, max_decoded) if exchange.response_body else _Body()
+    if response.empty:  # a client that cancelled, or a server cut off: not an unreadable answer
+        response = _Body(stream=True, complete=False)
     found["stream"] = response.stream
     if exchange.status >= 500:
         error = api_error(response.value)

@@ -403,10 +403,34 @@ def test_a_stream_is_whole_only_once_a_response_came():
             "response_headers": {"content-type": "text/event-stream"},
         }
     )
-    assert (inspect(empty).outcome, inspect(empty).reason) == (
-        "unparseable",
-        "stream carried no JSON events",
+    # A keep-alive comment, or the priming event a 2025-11-25 server opens each stream with (an
+    # id and an empty data line), is no message: a stream of nothing else was cut before its
+    # response (the client cancelled), and nothing in it is malformed.
+    for said in (b": keep-alive\n\n", b"id: 0\ndata: \n\n", b"id: e1\nretry: 500\ndata:\n\n"):
+        cut = inspect(empty.model_copy(update={"response_body": said}))
+        assert (cut.outcome, cut.reason, cut.stream, cut.stream_errors) == (
+            "inspected",
+            "the stream ended before its response",
+            True,
+            [],
+        )
+        assert [c.name for c in cut.calls] == ["t0"]
+
+
+def test_a_priming_event_before_the_answer_is_no_error():
+    # The TypeScript SDK's server (protocol 2025-11-25) primes every SSE answer this way.
+    request = rpc("tools/call", 3, name="t0", arguments={"q": "a"})
+    body = (
+        b"id: 5b1e_0\ndata: \n\nretry: 1000\n\n: ping\n\nevent: message\nid: 5b1e_1\ndata: "
+        + json.dumps(answer(3, {"content": []})).encode()
+        + b"\n\n"
     )
+    primed = exchange(request).model_copy(
+        update={"response_body": body, "response_headers": {"content-type": "text/event-stream"}}
+    )
+    verdict = inspect(primed)
+    assert (verdict.outcome, verdict.reason, verdict.stream_errors) == ("inspected", None, [])
+    assert [r.outcome for r in verdict.tool_results] == ["ok"]
 
 
 def test_an_output_schema_that_cannot_be_applied_is_said_and_two_bad_calls_are_named():
