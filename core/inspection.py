@@ -28,7 +28,7 @@ from .stream import ApiError, Framing, StreamReader, api_error
 from .wire import Api, Turn, detect_api, read_turn
 
 EVENTSTREAM = "application/vnd.amazon.eventstream"
-Outcome = Literal["inspected", "skipped", "unparseable", "upstream_error"]
+Outcome = Literal["inspected", "skipped", "unparseable", "upstream_error", "client_gone"]
 Transport = Literal["http", "websocket"]
 Scope = Literal["turn", "session", "tool"]
 # The work on one exchange is bounded: one pathological response must not stall the rest.
@@ -92,7 +92,8 @@ class Verdict(BaseModel):
     api: Api | None
     """responses, chat or messages (the `api` label); None for an upstream refused at connect."""
     outcome: Outcome
-    """inspected, skipped, unparseable or upstream_error: what became of the flow."""
+    """inspected, skipped, unparseable, upstream_error, or client_gone (the client hung up
+    before any answer came): what became of the flow."""
     transport: Transport = "http"
     """http, or websocket for a turn of a Responses WebSocket or a Realtime session."""
     scope: Scope = "turn"

@@ -39,16 +39,27 @@ class ListedTool(BaseModel):
     output_schema: Any = None
 
 
+class TaskCall(BaseModel):
+    """A tools/call the server answered with a task: whose result tasks/result returns later."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str  # the tool
+    call_id: str  # the JSON-RPC id of the tools/call that made the task
+    fetched: bool = False  # its result was checked (a result fetched again is not counted again)
+
+
 class ToolServer(BaseModel):
     """What a session has said about its server so far: ids and schemas, never arguments."""
 
     model_config = ConfigDict(frozen=True)
 
-    server: str | None = None  # "name version", as initialize named it
+    server: str | None = None  # "name version", as initialize or server/discover named it
     tools: dict[str, ListedTool] = Field(default_factory=dict)
     complete: bool = False  # the whole list was seen, from its first page to its last
     fixed: bool = False  # initialize said the list does not change during the session
     next_cursor: str | None = None  # the page a list seen from its start continues with
+    tasks: dict[str, TaskCall] = Field(default_factory=dict)  # by task id, oldest first
 
 
 class Served(BaseModel):
@@ -63,3 +74,4 @@ class Served(BaseModel):
     unchecked: list[str] = Field(default_factory=list)
     repairs: list[str] = Field(default_factory=list)
     server: ToolServer = Field(default_factory=ToolServer)  # the session after this exchange
+    known: bool = False  # something of the session was remembered before this exchange

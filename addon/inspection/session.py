@@ -121,6 +121,10 @@ def with_ending(verdict: Verdict, note: str | None, failure: str | None) -> Verd
     if failure is not None:
         verdict.outcome = "upstream_error"
         verdict.reason = f"the upstream failed: {failure}"
+    elif note is not None and verdict.status is None:
+        # No answer had come: nothing failed upstream; the client gave up first.
+        verdict.outcome = "client_gone"
+        verdict.reason = f"the client hung up before the answer ({note})"
     elif note is not None and verdict.reason is not None:
         verdict.reason = f"{verdict.reason} ({note})"
     return verdict

@@ -28,12 +28,18 @@ from ..arguments import SchemaError, ValidatorCache, diagnose, validate
 from ..errors import ApiError
 from ..jsontext import dumps
 from ..loop import REPAIRS, LoopError, LoopReport, ToolResult
-from ..served import ListedTool, Served, ToolServer
+from ..served import ListedTool, Served, TaskCall, ToolServer
 from ..shapes import as_dict, as_list, as_str
 from ..turn import Tool, ToolCall, Turn
 from .base import Dialect, Prior
 
 MAX_LISTED = 10_000  # tools remembered per session; a list past it is not known whole
+MAX_TASKS = 1_000  # tasks awaiting their result per session; past it the oldest is forgotten
+# Where a result names its server (protocol 2026-07-28, on every result), and where a
+# tools/call answered with a task carries it: the 2025-11-25 CreateTaskResult's `task`, the
+# 2026 tasks extension's (`resultType: "task"`), and fastmcp 2.14's `_meta` (SEP-1686's draft).
+SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+TASK_META = "modelcontextprotocol.io/task"
 STREAMED = "tooltap:messages"  # the assembled stream's key: no JSON-RPC message has it
 NO_STRUCTURED = "the tool declares an outputSchema and its result has no structuredContent"
 # JSON-RPC's codes, and MCP's own, by name (the `type` of a rejection).
@@ -78,12 +84,65 @@ def _schema(tool: Mapping[str, Any], name: str) -> Any:
     return value if isinstance(value, dict | bool) else None
 
 
+def _named(info: Any) -> str | None:
+    """An Implementation (name, version) as logged: "name version". Pure."""
+    info = as_dict(info)
+    return " ".join(filter(None, (as_str(info.get("name")), as_str(info.get("version"))))) or None
+
+
+def _fixed(result: Mapping[str, Any]) -> bool:
+    """The server says its tool list does not change (tools.listChanged is not true)."""
+    tools = as_dict(as_dict(result.get("capabilities")).get("tools"))
+    return tools.get("listChanged") is not True
+
+
 def _initialized(result: Mapping[str, Any]) -> ToolServer:
     """A new session, as initialize's result describes its server."""
-    info = as_dict(result.get("serverInfo"))
-    named = " ".join(filter(None, (as_str(info.get("name")), as_str(info.get("version")))))
-    tools = as_dict(as_dict(result.get("capabilities")).get("tools"))
-    return ToolServer(server=named or None, fixed=tools.get("listChanged") is not True)
+    return ToolServer(server=_named(result.get("serverInfo")), fixed=_fixed(result))
+
+
+def _discovered(server: ToolServer, result: Mapping[str, Any]) -> ToolServer:
+    """The endpoint as server/discover describes it (2026-07-28: no initialize, no session);
+    what it listed before stays its list."""
+    named = _named(as_dict(result.get("_meta")).get(SERVER_INFO)) or server.server
+    return server.model_copy(update={"server": named, "fixed": _fixed(result)})
+
+
+def _task_id(result: Mapping[str, Any]) -> str | None:
+    """The task a tools/call was answered with instead of its result, if it was. Pure."""
+    meta = as_dict(result.get("_meta")).get(TASK_META)
+    for holder in (
+        result.get("task"),
+        meta,
+        result if result.get("resultType") == "task" else None,
+    ):
+        task_id = as_dict(holder).get("taskId")
+        if isinstance(task_id, str | int) and not isinstance(task_id, bool) and str(task_id):
+            return str(task_id)
+    return None
+
+
+def _deferred(call_id: str, result: Mapping[str, Any], task: str | None) -> str | None:
+    """Why a tools/call's answer is not the tool's result, when it is not. Pure."""
+    if task is not None:
+        return (
+            f"call {call_id}: answered with task {task}, not its result: the result is "
+            "checked when tasks/result (or tasks/get) returns it"
+        )
+    kind = result.get("resultType")
+    if isinstance(kind, str) and kind not in ("complete", ""):
+        return (
+            f"call {call_id}: answered resultType {kind}, not a result (protocol "
+            "2026-07-28): the client calls again with what the server asked for"
+        )
+    return None
+
+
+def _remember_task(server: ToolServer, task: str, call: TaskCall) -> ToolServer:
+    tasks = {**server.tasks, task: call}
+    while len(tasks) > MAX_TASKS:
+        del tasks[next(iter(tasks))]
+    return server.model_copy(update={"tasks": tasks})
 
 
 def _listed(server: ToolServer, cursor: str | None, result: Mapping[str, Any]) -> ToolServer:
@@ -143,16 +202,25 @@ def _call(
                 repair=REPAIRS["unlisted-tool"],
             )
         )
-    elif server.complete and server.fixed:
-        served.unchecked.append(
-            f"call {call_id or name}: {name} is not in the list, which may be another "
-            "client's: the server keeps no sessions"
+        return None
+    # Each reason that keeps an unknown name from being a finding, the first that holds.
+    if not served.known:
+        why = "nothing of this session was seen before (or it was forgotten)"
+    elif not server.tools and not server.complete:
+        why = "no tools/list answer was seen in this session"
+    elif not server.complete:
+        why = "this session's tools/list was not seen whole"
+    elif not server.fixed:
+        why = (
+            f"{name} is not in the list seen, and the server says its list may change "
+            "(tools.listChanged)"
         )
     else:
-        served.unchecked.append(
-            f"call {call_id or name}: arguments not validated, this session's tools/list "
-            "was not seen whole"
+        why = (
+            f"{name} is not in the list seen, which may be another client's: the server "
+            "keeps no sessions"
         )
+    served.unchecked.append(f"call {call_id or name}: arguments not validated, {why}")
     return None
 
 
@@ -161,6 +229,7 @@ def _result(
     result: Mapping[str, Any],
     tool: ListedTool | None,
     validators: ValidatorCache | None,
+    name: str | None = None,
 ) -> ToolResult:
     failed = result.get("isError") is True
     errors: list[SchemaError] = []
@@ -176,7 +245,43 @@ def _result(
         outcome="error" if failed else "ok",
         schema_errors=errors,
         schema_problem=problem,
+        name=name,
     )
+
+
+def _task_result(
+    served: Served,
+    message_id: str,
+    method: str,
+    params: Mapping[str, Any],
+    result: Mapping[str, Any],
+    *,
+    validators: ValidatorCache | None,
+) -> None:
+    """tasks/result (2025-11-25), or a finished tasks/get (the 2026 tasks extension): the
+    result of the tools/call that made the task, checked as that call's would have been."""
+    task = as_str(params.get("taskId"))
+    if method == "tasks/get":
+        status = result.get("status")
+        known = served.server.tasks.get(task)
+        if status not in ("completed", "failed") or known is None or known.fetched:
+            return  # still working, a task of no call seen, or polled again once finished
+        failed = status == "failed" or not isinstance(result.get("result"), dict)
+        result = {"isError": True} if failed else as_dict(result.get("result"))
+    call = served.server.tasks.get(task)
+    if call is None:
+        served.unchecked.append(
+            f"task {task or message_id}: its result is not checked, the tools/call that made "
+            "it was not seen in this session"
+        )
+        return
+    if call.fetched:
+        served.unchecked.append(f"task {task}: its result was checked when first fetched")
+        return
+    tool = served.server.tools.get(call.name)
+    served.results.append(_result(call.call_id, result, tool, validators, name=call.name))
+    tasks = {**served.server.tasks, task: call.model_copy(update={"fetched": True})}
+    served.server = served.server.model_copy(update={"tasks": tasks})
 
 
 def serve(
@@ -197,7 +302,7 @@ def serve(
         for m in received
         if (key := _id(m)) is not None and ("result" in m or "error" in m) and "method" not in m
     }
-    served = Served(server=server or ToolServer())
+    served = Served(server=server or ToolServer(), known=server is not None)
     for position, message in enumerate(sent):
         method = message.get("method")
         if not isinstance(method, str):
@@ -214,8 +319,15 @@ def serve(
         result = as_dict(answer.get("result")) if answer is not None and not error else None
         params = as_dict(message.get("params"))
         index = f"{position}." if isinstance(request, list) else ""
+        named = _named(as_dict(result.get("_meta")).get(SERVER_INFO)) if result else None
+        if named is not None and named != served.server.server:  # 2026-07-28: on each result
+            served.server = served.server.model_copy(update={"server": named})
         if method == "initialize" and result is not None:
             served.server = _initialized(result)
+        elif method == "server/discover" and result is not None:
+            served.server = _discovered(served.server, result)
+        elif method in ("tasks/result", "tasks/get") and result is not None:
+            _task_result(served, message_id or "", method, params, result, validators=validators)
         elif method == "tools/list" and result is not None:
             cursor = as_str(params.get("cursor")) or None
             served.server = _listed(served.server, cursor, result)
@@ -223,10 +335,26 @@ def serve(
                 as_str(as_dict(t).get("name")) for t in as_list(result.get("tools"))
             )
         elif method == "tools/call":
-            own = session is not None
-            tool = _call(index, message_id or "", params, served, validators=validators, own=own)
-            if result is not None:
-                served.results.append(_result(message_id or "", result, tool, validators))
+            call_id = message_id or ""
+            if "inputResponses" in params or "requestState" in params:
+                # A retry with the input an input_required answer asked for (2026-07-28):
+                # the same call, counted when it was first sent; only its result is new.
+                tool = served.server.tools.get(as_str(params.get("name")))
+            else:
+                own = session is not None
+                tool = _call(index, call_id, params, served, validators=validators, own=own)
+            if result is None:
+                continue
+            task = _task_id(result)
+            deferred = _deferred(call_id, result, task)
+            if deferred is not None:
+                served.unchecked.append(deferred)
+                if task is not None:
+                    name = as_str(params.get("name"))
+                    made = TaskCall(name=name, call_id=call_id)
+                    served.server = _remember_task(served.server, task, made)
+            else:
+                served.results.append(_result(call_id, result, tool, validators))
     served.repairs = _repairs(served)
     if any(m.get("method") == "notifications/tools/list_changed" for m in received):
         # The list changed: what was listed is no longer known to hold.

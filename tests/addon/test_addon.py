@@ -412,6 +412,22 @@ async def test_a_client_that_hangs_up_mid_stream_is_inspected_and_says_so(harnes
     assert turn["reason"] == "the stream ended before its final event (Client disconnected.)"
 
 
+async def test_a_client_that_hangs_up_before_any_answer_is_client_gone_not_upstream_error(harness):
+    flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"")
+    harness.addon.request(flow)
+    flow.response = None  # nothing had come back
+    flow.error = tflow.terr("Client disconnected.")
+    harness.addon.error(flow)
+    assert harness.addon.flush(5)
+    turn = next(e for e in harness.events() if e["event"] == "turn")
+    assert (turn["outcome"], turn["reason"]) == (
+        "client_gone",
+        "the client hung up before the answer (Client disconnected.)",
+    )
+    assert harness.value("tooltap_flows_total", api="chat", outcome="client_gone") == 1
+    assert harness.value("tooltap_flows_total", api="chat", outcome="upstream_error") == 0
+
+
 async def test_a_body_mitmproxy_starts_streaming_after_our_hook_is_skipped_not_unparseable(harness):
     # Regression: stream_large_bodies on a chunked body switches to streaming
     # after responseheaders; the body was never seen, and used to be logged as

@@ -166,12 +166,17 @@ def test_a_call_is_unlisted_only_against_a_whole_fixed_list():
     ]
     changing = listed(initialized(list_changed=True), [tool("t0")]).tool_server
     partial = listed(initialized(), [tool("t0")], next_="p2").tool_server
-    for server in (changing, partial, None):
+    # Each call says the reason that held: the true one, not one for all.
+    for server, why in (
+        (changing, "zz is not in the list seen, and the server says its list may change "
+                   "(tools.listChanged)"),
+        (partial, "this session's tools/list was not seen whole"),
+        (None, "nothing of this session was seen before (or it was forgotten)"),
+        (initialized(), "no tools/list answer was seen in this session"),
+    ):  # fmt: skip
         verdict = call(server, "zz", {})
         assert verdict.loop_errors == []
-        assert verdict.unchecked == [
-            "call 3: arguments not validated, this session's tools/list was not seen whole"
-        ]
+        assert verdict.unchecked == [f"call 3: arguments not validated, {why}"]
 
 
 def test_a_list_changed_notification_forgets_the_list():
@@ -464,9 +469,133 @@ def test_a_server_without_sessions_never_makes_a_call_unlisted():
     verdict = sessionless(rpc("tools/call", 3, name="zz", arguments={}), answer(3, {}), server)
     assert (verdict.session, verdict.loop_errors) == (None, [])
     assert verdict.unchecked == [
-        "call 3: zz is not in the list, which may be another client's: the server keeps no sessions"
+        "call 3: arguments not validated, zz is not in the list seen, which may be another "
+        "client's: the server keeps no sessions"
     ]
     checked = sessionless(
         rpc("tools/call", 4, name="t0", arguments={"q": 1}), answer(4, {}), server
     )
     assert [e.path for e in checked.calls[0].schema_errors] == ["$.q"]
+
+
+# --- tasks (2025-11-25, fastmcp 2.14, the 2026 tasks extension) ---------------------------
+
+
+TASK = {"taskId": "tk-1", "status": "working", "createdAt": "2026-01-01T00:00:00Z", "ttl": 60000}
+
+
+def test_a_call_answered_with_a_task_is_no_result_and_tasks_result_is_checked_as_its_result():
+    server = listed(initialized(), [tool("t0")]).tool_server
+    handles = (
+        {"task": TASK},  # the specification's CreateTaskResult
+        {"_meta": {"modelcontextprotocol.io/task": TASK}, "content": [], "isError": False},
+        {"resultType": "task", "taskId": "tk-1", "status": "working"},  # the 2026 extension
+    )
+    for handle in handles:
+        made = call(server, "t0", {"q": "a"}, handle)
+        assert (made.tool_results, findings(made), len(made.calls)) == ([], [], 1)
+        assert made.unchecked == [
+            "call 3: answered with task tk-1, not its result: the result is checked when "
+            "tasks/result (or tasks/get) returns it"
+        ]
+        after = made.tool_server
+        assert after is not None and after.tasks["tk-1"].name == "t0"
+        off = {"content": [], "structuredContent": {"n": "three"}}
+        fetched = inspect(
+            exchange(rpc("tasks/result", 4, taskId="tk-1"), answer(4, off)), tool_server=after
+        )
+        (result,) = fetched.tool_results
+        assert (result.call_id, result.name, findings(fetched)) == ("3", "t0", ["result-schema"])
+        # Fetched again: the same result, not counted again.
+        again = inspect(
+            exchange(rpc("tasks/result", 5, taskId="tk-1"), answer(5, off)),
+            tool_server=fetched.tool_server,
+        )
+        assert (again.tool_results, again.unchecked) == (
+            [],
+            ["task tk-1: its result was checked when first fetched"],
+        )
+
+
+def test_a_finished_tasks_get_carries_the_result_and_a_task_of_no_seen_call_is_said():
+    server = listed(initialized(), [tool("t0")]).tool_server
+    made = call(server, "t0", {"q": "a"}, {"resultType": "task", "taskId": "tk-2"}).tool_server
+    working = inspect(
+        exchange(rpc("tasks/get", 4, taskId="tk-2"), answer(4, {"status": "working"})),
+        tool_server=made,
+    )
+    assert (working.tool_results, working.unchecked) == ([], [])
+    done = {"status": "completed", "result": {"content": [], "structuredContent": {"n": 2}}}
+    finished = inspect(
+        exchange(rpc("tasks/get", 5, taskId="tk-2"), answer(5, done)), tool_server=made
+    )
+    assert [(r.call_id, r.outcome, r.schema_errors) for r in finished.tool_results] == [
+        ("3", "ok", [])
+    ]
+    failed = inspect(
+        exchange(rpc("tasks/get", 5, taskId="tk-2"), answer(5, {"status": "failed"})),
+        tool_server=made,
+    )
+    assert [r.outcome for r in failed.tool_results] == ["error"]
+    stray = inspect(
+        exchange(rpc("tasks/result", 6, taskId="tk-9"), answer(6, {"content": []})),
+        tool_server=made,
+    )
+    assert (stray.tool_results, stray.unchecked) == (
+        [],
+        ["task tk-9: its result is not checked, the tools/call that made it was not seen in "
+         "this session"],
+    )  # fmt: skip
+
+
+def test_tasks_awaiting_their_result_are_bounded():
+    server = listed(initialized(), [tool("t0")]).tool_server
+    for n in range(mcp.MAX_TASKS + 2):
+        server = call(server, "t0", {"q": "a"}, {"task": {"taskId": f"k{n}"}}).tool_server
+    assert server is not None and len(server.tasks) == mcp.MAX_TASKS
+    assert "k0" not in server.tasks and f"k{mcp.MAX_TASKS + 1}" in server.tasks
+
+
+# --- protocol 2026-07-28 ---------------------------------------------------------------
+
+
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "2.3.0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+STAMP = {"io.modelcontextprotocol/serverInfo": {"name": "modern", "version": "2.3.0"}}
+
+
+def test_server_discover_names_the_server_and_an_input_required_answer_is_no_result():
+    discover = inspect(
+        exchange(
+            rpc("server/discover", 1, _meta=META),
+            answer(1, {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                       "_meta": STAMP, "resultType": "complete"}),
+            session="",
+        )
+    )  # fmt: skip
+    assert (discover.server, discover.session) == ("modern 2.3.0", None)
+    server = discover.tool_server
+    assert server is not None and server.fixed
+    listing = answer(2, {"tools": [tool("t0")], "_meta": STAMP, "resultType": "complete"})
+    server = inspect(exchange(rpc("tools/list", 2, _meta=META), listing, session=""),
+                     tool_server=server).tool_server  # fmt: skip
+    asked = {
+        "resultType": "input_required",
+        "inputRequests": {"q": {"method": "elicitation/create"}},
+    }
+    first = call(server, "t0", {"q": "a"}, asked, session="")
+    assert (first.tool_results, findings(first), len(first.calls)) == ([], [], 1)
+    assert first.unchecked == [
+        "call 3: answered resultType input_required, not a result (protocol 2026-07-28): the "
+        "client calls again with what the server asked for"
+    ]
+    retry = rpc("tools/call", 4, name="t0", arguments={"q": "a"}, inputResponses={"q": {}})
+    off = answer(4, {"content": [], "structuredContent": {"n": "x"}, "resultType": "complete"})
+    again = inspect(exchange(retry, off, session=""), tool_server=first.tool_server)
+    assert (again.calls, findings(again)) == ([], ["result-schema"])  # counted once, checked
+    # Without a session the list may be another client's: an unknown name is no finding.
+    unknown = call(first.tool_server, "zz", {}, session="")
+    assert (unknown.loop_errors, unknown.server) == ([], "modern 2.3.0")
