@@ -22,7 +22,7 @@ from .eventstream import looks_like_eventstream
 from .jsontext import ParseError, loads
 from .loop import LoopError, LoopReport, ToolResult, check_loop
 from .schema import SEED_LIMITS, Limits
-from .served import SESSION_HEADER, ToolServer, session_tag
+from .served import SESSION_HEADER, ToolServer, query_session, session_tag
 from .shapes import as_dict
 from .stream import ApiError, Framing, StreamReader, api_error
 from .wire import Api, Turn, detect_api, read_turn
@@ -322,9 +322,11 @@ def _argument_repair(calls: Sequence[Call]) -> list[str]:
 
 def served_session(exchange: Exchange) -> str | None:
     """The tool-server session an exchange is in, as logged (a SHA-256 prefix of its id: the
-    request names it, or the response to initialize sets it). Pure."""
+    request names it, or the response to initialize sets it, or, on the legacy HTTP+SSE
+    transport, the query of the path the session POSTs to). Pure."""
     named = header(exchange.request_headers, SESSION_HEADER)
-    return session_tag(named or header(exchange.response_headers, SESSION_HEADER))
+    named = named or header(exchange.response_headers, SESSION_HEADER)
+    return session_tag(named or query_session(exchange.url))
 
 
 def _inspect_served(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +20,17 @@ from .loop import LoopError, ToolResult
 # The header that ties a tool server's session together (MCP's Streamable HTTP; the server sets
 # it in its answer to initialize).
 SESSION_HEADER = "mcp-session-id"
+SESSION_PARAMETERS = ("session_id", "sessionId")  # the legacy transport's, in the POST's query
+
+
+def query_session(url: str) -> str:
+    """The legacy HTTP+SSE session a POST names in its query: `session_id` (the Python SDK) or
+    `sessionId` (the TypeScript SDK); "" when it names none. Pure."""
+    try:
+        query = parse_qs(urlsplit(url).query)
+    except ValueError:
+        return ""
+    return next((query[name][0] for name in SESSION_PARAMETERS if query.get(name)), "")
 
 
 def session_tag(session_id: str) -> str | None:

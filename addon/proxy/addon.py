@@ -42,6 +42,7 @@ from ..options import BY_NAME
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from ..sinks.traces import traces
+from .channel import ChannelTap
 from .sockets import SocketTap
 from .tap import StreamTap
 
@@ -147,25 +148,45 @@ def watched(mode: ProxyMode, host: str, hosts: Sequence[str]) -> bool:
     return isinstance(mode, ReverseMode) or any(fnmatch.fnmatch(host, p) for p in hosts)
 
 
-def mcp_server(request: http.Request, hosts: Sequence[str]) -> bool:
-    """Is a request MCP: a POST with a JSON-RPC body, to a host (or host:port) in hosts? No path
-    says MCP. The body is looked at only on those hosts."""
-    if not hosts or request.method != "POST":
-        return False
+def mcp_host(request: http.Request, hosts: Sequence[str]) -> bool:
+    """Is a request to a host (or host:port) named as an MCP server?"""
     host, address = request.pretty_host, f"{request.pretty_host}:{request.port}"
-    if not any(fnmatch.fnmatch(host, p) or fnmatch.fnmatch(address, p) for p in hosts):
+    return any(fnmatch.fnmatch(host, p) or fnmatch.fnmatch(address, p) for p in hosts)
+
+
+def mcp_server(request: http.Request, hosts: Sequence[str]) -> bool:
+    """Is a request MCP: a POST with a JSON-RPC body (or an Mcp-Method header, protocol
+    2026-07-28), to a host in hosts? No path says MCP, and on those hosts MCP wins over any
+    path (the legacy transport POSTs to .../messages). The body is looked at only there."""
+    if not hosts or request.method != "POST" or not mcp_host(request, hosts):
         return False
-    return looks_like_jsonrpc(request.raw_content or b"")
+    return "mcp-method" in request.headers or looks_like_jsonrpc(request.raw_content or b"")
+
+
+def mcp_stream(flow: http.HTTPFlow, hosts: Sequence[str]) -> bool:
+    """Is a response an MCP server's GET stream: the legacy transport's session channel, or
+    the server's own messages on Streamable HTTP?"""
+    response = flow.response
+    return (
+        response is not None
+        and response.status_code == 200
+        and flow.request.method == "GET"
+        and "text/event-stream" in response.headers.get("content-type", "")
+        and bool(hosts)
+        and mcp_host(flow.request, hosts)
+    )
 
 
 def flow_api(flow: http.HTTPFlow, hosts: Sequence[str], mcp_hosts: Sequence[str]) -> Api | None:
     """The API a flow speaks, if tooltap follows it: a model API's path on a watched host
     (every host of a reverse proxy), or MCP on an MCP host."""
     request = flow.request
+    if mcp_server(request, mcp_hosts):
+        return "mcp"
     api = detect_api(request.method, request.path)
     if api is not None:
         return api if watched(flow.client_conn.proxy_mode, request.pretty_host, hosts) else None
-    return "mcp" if mcp_server(request, mcp_hosts) else None
+    return None
 
 
 class Tooltap:
@@ -179,6 +200,7 @@ class Tooltap:
         self._settings: dict[str, Any] | None = None  # those inspection runs with
         self._flows: OrderedDict[str, _Pending] = OrderedDict()
         self._sockets: OrderedDict[str, SocketTap] = OrderedDict()
+        self._channels: OrderedDict[str, ChannelTap] = OrderedDict()  # MCP servers' GET streams
         self._hosts: OrderedDict[str, bool] = OrderedDict()
         self._missed: Counter[str] = Counter()  # flows that arrived while inspection restarted
         self.budget = Budget(BY_NAME["tooltap_memory_budget"].default)
@@ -335,13 +357,13 @@ class Tooltap:
 
     @_guarded
     def request(self, flow: http.HTTPFlow) -> None:
-        api = detect_api(flow.request.method, flow.request.path)
+        api: Api | None = "mcp" if mcp_server(flow.request, ctx.options.tooltap_mcp_hosts) else None
         if api is None:
-            if not mcp_server(flow.request, ctx.options.tooltap_mcp_hosts):
+            api = detect_api(flow.request.method, flow.request.path)
+            if api is None or not self._watched(
+                flow.client_conn.proxy_mode, flow.request.pretty_host
+            ):
                 return
-            api = "mcp"
-        elif not self._watched(flow.client_conn.proxy_mode, flow.request.pretty_host):
-            return
         self._flows[flow.id] = _Pending(api, flow.client_conn.id)
         if len(self._flows) > MAX_TRACKED:
             _, forgotten = self._flows.popitem(last=False)
@@ -356,8 +378,15 @@ class Tooltap:
             return
         pending = self._flows.get(flow.id)
         if pending is None:
+            if not response.stream and mcp_stream(flow, ctx.options.tooltap_mcp_hosts):
+                # The session's channel: read piece by piece while it stays open.
+                tap = ChannelTap(flow, self._hand_over_part, self.budget, self._tap_error)
+                self._channels[flow.id] = response.stream = tap
+                if len(self._channels) > MAX_SOCKETS:
+                    _, oldest = self._channels.popitem(last=False)
+                    oldest.end()  # followed no further: what it owes is said now
             # Not inspected, still never held: a stream flows event by event (I1).
-            if not response.stream and unbounded(flow):
+            elif not response.stream and unbounded(flow):
                 response.stream = True
             return
         limit = ctx.options.tooltap_max_body
@@ -380,11 +409,13 @@ class Tooltap:
     @_guarded
     def response(self, flow: http.HTTPFlow) -> None:
         self._finish(flow)
+        self._end_channel(flow)
 
     @_guarded
     def error(self, flow: http.HTTPFlow) -> None:
         # Clients often hang up right after the last event: finish here too.
         self._finish(flow)
+        self._end_channel(flow)
         if flow.id in self._sockets:
             self.websocket_end(flow)
 
@@ -411,6 +442,19 @@ class Tooltap:
         tap = self._sockets.pop(flow.id, None)
         if tap is not None:
             self._hand_over_batch(tap, tap.batch(ended=True))
+
+    def _end_channel(self, flow: http.HTTPFlow) -> None:
+        tap = self._channels.pop(flow.id, None)
+        if tap is not None:
+            tap.end()
+
+    def _hand_over_part(self, record: Record) -> bool:
+        """A piece of an MCP server's GET stream; it counts as no flow of its own."""
+        self._bodies += record.held
+        if self.inspection is None or not self.inspection.worker.submit(record):
+            self._release(record)
+            return False
+        return True
 
     def _hand_over_batch(self, tap: SocketTap, record: Record) -> None:
         self._bodies += record.held

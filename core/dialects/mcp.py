@@ -1,9 +1,12 @@
-"""MCP over Streamable HTTP (api "mcp"): the tool server's half of the tool loop, read passively.
+"""MCP (api "mcp"): the tool server's half of the tool loop, read passively.
 
-The client POSTs JSON-RPC 2.0 to one endpoint (a message, or a batch in protocol 2025-03-26);
-the server answers with application/json, or with a text/event-stream of JSON-RPC messages in
-which its own requests and notifications may come before the response. No path says MCP: the
-proxy watches the hosts it is told are MCP servers, and `looks_like_jsonrpc` on the request.
+Streamable HTTP: the client POSTs JSON-RPC 2.0 to one endpoint (a message, or a batch in
+protocol 2025-03-26); the server answers with application/json, or with a text/event-stream of
+JSON-RPC messages in which its own requests and notifications may come before the response.
+The legacy HTTP+SSE transport (2024-11-05) answers each POST 202 and sends the response on the
+session's GET stream: Channels (at the end of this module) pairs the two halves into the same
+exchange. No path says MCP: the proxy watches the hosts it is told are MCP servers, and on a
+recording a JSON-RPC body says it (`is_jsonrpc`), whatever its path.
 
 An exchange is no model turn: a tools/call is one call and its result. What checks it was said
 earlier in the session (initialize named the server, tools/list gave the schemas), which the
@@ -16,20 +19,32 @@ alarm:
   tooltap does not read, or on another replica, and a server without sessions may list other
   tools to another client;
 - a result is checked against the tool's outputSchema unless it is flagged isError, as the
-  SDK's own client does (the specification binds structured results, not failures).
+  SDK's own client does (the specification binds structured results, not failures);
+- an answer that is not yet the result is no result: a task handle (the 2025-11-25
+  CreateTaskResult, fastmcp 2.14's `_meta`, the 2026 tasks extension), whose result tasks/result
+  or a finished tasks/get brings later and is checked then, against the same tool; and protocol
+  2026-07-28's `resultType: input_required`, after which the client calls again (a retry that
+  carries inputResponses is the same call, counted once).
+Protocol 2026-07-28 has no initialize and no session: server/discover, and the serverInfo each
+result carries in `_meta`, name the server, and the endpoint's list is what calls are checked
+against (never unlisted-tool: another client may be listed other tools).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 from ..arguments import SchemaError, ValidatorCache, diagnose, validate
 from ..errors import ApiError
-from ..jsontext import dumps
+from ..jsontext import dumps, loads
 from ..loop import REPAIRS, LoopError, LoopReport, ToolResult
 from ..served import ListedTool, Served, TaskCall, ToolServer
 from ..shapes import as_dict, as_list, as_str
+from ..sse import SSEDecoder
 from ..turn import Tool, ToolCall, Turn
 from .base import Dialect, Prior
 
@@ -63,6 +78,15 @@ def looks_like_jsonrpc(body: bytes) -> bool:
 def recognise_body(method: str, body: bytes) -> bool:
     """A POST whose body is JSON-RPC. Pure."""
     return method.upper() == "POST" and looks_like_jsonrpc(body)
+
+
+def is_jsonrpc(method: str, body: bytes) -> bool:
+    """A POST whose body parses as a JSON-RPC 2.0 message or batch: what no model API sends,
+    so it is MCP whatever its path says (the legacy transport POSTs to .../messages). Pure."""
+    if not recognise_body(method, body):
+        return False
+    value, error = loads(body)
+    return error is None and any(m.get("jsonrpc") == "2.0" for m in messages_of(value))
 
 
 def messages_of(value: Any) -> list[Mapping[str, Any]]:
@@ -439,3 +463,227 @@ DIALECT = Dialect(
     recognise_body=recognise_body,
     serve=serve,
 )
+
+
+# --- the legacy HTTP+SSE transport (protocol 2024-11-05) ---------------------------------
+#
+# The client opens `GET /sse` (`Accept: text/event-stream`); the server's first event is
+# `event: endpoint`, whose data is the path to POST to with the session in its query
+# (`/messages/?session_id=...` from the Python SDK, `/message?sessionId=...` from the
+# TypeScript SDK). Every client message is POSTed there and answered `202 Accepted`; the
+# JSON-RPC responses, and the server's own requests and notifications, arrive on the GET
+# stream as `event: message`. A request and its response are paired by JSON-RPC id within the
+# session, and each pair becomes one Exchange, as if the POST had been answered with that
+# event: serve() then reads it as any Streamable HTTP exchange.
+#
+# Either half may come first: live, a response can reach the inspector before the POST it
+# answers (the 202 ends later), and in a recording the GET stream ends, and so is stored, after
+# every POST of its session. So a 202 to a request waits for its response, and a response for
+# its request, each bounded in number and bytes; what never met its other half is said when
+# the stream ends (or at close()), never dropped in silence.
+
+MAX_WAITING = 1_000  # requests awaiting their response, and responses their request, each
+MAX_BYTES = 16 << 20  # ... and the bytes they hold together
+MAX_STREAMS = 1_000  # session streams followed at once; past it the oldest is let go
+ANSWERED_ON_STREAM = 202  # what a legacy POST is answered with: the response comes on the stream
+NEVER_ANSWERED = "its response never came on the session's stream (the stream ended first)"
+LET_GO = "tooltap stopped waiting for its response on the session's stream (too many waiting)"
+_SSE = {"content-type": "text/event-stream"}
+
+
+@dataclass(frozen=True, slots=True)
+class Paired:
+    """One exchange made of a POSTed request and the response the session's stream carried;
+    `unanswered` says why no response is in it, when none is."""
+
+    exchange: Any  # an Exchange (inspection imports this module, so it cannot import it back)
+    unanswered: str | None = None
+
+
+def _endpoint(url: str) -> str:
+    """Where a POST went, as the endpoint event names it: path and query, no origin (a
+    recording may spell the host another way than the stream's URL). Pure."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    return f"{parts.path}?{parts.query}" if parts.query else parts.path
+
+
+def _rpc_id(message: Mapping[str, Any]) -> str | None:
+    value = message.get("id")
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return f"{type(value).__name__}:{value}"  # 1 and "1" are two ids
+    return None
+
+
+def is_response(message: Mapping[str, Any]) -> bool:
+    return "method" not in message and ("result" in message or "error" in message)
+
+
+def _event_bytes(data: str) -> bytes:
+    """One SSE message event carrying data, as the server wrote it."""
+    lines = "".join(f"data: {line}\n" for line in data.split("\n"))
+    return f"event: message\n{lines}\n".encode()
+
+
+@dataclass(slots=True)
+class _Waiting:
+    exchange: Any  # the POST's Exchange
+    message: Mapping[str, Any]
+    size: int
+
+
+class _Stream:
+    """One GET stream: its decoder, and the endpoint its first event named."""
+
+    __slots__ = ("decoder", "endpoint", "url")
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.decoder = SSEDecoder()
+        self.endpoint: str | None = None
+
+
+class Channels:
+    """The legacy sessions in flight: streams by key, requests and responses waiting by
+    (endpoint, JSON-RPC id). Not thread-safe: one owner."""
+
+    def __init__(self, waiting: int = MAX_WAITING, limit: int = MAX_BYTES) -> None:
+        self.waiting = waiting
+        self.limit = limit
+        self.held = 0
+        self._streams: OrderedDict[str, _Stream] = OrderedDict()
+        self._requests: OrderedDict[tuple[str, str], _Waiting] = OrderedDict()
+        self._responses: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._requests) + len(self._responses)
+
+    def posted(self, exchange: Any, request: Any) -> list[Paired] | None:
+        """A POST to an MCP server and its parsed body. None: not one the session's stream
+        answers (inspect it as it is); else the exchanges it completes, maybe none yet."""
+        if exchange.status != ANSWERED_ON_STREAM:
+            return None
+        asked = [m for m in messages_of(request) if isinstance(m.get("method"), str)]
+        asked = [m for m in asked if _rpc_id(m) is not None]
+        if not asked:
+            return None  # notifications and answers: the 202 is the whole of it
+        endpoint = _endpoint(exchange.url)
+        paired: list[Paired] = []
+        for message in asked:
+            key = (endpoint, _rpc_id(message) or "")
+            response = self._responses.pop(key, None)
+            if response is not None:
+                self.held -= response[1]
+                paired.append(Paired(_exchange(exchange, message, response[0])))
+                continue
+            size = len(exchange.request_body) // len(asked)
+            stale = self._requests.pop(key, None)
+            if stale is not None:  # the same id again: the first is not answered now
+                self.held -= stale.size
+                paired.append(Paired(_exchange(stale.exchange, stale.message), NEVER_ANSWERED))
+            self._requests[key] = _Waiting(exchange, message, size)
+            self.held += size
+        return paired + self._trim()
+
+    def stream(
+        self, key: str, url: str, data: bytes, *, ended: bool = False, lost: bool = False
+    ) -> list[Paired]:
+        """Bytes of a GET stream on an MCP server (key: which stream), cut anywhere; ended: it
+        closed after them; lost: bytes before them went by unread (the event they cut is
+        dropped, and reading starts again at the next). The exchanges its responses complete."""
+        stream = self._streams.get(key)
+        if stream is None:
+            stream = self._streams[key] = _Stream(url)
+        elif lost:
+            stream.decoder = SSEDecoder()
+        self._streams.move_to_end(key)
+        events = stream.decoder.feed(data)
+        if ended:
+            events += stream.decoder.close()
+        paired: list[Paired] = []
+        for event in events:
+            if event.event == "endpoint" and stream.endpoint is None:
+                stream.endpoint = _endpoint(urljoin(stream.url, event.data.strip()))
+            elif event.event in ("message", "") and stream.endpoint is not None:
+                paired += self._received(stream.endpoint, event.data)
+        if ended:
+            del self._streams[key]
+            paired += self._ended(stream.endpoint)
+        while len(self._streams) > MAX_STREAMS:
+            _, oldest = self._streams.popitem(last=False)
+            paired += self._ended(oldest.endpoint)
+        return paired + self._trim()
+
+    def close(self) -> list[Paired]:
+        """Everything still waiting, said: the end of a recording."""
+        paired = [
+            Paired(_exchange(w.exchange, w.message), NEVER_ANSWERED)
+            for w in self._requests.values()
+        ]
+        self._requests.clear()
+        self._responses.clear()
+        self._streams.clear()
+        self.held = 0
+        return paired
+
+    def _received(self, endpoint: str, data: str) -> list[Paired]:
+        value, error = loads(data)
+        if error is not None:
+            return []
+        paired: list[Paired] = []
+        for message in messages_of(value):
+            rpc_id = _rpc_id(message)
+            if rpc_id is None or not is_response(message):
+                continue  # the server's own requests and notifications: no call of the client's
+            key = (endpoint, rpc_id)
+            waiting = self._requests.pop(key, None)
+            text = dumps(message) if isinstance(value, list) else data
+            if waiting is not None:
+                self.held -= waiting.size
+                paired.append(Paired(_exchange(waiting.exchange, waiting.message, text)))
+            else:
+                stale = self._responses.pop(key, None)
+                self.held += len(text) - (stale[1] if stale else 0)
+                self._responses[key] = (text, len(text))
+        return paired
+
+    def _ended(self, endpoint: str | None) -> list[Paired]:
+        """The session's stream closed: its requests will get no response."""
+        if endpoint is None:
+            return []
+        paired = []
+        for key in [k for k in self._requests if k[0] == endpoint]:
+            waiting = self._requests.pop(key)
+            self.held -= waiting.size
+            paired.append(Paired(_exchange(waiting.exchange, waiting.message), NEVER_ANSWERED))
+        for key in [k for k in self._responses if k[0] == endpoint]:
+            self.held -= self._responses.pop(key)[1]
+        return paired
+
+    def _trim(self) -> list[Paired]:
+        """Past the bounds, the oldest waiting go: a request said, a response dropped."""
+        paired = []
+        while self._requests and (len(self._requests) > self.waiting or self.held > self.limit):
+            _, waiting = self._requests.popitem(last=False)
+            self.held -= waiting.size
+            paired.append(Paired(_exchange(waiting.exchange, waiting.message), LET_GO))
+        while self._responses and (len(self._responses) > self.waiting or self.held > self.limit):
+            _, (_, size) = self._responses.popitem(last=False)
+            self.held -= size
+        return paired
+
+
+def _exchange(posted: Any, message: Mapping[str, Any], response: str | None = None) -> Any:
+    """The POST's exchange with one of its requests, answered by the stream's event (or not)."""
+    return posted.model_copy(
+        update={
+            "request_body": dumps(message).encode(),
+            "request_headers": {
+                k: v for k, v in posted.request_headers.items() if k.lower() != "content-encoding"
+            },
+            "response_headers": _SSE if response is not None else {},
+            "response_body": _event_bytes(response) if response is not None else b"",
+        }
+    )

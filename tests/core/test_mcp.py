@@ -251,12 +251,17 @@ def test_a_batch_answers_each_call_by_its_id():
     assert [(r.call_id, r.outcome) for r in verdict.tool_results] == [("7", "ok"), ("x8", "error")]
 
 
-def test_mcp_is_recognised_by_its_body_only_where_no_path_names_an_api():
+def test_mcp_is_recognised_by_its_json_rpc_body_whatever_the_path():
     body = json.dumps(rpc("tools/list")).encode()
     assert detect_api("POST", URL, body) == "mcp"
     assert detect_api("POST", URL) is None  # the proxy asks with no body
     assert detect_api("GET", URL, body) is None
-    assert detect_api("POST", "https://api.openai.com/v1/responses", body) == "responses"
+    # The legacy transport POSTs to .../messages: JSON-RPC is no Anthropic request.
+    assert detect_api("POST", "http://tools.example.com/messages/?session_id=ab", body) == "mcp"
+    assert detect_api("POST", "https://api.anthropic.com/v1/messages", body) == "mcp"
+    # A model request that merely holds the word (a tool's property) stays the path's.
+    named = {"model": "m", "tools": [{"input_schema": {"properties": {"jsonrpc": {}}}}]}
+    assert detect_api("POST", "https://x/v1/messages", json.dumps(named).encode()) == "messages"
     assert detect_api("POST", URL, b'{"model": "x"}') is None
     assert mcp.looks_like_jsonrpc(b'  [{"jsonrpc": "2.0"}]')
     assert not mcp.looks_like_jsonrpc(b'"jsonrpc"')
