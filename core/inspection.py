@@ -329,6 +329,10 @@ def served_session(exchange: Exchange) -> str | None:
     return session_tag(named or query_session(exchange.url))
 
 
+def _streamed(exchange: Exchange) -> bool:
+    return "text/event-stream" in header(exchange.response_headers, "content-type").lower()
+
+
 def _inspect_served(
     api: Api,
     exchange: Exchange,
@@ -356,7 +360,11 @@ def _inspect_served(
         return Verdict(
             **found | {"outcome": "upstream_error", "reason": "no response from the upstream"}
         )
-    response = _read_response(api, exchange, max_decoded) if exchange.response_body else _Body()
+    # 202 Accepted is the whole answer to a notification, and to a legacy POST whose response
+    # comes on the session's stream; its short body ("Accepted") is no JSON-RPC to read.
+    accepted = exchange.status == 202 and not _streamed(exchange)
+    read = exchange.response_body and not accepted
+    response = _read_response(api, exchange, max_decoded) if read else _Body()
     if response.empty:  # a client that cancelled, or a server cut off: not an unreadable answer
         response = _Body(stream=True, complete=False)
     found["stream"] = response.stream

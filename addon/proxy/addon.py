@@ -112,6 +112,21 @@ def _upstream_failed(flow: http.HTTPFlow) -> bool:
     return flow.client_conn.state == ConnectionState.OPEN
 
 
+def _recorded(flow: http.HTTPFlow, passed: Sequence[bytes | bytearray]) -> None:
+    """A streamed body the client hung up on is kept in the flow as it passed, when the user
+    stores streamed bodies: mitmproxy keeps its own copy only for a stream that ended well, and
+    SDK clients close a stream as soon as they have its answer (or their session). The flow's
+    record only: what went over the wire is done by now."""
+    response = flow.response
+    if (
+        flow.error is not None
+        and response is not None
+        and not response.raw_content
+        and ctx.options.store_streamed_bodies
+    ):
+        response.raw_content = b"".join(passed) or response.raw_content
+
+
 def _guarded(hook: Callable[..., None]) -> Callable[..., None]:
     """Count, log, never raise: an exception in a hook must not reach mitmproxy's flow."""
 
@@ -380,7 +395,8 @@ class Tooltap:
         if pending is None:
             if not response.stream and mcp_stream(flow, ctx.options.tooltap_mcp_hosts):
                 # The session's channel: read piece by piece while it stays open.
-                tap = ChannelTap(flow, self._hand_over_part, self.budget, self._tap_error)
+                keep = ctx.options.tooltap_max_body if ctx.options.store_streamed_bodies else 0
+                tap = ChannelTap(flow, self._hand_over_part, self.budget, self._tap_error, keep)
                 self._channels[flow.id] = response.stream = tap
                 if len(self._channels) > MAX_SOCKETS:
                     _, oldest = self._channels.popitem(last=False)
@@ -447,6 +463,7 @@ class Tooltap:
         tap = self._channels.pop(flow.id, None)
         if tap is not None:
             tap.end()
+            _recorded(flow, [tap.copy])
 
     def _hand_over_part(self, record: Record) -> bool:
         """A piece of an MCP server's GET stream; it counts as no flow of its own."""
@@ -505,6 +522,7 @@ class Tooltap:
                 record.skipped = "response body above tooltap_max_body"
             elif pending.tap is not None:
                 record.chunks, record.held = pending.tap.hand_over()
+                _recorded(flow, record.chunks)
             elif response.raw_content is None:
                 # Never kept: the exchange broke off before the body was
                 # complete, or mitmproxy switched to streaming after our

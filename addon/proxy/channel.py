@@ -27,16 +27,23 @@ class ChannelTap:
         hand_over: Callable[[Record], bool],
         budget: Budget,
         on_error: Callable[[BaseException], None],
+        keep: int = 0,
     ) -> None:
         self.flow = flow
         self._hand_over = hand_over
         self._budget = budget
         self._on_error = on_error
         self.lost = False  # a piece went by unread since the last one handed over
+        # The bytes that passed, up to `keep`, for the recording (store_streamed_bodies): a
+        # client that hangs up leaves mitmproxy's own copy out of the flow.
+        self.keep = keep
+        self.copy = bytearray()
 
     def __call__(self, data: bytes) -> bytes:
         try:
             if data:
+                if len(self.copy) + len(data) <= self.keep:
+                    self.copy += data
                 if self._budget.take(len(data)):
                     self.lost = not self._hand_over(self._record([data], len(data)))
                 else:

@@ -23,10 +23,10 @@ import psutil
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from support.mcp_server import CHATTY_PAUSE
+from support.mcp_server import CHATTY_PAUSE, running
 from support.prom import sample, scrape
 
-from tooltap.addon.harness.launch import Proxy, free_port
+from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.options import BY_NAME
 from tooltap.core.findings import findings
 
@@ -42,25 +42,8 @@ TAG = re.compile(r"[0-9a-f]{16}")
 
 @pytest.fixture(scope="module")
 def server():
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
-            break
-        except httpx.TransportError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError("the MCP server did not start") from None
-            time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    process.terminate()
-    process.wait(10)
+    with running() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
