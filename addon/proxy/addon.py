@@ -112,6 +112,11 @@ def _upstream_failed(flow: http.HTTPFlow) -> bool:
     return flow.client_conn.state == ConnectionState.OPEN
 
 
+def _storing_streams() -> bool:
+    """mitmproxy's store_streamed_bodies (an option of its proxy server: absent elsewhere)."""
+    return bool(getattr(ctx.options, "store_streamed_bodies", False))
+
+
 def _recorded(flow: http.HTTPFlow, passed: Sequence[bytes | bytearray]) -> None:
     """A streamed body the client hung up on is kept in the flow as it passed, when the user
     stores streamed bodies: mitmproxy keeps its own copy only for a stream that ended well, and
@@ -122,7 +127,7 @@ def _recorded(flow: http.HTTPFlow, passed: Sequence[bytes | bytearray]) -> None:
         flow.error is not None
         and response is not None
         and not response.raw_content
-        and ctx.options.store_streamed_bodies
+        and _storing_streams()
     ):
         response.raw_content = b"".join(passed) or response.raw_content
 
@@ -395,7 +400,7 @@ class Tooltap:
         if pending is None:
             if not response.stream and mcp_stream(flow, ctx.options.tooltap_mcp_hosts):
                 # The session's channel: read piece by piece while it stays open.
-                keep = ctx.options.tooltap_max_body if ctx.options.store_streamed_bodies else 0
+                keep = ctx.options.tooltap_max_body if _storing_streams() else 0
                 tap = ChannelTap(flow, self._hand_over_part, self.budget, self._tap_error, keep)
                 self._channels[flow.id] = response.stream = tap
                 if len(self._channels) > MAX_SOCKETS:

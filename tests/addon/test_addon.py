@@ -428,6 +428,38 @@ async def test_a_client_that_hangs_up_before_any_answer_is_client_gone_not_upstr
     assert harness.value("tooltap_flows_total", api="chat", outcome="upstream_error") == 0
 
 
+async def test_an_mcp_get_stream_is_read_piece_by_piece_and_pairs_its_posts(harness):
+    harness.tctx.configure(harness.addon, tooltap_mcp_hosts=["tools.example.com"])
+    stream = make_flow("/sse", None, b"", headers=tuple(SSE.items()), host="tools.example.com",
+                       method="GET")  # fmt: skip
+    harness.addon.request(stream)
+    harness.addon.responseheaders(stream)
+    tap = stream.response.stream
+    assert callable(tap)
+    endpoint = b"event: endpoint\ndata: /messages/?session_id=s9\n\n"
+    assert tap(endpoint) == endpoint
+    call = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "t0"}}
+    post = make_flow("/messages/?session_id=s9", call, b"Accepted", host="tools.example.com",
+                     headers=(("content-type", "text/plain"),))  # fmt: skip
+    post.response.status_code = 202
+    await harness.cycle(post)
+    answer = b'event: message\ndata: {"jsonrpc":"2.0","id":4,"result":{"content":[]}}\n\n'
+    assert tap(answer[:20]) + tap(answer[20:]) == answer  # handed over as it passes
+    assert harness.addon.flush(5)
+    (turn,) = [e for e in harness.events() if e["event"] == "turn"]
+    assert (turn["api"], turn["path"], turn["rpc"], turn["stream"], turn["reason"]) == (
+        "mcp",
+        "/messages/",
+        ["tools/call"],
+        True,
+        None,
+    )
+    stream.error = tflow.terr("Client disconnected.")
+    harness.addon.error(stream)
+    assert harness.addon.flush(5)
+    assert len([e for e in harness.events() if e["event"] == "turn"]) == 1  # no flow of its own
+
+
 async def test_a_body_mitmproxy_starts_streaming_after_our_hook_is_skipped_not_unparseable(harness):
     # Regression: stream_large_bodies on a chunked body switches to streaming
     # after responseheaders; the body was never seen, and used to be logged as

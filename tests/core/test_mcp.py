@@ -604,3 +604,101 @@ def test_server_discover_names_the_server_and_an_input_required_answer_is_no_res
     # Without a session the list may be another client's: an unknown name is no finding.
     unknown = call(first.tool_server, "zz", {}, session="")
     assert (unknown.loop_errors, unknown.server) == ([], "modern 2.3.0")
+
+
+# --- the legacy HTTP+SSE transport: Channels pairs POSTs with the stream's responses -------
+
+
+BASE = "http://tools.example.com:8000"
+POSTS = f"{BASE}/messages/?session_id=ab12"
+
+
+def posted(message: dict[str, Any]) -> tuple[Exchange, dict[str, Any]]:
+    post = Exchange(
+        method="POST",
+        url=POSTS,
+        request_body=json.dumps(message).encode(),
+        status=202,
+        response_headers={"content-type": "text/plain"},
+        response_body=b"Accepted",
+        api="mcp",
+    )
+    return post, message
+
+
+def event(message: dict[str, Any], name: str = "message") -> bytes:
+    return f"event: {name}\ndata: {json.dumps(message)}\n\n".encode()
+
+
+ENDPOINT = b"event: endpoint\ndata: /messages/?session_id=ab12\n\n"
+
+
+def test_a_post_and_its_answer_on_the_stream_pair_whichever_comes_first():
+    init = rpc("initialize", 1)
+    reply = answer(1, {"serverInfo": {"name": "legacy", "version": "1"}, "capabilities": {}})
+    for post_first in (True, False):
+        channels = mcp.Channels()
+        assert channels.stream("get", f"{BASE}/sse", b": ping\n\n" + ENDPOINT) == []
+        if post_first:
+            assert channels.posted(*posted(init)) == []
+            wire = event(reply)  # cut anywhere: the answer is whole only with its last byte
+            assert channels.stream("get", f"{BASE}/sse", wire[:9]) == []
+            (pair,) = channels.stream("get", f"{BASE}/sse", wire[9:])
+        else:
+            assert channels.stream("get", f"{BASE}/sse", event(reply)) == []
+            (pair,) = channels.posted(*posted(init))
+        assert pair.unanswered is None and len(channels) == 0
+        verdict = inspect(pair.exchange)
+        assert (verdict.rpc, verdict.server, verdict.stream, verdict.status) == (
+            ["initialize"],
+            "legacy 1",
+            True,
+            202,
+        )
+        assert verdict.session == session_tag("ab12")  # the session the POST's query names
+
+
+def test_a_notification_is_its_202_and_a_request_never_answered_is_said_when_the_stream_ends():
+    channels = mcp.Channels()
+    channels.stream("get", f"{BASE}/sse", ENDPOINT)
+    notice = rpc("notifications/initialized", None)
+    assert channels.posted(*posted(notice)) is None  # inspected as it is: 202 is all of it
+    alone = inspect(posted(notice)[0])
+    assert (alone.outcome, alone.reason, alone.rpc) == (
+        "inspected",
+        None,
+        ["notifications/initialized"],
+    )
+    assert channels.posted(*posted(rpc("tools/call", 7, name="t0", arguments={}))) == []
+    # The server's own messages on the stream answer nothing of the client's.
+    request = {"jsonrpc": "2.0", "id": 7, "method": "roots/list"}
+    assert channels.stream("get", f"{BASE}/sse", event(request)) == []
+    (cut,) = channels.stream("get", f"{BASE}/sse", b"", ended=True)
+    assert cut.unanswered == mcp.NEVER_ANSWERED
+    assert [c.name for c in inspect(cut.exchange).calls] == ["t0"]
+    assert len(channels) == 0
+
+
+def test_a_recording_pairs_posts_stored_before_their_stream_and_what_waits_is_said_at_close():
+    channels = mcp.Channels()
+    for n in (1, 2, 3):
+        assert channels.posted(*posted(rpc("tools/call", n, name="t0", arguments={}))) == []
+    stream = ENDPOINT + event(answer(2, {"content": []})) + event(answer(1, {"content": []}))
+    paired = channels.stream(f"{BASE}/sse", f"{BASE}/sse", stream)
+    assert [json.loads(p.exchange.request_body)["id"] for p in paired] == [2, 1]  # stream order
+    (left,) = channels.close()
+    assert (json.loads(left.exchange.request_body)["id"], left.unanswered) == (
+        3,
+        mcp.NEVER_ANSWERED,
+    )
+
+
+def test_what_waits_is_bounded_and_a_lost_piece_restarts_the_reading():
+    channels = mcp.Channels(waiting=2)
+    said = [p for n in range(4) for p in channels.posted(*posted(rpc("ping", n))) or []]
+    assert [p.unanswered for p in said] == [mcp.LET_GO] * 2 and len(channels) == 2
+    channels = mcp.Channels()
+    channels.stream("get", f"{BASE}/sse", ENDPOINT + b'event: message\ndata: {"jsonr')
+    channels.posted(*posted(rpc("ping", 5)))
+    (pair,) = channels.stream("get", f"{BASE}/sse", event(answer(5, {})), lost=True)
+    assert pair.unanswered is None
