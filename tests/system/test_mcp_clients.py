@@ -12,17 +12,15 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import mcp_types as types
 import psutil
 import pytest
 from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
+from support.mcp_client import attempt, in_session
 from support.mcp_server import CHATTY_PAUSE, running
 from support.prom import sample, scrape
 
@@ -57,28 +55,6 @@ def proxy(server, recorded):
     extra = ("--set", f"save_stream_file={recorded}", "--set", "store_streamed_bodies=true")
     with Proxy.tooltap([f"mcp:{server}"], "--log-format", "json", extra=extra) as running:
         yield running
-
-
-def in_session(url: str, work: Callable[[ClientSession], Awaitable[Any]]) -> Any:
-    """Run work in one MCP session of the SDK's own client."""
-
-    async def run() -> Any:
-        async with (
-            streamable_http_client(url) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            return await work(session)
-
-    return anyio.run(run)
-
-
-async def attempt(call: Awaitable[types.CallToolResult]) -> bool | str:
-    """A call's isError, or what the client raised (it validates structured results)."""
-    try:
-        return (await call).is_error
-    except Exception as exc:  # noqa: BLE001 - the client's refusal is the outcome here
-        return type(exc).__name__
 
 
 def picked(events: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:

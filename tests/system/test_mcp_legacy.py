@@ -13,14 +13,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from mcp.client.session import ClientSession
-from mcp.client.sse import sse_client
+from support.mcp_client import attempt, in_session
 from support.mcp_server import CHATTY_PAUSE, running
 
 from tooltap.addon.harness.launch import Proxy
@@ -49,23 +46,6 @@ def proxy(server, recorded):
         yield running_proxy
 
 
-def legacy_session(url: str, work: Callable[[ClientSession], Awaitable[Any]]) -> Any:
-    async def run() -> Any:
-        with anyio.fail_after(30):
-            async with sse_client(url) as (read, write), ClientSession(read, write) as session:
-                await session.initialize()
-                return await work(session)
-
-    return anyio.run(run)
-
-
-async def attempt(call: Awaitable[types.CallToolResult]) -> bool | str:
-    try:
-        return (await call).is_error
-    except Exception as exc:  # noqa: BLE001 - the client's refusal is the outcome here
-        return type(exc).__name__
-
-
 def test_a_legacy_session_runs_through_and_each_post_is_read_with_its_answer(proxy):
     mark = proxy.mark()
 
@@ -78,7 +58,7 @@ def test_a_legacy_session_runs_through_and_each_post_is_read_with_its_answer(pro
             await attempt(session.call_tool("chatty", {"n": 1})),  # notifications first
         ]
 
-    assert legacy_session(f"{proxy.url}/legacy/sse", work) == [False, True, True, False]
+    assert in_session(f"{proxy.url}/legacy/sse", work) == [False, True, True, False]
     turns = proxy.wait_for("turn", 7, since=mark)
     calls = proxy.wait_for("tool_call", 4, since=mark)
     results = proxy.wait_for("tool_result", 4, since=mark)
@@ -119,7 +99,7 @@ def test_a_slow_answer_on_the_stream_reaches_the_client_when_sent(proxy):
         )
         return anyio.current_time() - started, seen
 
-    took, seen = legacy_session(f"{proxy.url}/legacy/sse", work)
+    took, seen = in_session(f"{proxy.url}/legacy/sse", work)
     assert seen == ["progress"]  # the progress notification came before the result
     assert took >= CHATTY_PAUSE * 0.8
 

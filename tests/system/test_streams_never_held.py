@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
-from support.upstreams import CLOSE, RawUpstream, Request, Step, chunk, head
+from support.upstreams import CLOSE, RawUpstream, Request, Step, chunk, head, reply
 
 from tooltap.addon.harness.launch import Proxy
 
@@ -38,13 +38,9 @@ class LockStep:
 LOCKSTEP = LockStep()
 
 
-def ticking(request: Request) -> Iterator[Step]:
-    yield head(200, [("content-type", "text/event-stream"), ("transfer-encoding", "chunked")])
-    for n in range(TICKS):
-        if n:
-            yield TICK
-        yield chunk(EVENT % (n, n))
-    yield b"0\r\n\r\n"
+def ticking(kind: str, pieces: list[bytes]) -> Callable[[Request], Iterator[Step]]:
+    """A chunked body of these pieces, one every TICK."""
+    return lambda _request: reply(200, [("content-type", kind)], pieces, chunked=True, pause=TICK)
 
 
 def lockstep(request: Request) -> Iterator[Step]:
@@ -54,15 +50,6 @@ def lockstep(request: Request) -> Iterator[Step]:
         if n < TICKS - 1 and not LOCKSTEP.got.acquire(timeout=WAIT):
             LOCKSTEP.stalled = True  # the client never had event n: something held it
             break
-    yield b"0\r\n\r\n"
-
-
-def polling(request: Request) -> Iterator[Step]:
-    yield head(200, [("content-type", "application/json"), ("transfer-encoding", "chunked")])
-    for n in range(TICKS):
-        if n:
-            yield TICK
-        yield chunk(b'{"poll": %d}\n' % n)
     yield b"0\r\n\r\n"
 
 
@@ -76,7 +63,12 @@ def closing(request: Request) -> Iterator[Step]:
     yield CLOSE
 
 
-SCRIPTS = {"sse": ticking, "lockstep": lockstep, "poll": polling, "close": closing}
+SCRIPTS = {
+    "sse": ticking("text/event-stream", [EVENT % (n, n) for n in range(TICKS)]),
+    "poll": ticking("application/json", [b'{"poll": %d}\n' % n for n in range(TICKS)]),
+    "lockstep": lockstep,
+    "close": closing,
+}
 PATHS = {
     "sse": "/case/sse/mcp",
     "poll": "/case/poll/v1/responses/resp_1",  # a path tooltap reads (GET: a retrieval)
@@ -127,7 +119,7 @@ def test_each_event_reaches_the_client_before_the_server_sends_the_next(
     upstream, reverse, regular, mode
 ):
     client, base = client_for(mode, upstream, reverse, regular)
-    LOCKSTEP.stalled = False
+    LOCKSTEP.got, LOCKSTEP.stalled = threading.Semaphore(0), False
     events = 0
     with client, client.stream("GET", f"{base}/case/lockstep/mcp") as response:
         buffer = b""
@@ -151,9 +143,10 @@ def test_bytes_and_cadence_are_the_servers(upstream, reverse, regular, mode, cas
         proxied = timed(client, f"{base}{PATHS[case]}")
     assert b"".join(p for _, p in proxied) == b"".join(p for _, p in direct)
     # The first piece reached the client while the server still had TICKS-1 to send: the
-    # time from it to the last is the server's, never ~0 (a held stream arrives at once).
+    # time from it to the last is about the server's 1 s, never ~0 (a held stream arrives at
+    # once); the bound leaves room for a loaded machine that delivers the first one late.
     for pieces in (direct, proxied):
-        assert pieces[-1][0] - pieces[0][0] >= (TICKS - 1) * TICK * 0.8
+        assert pieces[-1][0] - pieces[0][0] >= (TICKS - 1) * TICK * 0.5
     spread = [round(p[-1][0] - p[0][0], 3) for p in (direct, proxied)]
     print(f"{case} {mode}: first to last piece, direct {spread[0]} s, proxied {spread[1]} s")
 
