@@ -106,7 +106,7 @@ async def run(size: Size) -> dict[str, Any]:
             tooltap = proxies["tooltap"]
             outcomes = {
                 o: tooltap.metric("tooltap_flows_total", outcome=o)
-                for o in ("inspected", "skipped", "unparseable", "upstream_error", "dropped")
+                for o in ("inspected", "skipped", "unparseable", "upstream_error", "client_gone", "dropped")
             }
             internal = tooltap.metric("tooltap_internal_errors_total")
             reloads = tooltap.reloads
