@@ -460,6 +460,23 @@ async def test_an_mcp_get_stream_is_read_piece_by_piece_and_pairs_its_posts(harn
     assert len([e for e in harness.events() if e["event"] == "turn"]) == 1  # no flow of its own
 
 
+async def test_on_an_mcp_host_mcp_wins_over_the_path_and_mcp_method_says_mcp(harness):
+    harness.tctx.configure(harness.addon, tooltap_mcp_hosts=["tools.example.com"])
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    legacy = make_flow("/messages/?session_id=s1", call, b"{}", host="tools.example.com")
+    modern = make_flow("/mcp", None, b"{}", host="tools.example.com")
+    modern.request.raw_content = b"\x1f\x8b compressed"  # no JSON-RPC to see at a glance
+    modern.request.headers["mcp-method"] = "tools/list"
+    anthropic = make_flow("/v1/messages", {"model": "m"}, b"{}", host="api.anthropic.com")
+    for flow in (legacy, modern, anthropic):
+        harness.addon.request(flow)
+    assert [harness.addon._flows[f.id].api for f in (legacy, modern, anthropic)] == [
+        "mcp",
+        "mcp",
+        "messages",
+    ]
+
+
 async def test_a_body_mitmproxy_starts_streaming_after_our_hook_is_skipped_not_unparseable(harness):
     # Regression: stream_large_bodies on a chunked body switches to streaming
     # after responseheaders; the body was never seen, and used to be logged as
