@@ -51,6 +51,7 @@ logger = logging.getLogger("tooltap")
 MAX_TRACKED = 100_000  # flows in flight; past it the oldest is forgotten and counted as dropped
 STREAMED = ("text/event-stream", "application/vnd.amazon.eventstream")
 MAX_SOCKETS = 10_000  # WebSockets followed at once; past it the oldest is let go
+MAX_CHANNELS = 10_000  # MCP servers' GET streams followed at once; past it the oldest is let go
 MAX_HOSTS = 10_000  # host decisions remembered (regular mode)
 GIVE_BACK_AFTER = 64 * MiB  # of bodies gone by before freed memory is worth giving back
 # What mitmproxy's error hook says when the client, not the upstream, ended an
@@ -403,7 +404,7 @@ class Tooltap:
                 keep = ctx.options.tooltap_max_body if _storing_streams() else 0
                 tap = ChannelTap(flow, self._hand_over_part, self.budget, self._tap_error, keep)
                 self._channels[flow.id] = response.stream = tap
-                if len(self._channels) > MAX_SOCKETS:
+                if len(self._channels) > MAX_CHANNELS:
                     _, oldest = self._channels.popitem(last=False)
                     oldest.end()  # followed no further: what it owes is said now
             # Not inspected, still never held: a stream flows event by event (I1).
