@@ -46,11 +46,13 @@ def python(*pins: str) -> Path:
             shutil.rmtree(venv, ignore_errors=True)
             base = getattr(sys, "_base_executable", sys.executable)
             subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=120)
-            subprocess.run(
+            done = subprocess.run(
                 [venv / "bin" / "python", "-m", "pip", "install", "--quiet",
                  "--disable-pip-version-check", *pins],
-                check=True, timeout=600,
+                capture_output=True, text=True, timeout=600, check=False,
             )  # fmt: skip
+            if done.returncode != 0:
+                raise RuntimeError(f"pip install {' '.join(pins)} failed:\n{done.stderr[-3000:]}")
             stamp.write_text("\n".join(pins))
     return venv / "bin" / "python"
 

@@ -22,7 +22,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,12 +85,17 @@ def wait_up(url: str, process: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture(scope="module")
 def envs() -> dict[str, Any]:
-    return {
-        "mcp1": sidevenv.python(*MCP1),
-        "fastmcp4": sidevenv.python(*FASTMCP4),
-        "main": Path(sys.executable),
-        "node": sidevenv.node_modules(),
-    }
+    # Made side by side the first time (pip and npm wait on the network and the disk).
+    with ThreadPoolExecutor(3) as pool:
+        mcp1 = pool.submit(sidevenv.python, *MCP1)
+        fastmcp4 = pool.submit(sidevenv.python, *FASTMCP4)
+        node = pool.submit(sidevenv.node_modules)
+        return {
+            "mcp1": mcp1.result(),
+            "fastmcp4": fastmcp4.result(),
+            "main": Path(sys.executable),
+            "node": node.result(),
+        }
 
 
 @pytest.fixture(scope="module")
@@ -141,25 +148,30 @@ def proxy(servers):
 def drive(case: Case, envs: dict[str, Any], *bases: str) -> list[tuple[list[list[str]], float]]:
     """One session of the case's client against each base, side by side: each session's calls'
     outcomes, and its wall time."""
-    started = time.monotonic()
-    sessions = []
-    for base in bases:
+    ran: dict[str, tuple[int, str, str, float]] = {}
+
+    def session(base: str) -> None:
         url = f"{base}{case.path}"
         if case.client == "node":
             command = ["node", str(envs["node"] / "drive.mjs"), url, case.scenario]
         else:
             command = [str(envs[case.venv]), str(SUPPORT / "mcp_drive.py"), case.client, url,
                        case.scenario]  # fmt: skip
-        sessions.append(
-            subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        )
-    done = []
-    for session in sessions:
-        out, err = session.communicate(timeout=90)
-        took = time.monotonic() - started
-        assert session.returncode == 0, err[-2000:]
-        done.append((json.loads(out.strip().splitlines()[-1])["calls"], took))
-    return done
+        started = time.monotonic()
+        done = subprocess.run(command, capture_output=True, text=True, timeout=90, check=False)
+        ran[base] = (done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+
+    threads = [threading.Thread(target=session, args=(base,)) for base in bases]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    outcomes = []
+    for base in bases:
+        code, out, err, took = ran[base]
+        assert code == 0, err[-2000:]
+        outcomes.append((json.loads(out.strip().splitlines()[-1])["calls"], took))
+    return outcomes
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
