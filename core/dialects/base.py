@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from .. import parallel, schema
 from ..arguments import ValidatorCache
@@ -122,7 +122,7 @@ class Dialect:
     streams: Callable[[str], bool] | None = None
     # Its streams' framing where the content type does not name it: "ndjson" (Ollama's, which
     # ollama.com sends as application/json).
-    framing: str | None = None
+    framing: Literal["ndjson"] | None = None
     # Why a rejected request was refused, read from the request and its path, where the API
     # refuses schemas whatever strict says (Gemini's Schema fields); else from strict tools.
     request_blockers: Callable[[Mapping[str, Any], str], list[str]] | None = None
