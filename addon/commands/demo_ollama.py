@@ -15,27 +15,6 @@ from typing import Any
 from ..harness.replay import Reply
 
 MODEL = "qwen3:8b"
-WEATHER = {
-    "type": "object",
-    "required": ["city", "country", "units"],
-    "properties": {
-        "city": {"type": "string"},
-        "country": {"type": "string"},
-        "units": {"type": "string", "enum": ["c", "f"]},
-    },
-}
-STOCK = {
-    "type": "object",
-    "required": ["ticker", "exchange"],
-    "properties": {"ticker": {"type": "string"}, "exchange": {"type": "string"}},
-}
-TOOLS = [
-    {"type": "function", "function": {"name": name, "description": text, "parameters": schema}}
-    for name, text, schema in (
-        ("get_weather", "Weather for a city", WEATHER),
-        ("get_stock_price", "A share's last price", STOCK),
-    )
-]
 ASK = "Weather in Tromsø and Bergen, and Equinor's share price?"
 # The last turn's calls (as ollama-python sends them back: no ids), and the one answer it got.
 EARLIER = [
@@ -82,8 +61,9 @@ def reply() -> Reply:
     return Reply(headers=[("content-type", "application/x-ndjson")], chunks=lines, delay=0.01)
 
 
-def chat(base_url: str, headers: Mapping[str, str]) -> list[Any]:
-    """The agent's next turn, streamed through the ollama client."""
+def chat(base_url: str, headers: Mapping[str, str], tools: list[dict[str, Any]]) -> list[Any]:
+    """The agent's next turn, streamed through the ollama client. The client sends each tool's
+    schema as its `Tool` model keeps it (no `strict`, no `additionalProperties`)."""
     import ollama  # noqa: PLC0415 - the SDKs are the demo extra
 
     client = ollama.Client(host=base_url, headers=dict(headers))
@@ -92,4 +72,4 @@ def chat(base_url: str, headers: Mapping[str, str]) -> list[Any]:
         {"role": "assistant", "content": "", "tool_calls": EARLIER},
         {"role": "tool", "tool_name": "get_weather", "content": "Tromsø: -3C, snow"},
     ]
-    return list(client.chat(model=MODEL, messages=history, tools=TOOLS, stream=True))
+    return list(client.chat(model=MODEL, messages=history, tools=tools, stream=True))

@@ -1039,7 +1039,7 @@ STEPS: list[Step] = [
         "Ollama's own API (the ollama client, NDJSON): two calls, one off its schema, after a"
         " history that answered one of two calls by tool_name",
         demo_ollama.reply(),
-        lambda c: demo_ollama.chat(c.base_url, c.headers),
+        lambda c: demo_ollama.chat(c.base_url, c.headers, chat_tools(strict=False)),
     ),
     Step(
         "mcp-tools",
