@@ -26,9 +26,10 @@ source), and what is read from it:
   llm/llama_server.go; a schema it cannot turn into a grammar is an error). Reading it as
   advisory would raise a false alarm on every such turn. What that grammar does not hold is
   said as a repair: the JSON Schema keywords its converter never reads (multipleOf,
-  uniqueItems, not, ...) and numeric bounds on a non-integer. docs/apis.md says where
-  Ollama's own source shows the format is not applied at all (its MLX engine), which the wire
-  does not show.
+  uniqueItems, not, ...), bounds on a number that may be fractional, and string formats it has no
+  rule for (email, uri, ...). docs/apis.md says where the format is not held at all, which
+  the request does not show: Ollama's MLX engine passes none to its runner, and a recorded
+  ollama.com answer in JSON mode came back fenced in Markdown.
 - The loop has no ids to go by in most traffic: ollama-python (and so LangChain's ChatOllama)
   drops a call's `id` and a result's `tool_call_id` before sending, and a result names its call
   by `tool_name` if at all. Ollama refuses no history, so only what is certain is reported:
@@ -225,9 +226,10 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
     for index in range(new_from, len(messages)):
         message = messages[index]
         if _role(message) == "tool":
-            if turn is None:
-                check.result(_result_name(message), index, _failed(message), check.where(index))
-                check.error("orphan-result", [_result_name(message)], index)
+            if turn is None:  # it follows no call
+                named = _result_name(message)
+                check.result(named, index, _failed(message), check.where(index))
+                check.error("orphan-result", [named] if named else [], index)
             else:
                 turn.answer(message, index)
             continue
@@ -297,7 +299,8 @@ class _Turn:
 # JSON Schema keywords that llama.cpp's json-schema-to-grammar never reads: a format schema's
 # grammar does not hold them. (It reads $ref, anyOf, oneOf, allOf, type, const, enum,
 # properties, required, additionalProperties, items, prefixItems, minItems, maxItems, pattern,
-# format, minLength, maxLength, and minimum and maximum on integers.)
+# minLength, maxLength, minimum and maximum on an integer, and the string formats below; the
+# same in the llama.cpp Ollama vendored from v0.9 to v0.24.)
 UNHELD = frozenset(
     {
         "multipleOf", "uniqueItems", "contains", "minContains", "maxContains",
@@ -306,6 +309,7 @@ UNHELD = frozenset(
         "unevaluatedProperties", "unevaluatedItems",
     }
 )  # fmt: skip
+HELD_FORMATS = frozenset({"date", "time", "date-time", "uuid", *(f"uuid{n}" for n in range(1, 6))})
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 _LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _MAPS = ("properties", "$defs", "definitions")
@@ -313,12 +317,18 @@ MAX_NODES = 10_000  # schema nodes walked; the work on one is bounded
 
 
 def unheld(schema: Any) -> list[str]:
-    """Where a format schema says what the grammar Ollama samples under does not hold. Pure."""
+    """Where a format schema says what the grammar Ollama samples under does not hold: a
+    keyword its converter never reads, a bound on a number that may be fractional, a string
+    format it has no rule for. Pure."""
     found: list[str] = []
     for path, node in _nodes(schema):
+        kind = node.get("type")
+        kinds = kind if isinstance(kind, list) else [kind]
         found += [f"{path}.{key}" for key in node if key in UNHELD]
-        if node.get("type") != "integer":
+        if "number" in kinds:
             found += [f"{path}.{key}" for key in _BOUNDS if key in node]
+        if isinstance(node.get("format"), str) and node["format"] not in HELD_FORMATS:
+            found.append(f"{path}.format")
     return found
 
 

@@ -205,6 +205,9 @@ def test_a_schema_beside_tools_leaves_their_arguments_unheld_and_what_the_gramma
             "price": {"type": "number", "minimum": 0},
             "count": {"type": "integer", "minimum": 1},
             "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+            "seen": {"type": "string", "format": "date-time"},
+            "mail": {"type": ["string", "null"], "format": "email"},
+            "ratio": {"type": ["number", "null"], "exclusiveMaximum": 1},
         },
         "not": {"required": ["x"]},
     }
@@ -214,7 +217,8 @@ def test_a_schema_beside_tools_leaves_their_arguments_unheld_and_what_the_gramma
         "validate tool arguments in your own handler: Ollama holds the format output to its "
         "schema, never a tool call's arguments (it has no strict tools).",
         "check these in your own code: the grammar Ollama samples the format under does not "
-        "hold them: $.not, $.properties.price.minimum, $.properties.tags.uniqueItems",
+        "hold them: $.not, $.properties.price.minimum, $.properties.tags.uniqueItems, "
+        "$.properties.mail.format, $.properties.ratio.exclusiveMaximum",
     ]
     alone = inspect(exchange(ask(format=WEATHER), ndjson(STREAM[4:])))
     assert (alone.format_state, alone.repairs) == ("enforced", [])
