@@ -405,6 +405,8 @@ def test_orphans_and_duplicates_are_what_answers_no_call_or_one_already_answered
     assert loop(one_too_many) == [("orphan-result", [], "messages.3")]
     after_text = history({"role": "assistant", "content": "Hi"}, tool(tool_name="get_weather"))
     assert loop(after_text) == [("orphan-result", ["get_weather"], "messages.2")]
+    nameless = history({"role": "assistant", "content": "Hi"}, tool())
+    assert loop(nameless) == [("orphan-result", [], "messages.2")]
 
 
 def test_only_the_newest_turn_is_reported_and_roles_are_read_as_the_server_lowercases_them():
