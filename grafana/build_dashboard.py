@@ -124,7 +124,9 @@ def variables() -> list[Any]:
             "API",
             "label_values(tooltap_flows_total, api)",
             "Which model API: responses (over HTTP or WebSocket), chat (Chat Completions),"
-            " messages (Anthropic) or realtime (the Realtime API).",
+            " messages (Anthropic, on Bedrock and Vertex AI too), realtime (the Realtime API),"
+            " converse (Bedrock Converse), gemini, ollama (Ollama's own API) or mcp (tool"
+            " servers).",
         ),
         label(
             "model",

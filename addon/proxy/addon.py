@@ -49,7 +49,7 @@ from .tap import StreamTap
 logger = logging.getLogger("tooltap")
 
 MAX_TRACKED = 100_000  # flows in flight; past it the oldest is forgotten and counted as dropped
-STREAMED = ("text/event-stream", "application/vnd.amazon.eventstream")
+STREAMED = ("text/event-stream", "application/vnd.amazon.eventstream", "application/x-ndjson")
 MAX_SOCKETS = 10_000  # WebSockets followed at once; past it the oldest is let go
 MAX_CHANNELS = 10_000  # MCP servers' GET streams followed at once; past it the oldest is let go
 MAX_HOSTS = 10_000  # host decisions remembered (regular mode)
@@ -164,9 +164,13 @@ def unbounded(flow: http.HTTPFlow) -> bool:
         return False
 
 
-def watched(mode: ProxyMode, host: str, hosts: Sequence[str]) -> bool:
-    """Is a flow followed: every flow of a reverse proxy, and on other modes those to these hosts."""
-    return isinstance(mode, ReverseMode) or any(fnmatch.fnmatch(host, p) for p in hosts)
+def watched(mode: ProxyMode, host: str, hosts: Sequence[str], port: int = 0) -> bool:
+    """Is a flow followed: every flow of a reverse proxy, and on other modes those to these hosts
+    (a pattern names a host, or a host:port: a user's own Ollama is localhost:11434)."""
+    address = f"{host}:{port}"
+    return isinstance(mode, ReverseMode) or any(
+        fnmatch.fnmatch(host, p) or fnmatch.fnmatch(address, p) for p in hosts
+    )
 
 
 def mcp_host(request: http.Request, hosts: Sequence[str]) -> bool:
@@ -206,7 +210,8 @@ def flow_api(flow: http.HTTPFlow, hosts: Sequence[str], mcp_hosts: Sequence[str]
         return "mcp"
     api = detect_api(request.method, request.path)
     if api is not None:
-        return api if watched(flow.client_conn.proxy_mode, request.pretty_host, hosts) else None
+        mode = flow.client_conn.proxy_mode
+        return api if watched(mode, request.pretty_host, hosts, request.port) else None
     return None
 
 
@@ -382,7 +387,7 @@ class Tooltap:
         if api is None:
             api = detect_api(flow.request.method, flow.request.path)
             if api is None or not self._watched(
-                flow.client_conn.proxy_mode, flow.request.pretty_host
+                flow.client_conn.proxy_mode, flow.request.pretty_host, flow.request.port
             ):
                 return
         self._flows[flow.id] = _Pending(api, flow.client_conn.id)
@@ -423,8 +428,9 @@ class Tooltap:
             or unbounded(flow)
             or streamed_path(pending.api, flow.request.path)
         ):
-            # A stream (SSE, AWS's event stream, any body of unknown length) must flow as it
-            # comes; a body mitmproxy already chose to stream (stream_large_bodies) is tapped.
+            # A stream (SSE, AWS's event stream, NDJSON, any body of unknown length) must flow
+            # as it comes; a body mitmproxy already chose to stream (stream_large_bodies) is
+            # tapped, not lost.
             pending.tap = StreamTap(limit, self._tap_error, self._fault, self.budget)
             response.stream = pending.tap
 
@@ -444,7 +450,10 @@ class Tooltap:
     @_guarded
     def websocket_start(self, flow: http.HTTPFlow) -> None:
         api = detect_socket(flow.request.path)
-        if api is None or not self._watched(flow.client_conn.proxy_mode, flow.request.pretty_host):
+        request = flow.request
+        if api is None or not self._watched(
+            flow.client_conn.proxy_mode, request.pretty_host, request.port
+        ):
             return
         self._sockets[flow.id] = SocketTap(api, flow)
         if len(self._sockets) > MAX_SOCKETS:
@@ -564,7 +573,7 @@ class Tooltap:
         if any(p.client == client.id for p in self._flows.values()):
             return  # a flow waits on this connection: its error hook counts it
         host, port = server.address or ("", 0)
-        if not self._watched(client.proxy_mode, host):
+        if not self._watched(client.proxy_mode, host, port):
             return
         record = Record(
             None,
@@ -574,13 +583,14 @@ class Tooltap:
         )
         self._hand_over(record)
 
-    def _watched(self, mode: ProxyMode, host: str) -> bool:
+    def _watched(self, mode: ProxyMode, host: str, port: int) -> bool:
         if isinstance(mode, ReverseMode):
             return True
-        decision = self._hosts.get(host)
+        address = f"{host}:{port}"
+        decision = self._hosts.get(address)
         if decision is None:
-            decision = watched(mode, host, ctx.options.tooltap_hosts)
-            self._hosts[host] = decision
+            decision = watched(mode, host, ctx.options.tooltap_hosts, port)
+            self._hosts[address] = decision
             if len(self._hosts) > MAX_HOSTS:
                 self._hosts.popitem(last=False)
         return decision
