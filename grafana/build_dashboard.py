@@ -468,7 +468,8 @@ def health_panels() -> list[Any]:
             " second. inspected: classified. skipped: body above tooltap_max_body, or"
             " tooltap_memory_budget full."
             " unparseable: not the expected JSON or stream. upstream_error: the API or network"
-            " failed. dropped: the inspection queue was full.",
+            " failed. client_gone: the client hung up before any answer. dropped: the"
+            " inspection queue was full.",
             [
                 query(
                     f"sum by (outcome) (rate(tooltap_flows_total{{{API}}}[$__rate_interval]))",

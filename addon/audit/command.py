@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from tooltap.core import parallel
+from tooltap.core import Verdict, parallel
 
 from ..inspection.session import Session
 from .budget import Baseline, parse_fail_on, parse_rate
@@ -169,20 +169,26 @@ def main(args: argparse.Namespace, out: Any = None) -> int:
         return 2
 
     session = Session()
+
+    def judged(done: list[tuple[Item, Verdict]]) -> None:
+        for item, verdict in done:
+            if verdict.outcome == "skipped":
+                if item.turn is not None:  # a turn a socket carried, said not inspected
+                    report.unreadable(replace(item, unreadable=verdict.reason), "skipped")
+                continue
+            report.verdict(item, verdict)
+
     try:
         for items, total, own_session in sources:
             if own_session:
+                judged([(Item.of(e), v) for e, v in session.finish()])
                 session = Session()
             for item in _progress(items, total):
                 if item.exchange is None:
                     report.unreadable(item)
                     continue
-                verdict = item.inspect(session)
-                if verdict.outcome == "skipped":
-                    if item.turn is not None:  # a turn a socket carried, said not inspected
-                        report.unreadable(replace(item, unreadable=verdict.reason), "skipped")
-                    continue
-                report.verdict(item, verdict)
+                judged(item.inspect(session))
+        judged([(Item.of(e), v) for e, v in session.finish()])
     except AccessError as exc:
         print(f"tooltap audit: {exc}", file=sys.stderr)
         return 2

@@ -60,6 +60,8 @@ def detect_api(method: str, url: str, body: bytes | None = None) -> Api | None:
     if path is None:
         return None
     by_path = next((d.api for d in DIALECTS.values() if d.recognise(method, path)), None)
+    if body is not None and by_path is not None and mcp.is_jsonrpc(method, body):
+        return "mcp"  # JSON-RPC is MCP's wherever it is POSTed (the legacy /messages/)
     if by_path is not None or body is None:
         return by_path
     return next(

@@ -51,7 +51,7 @@ LOOP_RULES = {
     "missing-thought-signature",
     "unlisted-tool",
 }
-FLOW_OUTCOMES = {"inspected", "skipped", "unparseable", "upstream_error", "dropped"}
+FLOW_OUTCOMES = {"inspected", "skipped", "unparseable", "upstream_error", "client_gone", "dropped"}
 
 # DESIGN.md's table: metric -> label -> allowed values (ANY when open).
 COUNTERS: dict[str, dict[str, set[str] | None]] = {

@@ -12,20 +12,31 @@ serves, on 127.0.0.1:PORT,
   pages (nextCursor):
   t0 returns structuredContent that breaks its outputSchema, t1 returns none though it declares
   one, t2 is right; an unknown tool is a JSON-RPC -32602 error;
-- /stateless/mcp: MCPServer without sessions, JSON answers: the same bytes for the same request.
+- /stateless/mcp: MCPServer without sessions, JSON answers: the same bytes for the same request;
+- /roots/mcp: the weather tools and `where`, which needs the client's roots (protocol
+  2026-07-28: answered input_required first);
+- /legacy/sse: MCPServer "weather-tools" on the legacy HTTP+SSE transport (2024-11-05): GET
+  /legacy/sse names /legacy/messages/?session_id=... to POST to, answered 202, the responses on
+  the GET stream.
+
+`running()` starts it in a child process for a test module.
 """
 
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Annotated
 
 import anyio
+import httpx
 import mcp_types as types
 import uvicorn
 from mcp.server.lowlevel.server import Server
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 from starlette.applications import Starlette
@@ -40,8 +51,22 @@ class Weather(BaseModel):
     conditions: str
 
 
-def weather_tools() -> MCPServer:
+def workspace() -> ListRoots:
+    """A resolver that asks the client for its roots (module level: the tool's annotation
+    names it, and annotations are evaluated in the module's namespace)."""
+    return ListRoots()
+
+
+def weather_tools(roots: bool = False) -> MCPServer:
     app = MCPServer("weather-tools", version="1.4.0")
+
+    if roots:
+
+        @app.tool()
+        async def where(folders: Annotated[types.ListRootsResult, Resolve(workspace)]) -> str:
+            """The client's first root: on protocol 2026-07-28 the server answers
+            input_required first, and the client calls again with its roots."""
+            return str(folders.roots[0].uri) if folders.roots else "none"
 
     @app.tool()
     def add(a: int, b: int) -> int:
@@ -124,6 +149,8 @@ def app() -> Starlette:
         "/stateless": weather_tools().streamable_http_app(
             streamable_http_path="/mcp", json_response=True, stateless_http=True
         ),
+        "/legacy": weather_tools().sse_app(),
+        "/roots": weather_tools(roots=True).streamable_http_app(streamable_http_path="/mcp"),
     }
 
     @contextlib.asynccontextmanager
@@ -136,6 +163,31 @@ def app() -> Starlette:
     return Starlette(
         routes=[Mount(path, app=mounted) for path, mounted in mounts.items()], lifespan=lifespan
     )
+
+
+@contextlib.contextmanager
+def running() -> Iterator[str]:
+    """This server in a child process on a free loopback port, until the block ends: its URL."""
+    from tooltap.addon.harness.launch import free_port
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, __file__, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+                break
+            except httpx.TransportError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the MCP server did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(10)
 
 
 if __name__ == "__main__":
