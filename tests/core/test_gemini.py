@@ -325,10 +325,15 @@ ARGUMENT_KEYS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]),
 ARGUMENTS = st.dictionaries(
     ARGUMENT_KEYS,
     st.recursive(
-        st.none() | st.booleans() | st.integers(-(10**6), 10**6)
-        | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
-        lambda inner: st.lists(inner, min_size=1, max_size=3)
-        | st.dictionaries(ARGUMENT_KEYS, inner, min_size=1, max_size=3),
+        st.none()
+        | st.booleans()
+        | st.integers(-(10**6), 10**6)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(max_size=12),
+        lambda inner: (
+            st.lists(inner, min_size=1, max_size=3)
+            | st.dictionaries(ARGUMENT_KEYS, inner, min_size=1, max_size=3)
+        ),
         max_leaves=8,
     ),
     max_size=4,
@@ -338,12 +343,8 @@ ARGUMENTS = st.dictionaries(
 def leaves(value: Any, path: str = "$") -> list[tuple[str, Any]]:
     """(JSON path, scalar) for every scalar in value, in document order."""
     if isinstance(value, dict):
-        return [
-            leaf
-            for key, sub in value.items()
-            for leaf in leaves(sub, f"{path}.{key}" if key.isidentifier() else
-                               f"{path}[{json.dumps(key)}]")  # fmt: skip
-        ]
+        steps = {key: f".{key}" if key.isidentifier() else f"[{json.dumps(key)}]" for key in value}
+        return [leaf for key, sub in value.items() for leaf in leaves(sub, path + steps[key])]
     if isinstance(value, list):
         return [leaf for i, sub in enumerate(value) for leaf in leaves(sub, f"{path}[{i}]")]
     return [(path, value)]
