@@ -57,7 +57,7 @@ class Inspector:
             self._socket(record)
             return
         started = time.perf_counter()
-        if record.api is None:
+        if record.connection_refused:
             verdict = Verdict(api=None, outcome="upstream_error", reason=record.failure)
         elif record.skipped is not None and record.failure is None:
             verdict = Verdict(

@@ -26,6 +26,7 @@ from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 from mitmproxy.utils import asyncio_utils
 
 from tooltap.core import Api, detect_api
+from tooltap.core.dialects import shared_path
 from tooltap.core.dialects.mcp import looks_like_jsonrpc
 from tooltap.core.wire import detect_socket, streamed_path
 
@@ -63,10 +64,11 @@ Fault = Callable[[str], None]
 
 @dataclass(slots=True)
 class _Pending:
-    api: Api
+    api: Api | None  # None: no path names the API (a shared path's body will, or nothing does)
     client: str = ""  # the client connection's id
     tap: StreamTap | None = None
     too_large: bool = False
+    counted: bool = False  # no dialect reads it: followed to be counted as not read, no body kept
 
 
 @dataclass
@@ -97,6 +99,11 @@ class Inspection:
         if self.log_file is not None:
             self.log_file.close()
         return left
+
+
+def _streamed_type(response: http.Response) -> bool:
+    """Does a response's content type say it is a stream (SSE, AWS's event stream)?"""
+    return any(kind in response.headers.get("content-type", "") for kind in STREAMED)
 
 
 def _upstream_failed(flow: http.HTTPFlow) -> bool:
@@ -139,6 +146,12 @@ def mcp_server(request: http.Request, hosts: Sequence[str]) -> bool:
     if not any(fnmatch.fnmatch(host, p) or fnmatch.fnmatch(address, p) for p in hosts):
         return False
     return looks_like_jsonrpc(request.raw_content or b"")
+
+
+def socket_upgrade(request: http.Request) -> bool:
+    """Is a request the upgrade of a WebSocket tooltap follows (by its socket hooks)?"""
+    upgrade = request.headers.get("upgrade", "").lower() == "websocket"
+    return upgrade and detect_socket(request.path) is not None
 
 
 def flow_api(flow: http.HTTPFlow, hosts: Sequence[str], mcp_hosts: Sequence[str]) -> Api | None:
@@ -318,14 +331,19 @@ class Tooltap:
 
     @_guarded
     def request(self, flow: http.HTTPFlow) -> None:
-        api = detect_api(flow.request.method, flow.request.path)
-        if api is None:
-            if not mcp_server(flow.request, ctx.options.tooltap_mcp_hosts):
-                return
+        # Every exchange on a watched host is accounted for: read by its dialect, or counted
+        # as not read (with why). A path several dialects share is read whole: its body says
+        # which dialect it speaks. A WebSocket's turns are its socket hooks'.
+        request = flow.request
+        api = detect_api(request.method, request.path)
+        if api is None and mcp_server(request, ctx.options.tooltap_mcp_hosts):
             api = "mcp"
-        elif not self._watched(flow.client_conn.proxy_mode, flow.request.pretty_host):
+        elif not self._watched(flow.client_conn.proxy_mode, request.pretty_host):
             return
-        self._flows[flow.id] = _Pending(api, flow.client_conn.id)
+        counted = api is None and shared_path(request.method, request.path) is None
+        if counted and socket_upgrade(request):
+            return
+        self._flows[flow.id] = _Pending(api, flow.client_conn.id, counted=counted)
         if len(self._flows) > MAX_TRACKED:
             _, forgotten = self._flows.popitem(last=False)
             if forgotten.tap is not None:
@@ -338,6 +356,11 @@ class Tooltap:
         if pending is None or flow.response is None:
             return
         response = flow.response
+        if pending.counted:
+            # Not read: a stream still flows event by event, never held until it ends.
+            if response.stream is False and _streamed_type(response):
+                response.stream = True
+            return
         limit = ctx.options.tooltap_max_body
         length = response.headers.get("content-length", "")
         if length.isdigit() and int(length) > limit:
@@ -347,8 +370,8 @@ class Tooltap:
                 response.stream = True
         elif not callable(response.stream) and (
             response.stream is True
-            or any(kind in response.headers.get("content-type", "") for kind in STREAMED)
-            or streamed_path(pending.api, flow.request.path)
+            or _streamed_type(response)
+            or (pending.api is not None and streamed_path(pending.api, flow.request.path))
         ):
             # A stream (SSE, or AWS's event stream) must flow event by event; a body
             # mitmproxy already chose to stream (stream_large_bodies) is tapped, not lost.
@@ -407,6 +430,22 @@ class Tooltap:
             pending.tap.release()
             return
         request, response = flow.request, flow.response
+        error = flow.error.msg if flow.error is not None else None
+        failed = _upstream_failed(flow)
+        record = Record.of(
+            pending.api,
+            request,
+            failure=error if failed else None,
+            note=None if failed else error,
+            ended=(response.timestamp_end if response is not None else None)
+            or (flow.error.timestamp if flow.error is not None else 0.0),
+        )
+        if response is not None:
+            record.status = response.status_code
+            record.response_headers = response.headers.fields
+        if pending.counted:  # not read: its path says so, no body is needed
+            self._hand_over(record)
+            return
         self._bodies += len(request.raw_content or b"") + (
             pending.tap.size
             if pending.tap is not None
@@ -415,24 +454,12 @@ class Tooltap:
             else 0
         )
         limit = ctx.options.tooltap_max_body
-        error = flow.error.msg if flow.error is not None else None
-        failed = _upstream_failed(flow)
-        record = Record.of(
-            pending.api,
-            request,
-            request_body=request.raw_content or b"",
-            failure=error if failed else None,
-            note=None if failed else error,
-            ended=(response.timestamp_end if response is not None else None)
-            or (flow.error.timestamp if flow.error is not None else 0.0),
-        )
+        record.request_body = request.raw_content or b""
         if request.raw_content is None:
             record.skipped = "request body streamed by mitmproxy, not inspected"
         elif len(request.raw_content) > limit:
             record.skipped = "request body above tooltap_max_body"
         if response is not None:
-            record.status = response.status_code
-            record.response_headers = response.headers.fields
             if pending.tap is not None and pending.tap.over_budget:
                 record.skipped = OVER_BUDGET
             elif pending.too_large or (pending.tap is not None and pending.tap.overflow):

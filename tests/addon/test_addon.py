@@ -148,13 +148,45 @@ async def test_a_large_declared_body_is_streamed_through_rather_than_buffered(ha
     assert flow.response.stream is True
 
 
-async def test_other_hosts_and_endpoints_are_not_inspected(harness):
+async def test_other_hosts_are_not_followed(harness):
     await harness.tctx.cycle(
         harness.addon, make_flow("/v1/chat/completions", CHAT_REQUEST, b"{}", host="example.com")
     )
-    await harness.cycle(make_flow("/v1/embeddings", {"input": "x"}, b"{}"))
     assert harness.addon.flush(5)
     assert harness.stream.getvalue() == ""
+
+
+async def test_other_endpoints_of_a_watched_host_are_said_and_counted_as_not_read(harness):
+    """Nothing unaccounted: a model list, embeddings, a stream no dialect reads. Their bodies
+    are never held, and a stream still flows event by event."""
+    assert harness.value("tooltap_flows_total", api="none", outcome="not_read") == 0
+    listing = make_flow("/v1/models", None, b'{"data": []}', method="GET")
+    embeddings = make_flow("/v1/embeddings", {"input": "x"}, b'{"data": []}')
+    stream = make_flow("/v1/audio/speech", {"input": "x"}, b"data: {}\n\n",
+                       headers=(("content-type", "text/event-stream"),))  # fmt: skip
+    for flow in (listing, embeddings):
+        await harness.cycle(flow)
+    harness.addon.request(stream)
+    harness.addon.responseheaders(stream)
+    assert stream.response.stream is True  # passed through, neither held nor tapped
+    harness.addon.response(stream)
+    assert harness.addon.flush(5)
+    turns = [e for e in harness.events() if e["event"] == "turn"]
+    assert [(t["path"], t["outcome"], t["reason"], t["level"], t["stream"]) for t in turns] == [
+        ("/v1/models", "not_read", "not a tool-calling endpoint", "info", False),
+        ("/v1/embeddings", "not_read", "not a tool-calling endpoint", "info", False),
+        ("/v1/audio/speech", "not_read", "not a tool-calling endpoint", "info", True),
+    ]
+    assert harness.value("tooltap_flows_total", api="none", outcome="not_read") == 3
+    assert harness.addon.budget.peak == 0  # no body was kept for them
+
+
+async def test_a_websocket_upgrade_is_left_to_the_socket_hooks(harness):
+    upgrade = make_flow("/v1/realtime", None, b"", method="GET")
+    upgrade.request.headers["upgrade"] = "websocket"
+    await harness.cycle(upgrade)
+    assert harness.addon.flush(5)
+    assert harness.value("tooltap_flows_total", api="none", outcome="not_read") == 0
 
 
 @pytest.mark.parametrize(

@@ -234,6 +234,8 @@ def test_json_output_carries_the_live_log_fields(api, capsys):
     assert summary == {
         "summary": True,
         "read": 1,
+        "not_read": 0,
+        "not_read_by_reason": {},
         "findings": 1,
         "baselined": 0,
         "exposure_over_budget": False,
