@@ -238,3 +238,17 @@ def test_audit_reads_the_jsonl_binary_bodies_and_all_and_agrees_with_inspect(cor
     assert [[c["arguments_raw"] for c in r["calls"]] for r in rows] == [
         [c.arguments_raw for c in v.calls] for v in corpus.verdicts
     ]
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_every_line_of_the_file_is_one_corpus_tests(name):
+    """Bedrock and Vertex AI here, Gemini in test_gemini_corpus, MCP in test_mcp_corpus."""
+    from support.gemini_reader import operation as gemini
+
+    lines = (FOLDER / name).read_text(encoding="utf-8").splitlines()
+    kinds = Counter(
+        "bedrock-vertex" if operation(url) else "gemini" if gemini(url) else
+        "mcp" if '"jsonrpc' in line else "none"
+        for line, url in ((line, json.loads(line)["url"]) for line in lines)
+    )  # fmt: skip
+    assert kinds["none"] == 0 and kinds.total() == len(lines)
