@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from tooltap.core import Verdict
+from tooltap.core import Verdict, detect_api
 
 from ..handover.record import Record
 from ..options import BY_NAME
@@ -60,8 +60,10 @@ class Inspector:
         if record.connection_refused:
             verdict = Verdict(api=None, outcome="upstream_error", reason=record.failure)
         elif record.skipped is not None and record.failure is None:
+            # A shared path's API is its body's to say: its label here is what the path says.
+            api = record.api or detect_api(record.method, record.url)
             verdict = Verdict(
-                api=record.api, outcome="skipped", reason=record.skipped, status=record.status
+                api=api, outcome="skipped", reason=record.skipped, status=record.status
             )
         else:
             verdict = self.session.inspect(record.exchange())

@@ -335,12 +335,13 @@ class Tooltap:
         # as not read (with why). A path several dialects share is read whole: its body says
         # which dialect it speaks. A WebSocket's turns are its socket hooks'.
         request = flow.request
-        api = detect_api(request.method, request.path)
-        if api is None and mcp_server(request, ctx.options.tooltap_mcp_hosts):
+        shared = shared_path(request.method, request.path) is not None
+        api = None if shared else detect_api(request.method, request.path)
+        if api is None and not shared and mcp_server(request, ctx.options.tooltap_mcp_hosts):
             api = "mcp"
         elif not self._watched(flow.client_conn.proxy_mode, request.pretty_host):
             return
-        counted = api is None and shared_path(request.method, request.path) is None
+        counted = api is None and not shared
         if counted and socket_upgrade(request):
             return
         self._flows[flow.id] = _Pending(api, flow.client_conn.id, counted=counted)

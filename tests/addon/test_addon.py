@@ -181,6 +181,32 @@ async def test_other_endpoints_of_a_watched_host_are_said_and_counted_as_not_rea
     assert harness.addon.budget.peak == 0  # no body was kept for them
 
 
+async def test_an_invoke_model_stream_is_tapped_whole_and_its_body_says_who_reads_it(harness):
+    """Claude 2's Text Completions and a Messages stream share one model id and one path: the
+    proxy keeps the body, and the inspection reads which it is (never Messages by the id)."""
+    from tooltap.addon.harness.eventstream import CONTENT_TYPE, chunk
+
+    completion = {"prompt": "\n\nHuman: Hi\n\nAssistant:", "max_tokens_to_sample": 300}
+    wire = chunk({"completion": " Hello", "stop_reason": None}) + chunk(
+        {"completion": "!", "stop_reason": "stop_sequence"}
+    )
+    flow = make_flow("/model/anthropic.claude-v2/invoke-with-response-stream", completion, b"",
+                     headers=(("content-type", CONTENT_TYPE),),
+                     host="bedrock-runtime.us-east-1.amazonaws.com")  # fmt: skip
+    harness.addon.request(flow)
+    harness.addon.responseheaders(flow)
+    assert callable(flow.response.stream)
+    assert flow.response.stream(wire) + flow.response.stream(b"") == wire
+    flow.response.content = None
+    harness.addon.response(flow)
+    assert harness.addon.flush(5)
+    turn = next(e for e in harness.events() if e["event"] == "turn")
+    assert (turn["api"], turn["outcome"], turn["stream"], turn["level"]) == (
+        None, "not_read", True, "info"
+    )  # fmt: skip
+    assert turn["reason"].startswith("Anthropic Text Completions on InvokeModel")
+
+
 async def test_a_websocket_upgrade_is_left_to_the_socket_hooks(harness):
     upgrade = make_flow("/v1/realtime", None, b"", method="GET")
     upgrade.request.headers["upgrade"] = "websocket"
