@@ -122,9 +122,10 @@ def variables() -> list[Any]:
         label(
             "api",
             "API",
-            "label_values(tooltap_flows_total, api)",
+            'label_values(tooltap_flows_total{api!="none"}, api)',
             "Which model API: responses (over HTTP or WebSocket), chat (Chat Completions),"
-            " messages (Anthropic) or realtime (the Realtime API).",
+            " messages (Anthropic) or realtime (the Realtime API). All includes the flows no"
+            " API names (not read, or refused before any request).",
         ),
         label(
             "model",
@@ -462,11 +463,12 @@ def health_panels() -> list[Any]:
         ),
         series(
             "Flows by outcome",
-            "What became of each request/response pair on a tool-calling endpoint, per"
+            "What became of each request/response pair on a watched host, per"
             " second. inspected: classified. skipped: body above tooltap_max_body, or"
             " tooltap_memory_budget full."
             " unparseable: not the expected JSON or stream. upstream_error: the API or network"
-            " failed. dropped: the inspection queue was full.",
+            " failed. dropped: the inspection queue was full. not_read: no dialect reads its"
+            " body (another endpoint, a model family without tool calls; the log says why).",
             [
                 query(
                     f"sum by (outcome) (rate(tooltap_flows_total{{{API}}}[$__rate_interval]))",
