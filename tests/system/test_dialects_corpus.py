@@ -17,17 +17,13 @@ import re
 import subprocess
 import sys
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from support.corpora import Corpus, read
 from support.dialects_reader import error_message, expected_calls, operation
-
-from tooltap.addon.audit.inputs import RecordedExchange
-from tooltap.addon.inspection.session import Session
-from tooltap.core import Exchange, Verdict
 
 FOLDER = Path(__file__).parents[1] / "corpus" / "dialects"
 HARD = {"unanswered-call", "orphan-result", "duplicate-result"}
@@ -100,40 +96,18 @@ def family(url: str) -> tuple[str, str]:
     return "anthropic" if kind == "predict" else "other", kind
 
 
-def exchange(record: dict[str, Any]) -> Exchange:
-    """A recording as the audit reads a JSONL line (binary bodies from their base64)."""
-    return RecordedExchange.model_validate(record).exchange()
-
-
-@dataclass
-class Corpus:
-    path: Path
-    records: list[dict[str, Any]]
-    verdicts: list[Verdict]
-
-    @property
-    def figures(self) -> dict[str, Any]:
-        return FIGURES[self.path.name]
-
-    def where(self, index: int) -> str:
-        return f"{self.path.name} #{index} {self.records[index]['source']}"
-
-    def accepted(self, index: int) -> bool:
-        return 200 <= self.records[index]["status"] < 300
-
-
 @pytest.fixture(scope="module", params=sorted(FIGURES))
 def corpus(request: pytest.FixtureRequest) -> Corpus:
-    path = FOLDER / request.param
-    lines = path.read_text(encoding="utf-8").splitlines()
-    records = [record for record in map(json.loads, lines) if operation(record["url"])]
-    session = Session()  # in file order, as the proxy and audit keep their memory
-    return Corpus(path, records, [session.inspect(exchange(record)) for record in records])
+    return read(FOLDER / request.param, lambda record: bool(operation(record["url"])))
+
+
+def figures(corpus: Corpus) -> dict[str, Any]:
+    return FIGURES[corpus.path.name]
 
 
 def test_the_corpus_is_the_one_sources_txt_describes(corpus):
-    assert Counter(operation(r["url"]) for r in corpus.records) == corpus.figures["operations"]
-    assert Counter(r["status"] // 100 for r in corpus.records) == corpus.figures["statuses"]
+    assert Counter(operation(r["url"]) for r in corpus.records) == figures(corpus)["operations"]
+    assert Counter(r["status"] // 100 for r in corpus.records) == figures(corpus)["statuses"]
 
 
 def test_each_model_family_is_read_by_its_room_or_counted_not_read_with_why(corpus):
@@ -147,7 +121,7 @@ def test_each_model_family_is_read_by_its_room_or_counted_not_read_with_why(corp
         seen[1] += len(verdict.calls)
     assert found == {
         key: {how: [count, calls] for how, count, calls in rows}
-        for key, rows in corpus.figures["families"].items()
+        for key, rows in figures(corpus)["families"].items()
     }
     unread = [v for v in corpus.verdicts if v.outcome == "not_read"]
     assert all(v.api is None and v.reason for v in unread)
@@ -160,7 +134,7 @@ def test_every_accepted_exchange_read_is_inspected_whole(corpus):
         if corpus.accepted(i) and v.outcome != "not_read"
         and (v.outcome != "inspected" or v.reason is not None)
     ]  # fmt: skip
-    assert failures == corpus.figures["not whole"]
+    assert failures == figures(corpus)["not whole"]
     for i, _ in failures:
         assert corpus.verdicts[i].stream_errors  # the service's own error says why
 
@@ -176,7 +150,7 @@ def test_every_accepted_exchange_yields_the_calls_an_independent_reader_finds(co
         if got != expected:
             failures.append(f"{corpus.where(i)}:\n  expected {expected}\n  tooltap  {got}")
     assert failures == []
-    assert calls == corpus.figures["calls"]
+    assert calls == figures(corpus)["calls"]
 
 
 def test_no_loop_error_on_a_request_the_service_accepted(corpus):
@@ -196,7 +170,7 @@ def test_every_rejection_of_a_body_read_carries_the_services_own_message(corpus)
         for i, v in enumerate(corpus.verdicts)
         if not corpus.accepted(i) and v.outcome != "not_read"
     ]
-    assert len(rejected) == corpus.figures["statuses"][4] - sum(
+    assert len(rejected) == figures(corpus)["statuses"][4] - sum(
         1 for i, v in enumerate(corpus.verdicts) if not corpus.accepted(i) and v.api is None
     )
     assert [

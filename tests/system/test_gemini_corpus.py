@@ -12,16 +12,11 @@ import json
 import subprocess
 import sys
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
+from support.corpora import Corpus, read
 from support.gemini_reader import error_message, expected_calls, operation
-
-from tooltap.addon.audit.inputs import RecordedExchange
-from tooltap.addon.inspection.session import Session
-from tooltap.core import Exchange, Verdict
 
 FOLDER = Path(__file__).parents[1] / "corpus" / "dialects"
 HARD = {"unanswered-call", "orphan-result", "duplicate-result", "missing-thought-signature"}
@@ -39,34 +34,9 @@ FIGURES = {
 }  # fmt: skip
 
 
-def exchange(record: dict[str, Any]) -> Exchange:
-    """A recording as the audit reads a JSONL line (binary bodies from their base64)."""
-    return RecordedExchange.model_validate(record).exchange()
-
-
-@dataclass
-class Corpus:
-    path: Path
-    lines: list[str]  # the file's Gemini lines, as written
-    records: list[dict[str, Any]]
-    verdicts: list[Verdict]
-
-    def where(self, index: int) -> str:
-        return f"{self.path.name} #{index} {self.records[index]['source']}"
-
-    def accepted(self, index: int) -> bool:
-        return 200 <= self.records[index]["status"] < 300
-
-
 @pytest.fixture(scope="module", params=sorted(FIGURES))
 def corpus(request: pytest.FixtureRequest) -> Corpus:
-    path = FOLDER / request.param
-    lines = [
-        line for line in path.read_text("utf-8").splitlines() if operation(json.loads(line)["url"])
-    ]
-    records = [json.loads(line) for line in lines]
-    session = Session()  # in file order, as the proxy and audit keep their memory
-    return Corpus(path, lines, records, [session.inspect(exchange(r)) for r in records])
+    return read(FOLDER / request.param, lambda record: bool(operation(record["url"])))
 
 
 def test_the_corpus_is_the_one_sources_txt_describes(corpus):
@@ -158,7 +128,7 @@ def test_the_model_comes_from_the_path(corpus):
 
 def test_audit_reads_the_jsonl_and_agrees_with_inspect(corpus, tmp_path):
     only = tmp_path / "gemini.jsonl"
-    only.write_text("".join(line + "\n" for line in corpus.lines))
+    only.write_text("".join(json.dumps(record) + "\n" for record in corpus.records))
     done = subprocess.run(
         [sys.executable, "-m", "tooltap.addon.commands.cli", "audit", "--jsonl", str(only),
          "--format", "json"],

@@ -13,16 +13,12 @@ import json
 import subprocess
 import sys
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from support.corpora import Corpus, read
 from support.realworld_reader import dialect, error_message, expected_calls, is_stream
-
-from tooltap.addon.inspection.session import Session
-from tooltap.core import Exchange, Verdict
 
 FOLDER = Path(__file__).parents[1] / "corpus" / "realworld"
 FIRST_PARTY = ("api.openai.com", "api.anthropic.com")
@@ -48,44 +44,9 @@ FIGURES = {
 }  # fmt: skip
 
 
-def exchange(record: dict[str, Any]) -> Exchange:
-    return Exchange(
-        method=record["method"],
-        url=record["url"],
-        request_body=record["request_body"].encode(),
-        request_headers=record["request_headers"],
-        status=record["status"],
-        response_headers=record["response_headers"],
-        response_body=(record["response_body"] or "").encode(),  # one 500 came with no body
-    )
-
-
-def inspect_in_order(records: list[dict[str, Any]]) -> list[Verdict]:
-    """Each exchange in file order, in one session (the memory the proxy and audit keep)."""
-    session = Session()
-    return [session.inspect(exchange(record)) for record in records]
-
-
-@dataclass
-class Corpus:
-    """One file of the corpus, read once: its records and tooltap's verdicts on them."""
-
-    path: Path
-    records: list[dict[str, Any]]
-    verdicts: list[Verdict]
-
-    def where(self, index: int) -> str:
-        return f"{self.path.name} #{index} {self.records[index]['source']}"
-
-    def accepted(self, index: int) -> bool:
-        return 200 <= self.records[index]["status"] < 300
-
-
 @pytest.fixture(scope="module", params=sorted(FIGURES))
 def corpus(request: pytest.FixtureRequest) -> Corpus:
-    path = FOLDER / request.param
-    records = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
-    return Corpus(path, records, inspect_in_order(records))
+    return read(FOLDER / request.param)
 
 
 @pytest.fixture(scope="module")
