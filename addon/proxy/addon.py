@@ -156,9 +156,11 @@ def socket_upgrade(request: http.Request) -> bool:
 
 def flow_api(flow: http.HTTPFlow, hosts: Sequence[str], mcp_hosts: Sequence[str]) -> Api | None:
     """The API a flow speaks, if tooltap follows it: a model API's path on a watched host
-    (every host of a reverse proxy), or MCP on an MCP host."""
+    (every host of a reverse proxy; on a shared path, as its body says), or MCP on an MCP
+    host."""
     request = flow.request
-    api = detect_api(request.method, request.path)
+    shared = shared_path(request.method, request.path) is not None
+    api = detect_api(request.method, request.path, (request.raw_content or b"") if shared else None)
     if api is not None:
         return api if watched(flow.client_conn.proxy_mode, request.pretty_host, hosts) else None
     return "mcp" if mcp_server(request, mcp_hosts) else None
