@@ -73,7 +73,7 @@ TEXT_COMPLETIONS = (
     f"Anthropic Text Completions {ON} (prompt and completion): no tools, and no Messages turn"
 )
 NO_SHAPE = f"{ON}, a model id that names no family and a body of no shape tooltap reads"
-_MEDIA = "no tool calls"
+_NO_CALLS = "no tool calls"
 
 
 def model_id(path: str) -> str | None:
@@ -154,7 +154,7 @@ def by_shape(request: Mapping[str, Any] | None) -> Said:
     if _chat_shaped(request):
         return "chat"
     if "inputText" in request:
-        return f"Amazon Titan Text {ON} (inputText): {_MEDIA}"
+        return f"Amazon Titan Text {ON} (inputText): {_NO_CALLS}"
     if "message" in request:
         return f"Cohere Command R {ON}: tool calls in Cohere's own chat shape, not read"
     return NO_SHAPE
@@ -173,7 +173,7 @@ def _anthropic(request: Mapping[str, Any] | None, streamed: bool) -> Said:
 def _mistral(request: Mapping[str, Any] | None, streamed: bool) -> Said:
     """A chat body answered whole is Chat's shape; its stream and text completions are not."""
     if request is not None and "messages" not in request:
-        return f"Mistral AI text completion {ON} (prompt): {_MEDIA}"
+        return f"Mistral AI text completion {ON} (prompt): {_NO_CALLS}"
     if streamed:
         return f"Mistral AI chat stream {ON}: its chunks' shape is not documented, not read"
     return "chat"
@@ -189,32 +189,32 @@ FAMILIES: tuple[tuple[re.Pattern[str], Read], ...] = tuple(
     (re.compile(pattern), read)
     for pattern, read in (
         (r"anthropic\.", _anthropic),
-        (r"amazon\.nova-(?:canvas|reel|sonic)", _says(f"Amazon Nova media models {ON}: {_MEDIA}")),
-        (r"amazon\.nova-.*embed", _says(f"embeddings {ON}: {_MEDIA}")),
+        (r"amazon\.nova-(?:canvas|reel|sonic)", _says(f"Amazon Nova media models {ON}: {_NO_CALLS}")),
+        (r"amazon\.nova-.*embed", _says(f"embeddings {ON}: {_NO_CALLS}")),
         (r"amazon\.nova-", _says("converse")),
-        (r"amazon\.titan-(?:text|tg1)", _says(f"Amazon Titan Text {ON} (inputText): {_MEDIA}")),
+        (r"amazon\.titan-(?:text|tg1)", _says(f"Amazon Titan Text {ON} (inputText): {_NO_CALLS}")),
         (r"openai\.", _says("chat")),
         (r"ai21\.jamba", _says("chat")),
-        (r"ai21\.", _says(f"AI21 Jurassic-2 {ON} (prompt): {_MEDIA}")),
+        (r"ai21\.", _says(f"AI21 Jurassic-2 {ON} (prompt): {_NO_CALLS}")),
         (r"mistral\.", _mistral),
         (
             r"cohere\.command-r",
             _says(f"Cohere Command R {ON}: tool calls in Cohere's own chat shape, not read"),
         ),
-        (r"cohere\.command", _says(f"Cohere Command {ON} (prompt): {_MEDIA}")),
+        (r"cohere\.command", _says(f"Cohere Command {ON} (prompt): {_NO_CALLS}")),
         (
             r"meta\.llama",
-            _says(f"Meta Llama {ON} (prompt and generation): {_MEDIA} outside the prompt text"),
+            _says(f"Meta Llama {ON} (prompt and generation): {_NO_CALLS} outside the prompt text"),
         ),
         (
             r"deepseek\.r1",
-            _says(f"DeepSeek-R1 {ON} (prompt and generation): {_MEDIA} outside the prompt text"),
+            _says(f"DeepSeek-R1 {ON} (prompt and generation): {_NO_CALLS} outside the prompt text"),
         ),
-        (r"[\w-]+\.[\w-]*(?:embed|marengo)", _says(f"embeddings {ON}: {_MEDIA}")),
-        (r"[\w-]+\.[\w-]*rerank", _says(f"reranking {ON}: {_MEDIA}")),
+        (r"[\w-]+\.[\w-]*(?:embed|marengo)", _says(f"embeddings {ON}: {_NO_CALLS}")),
+        (r"[\w-]+\.[\w-]*rerank", _says(f"reranking {ON}: {_NO_CALLS}")),
         (
             r"(?:amazon\.titan-image|stability\.|luma\.)",
-            _says(f"image and video models {ON}: {_MEDIA}"),
+            _says(f"image and video models {ON}: {_NO_CALLS}"),
         ),
     )
 )
