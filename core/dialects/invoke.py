@@ -189,7 +189,10 @@ FAMILIES: tuple[tuple[re.Pattern[str], Read], ...] = tuple(
     (re.compile(pattern), read)
     for pattern, read in (
         (r"anthropic\.", _anthropic),
-        (r"amazon\.nova-(?:canvas|reel|sonic)", _says(f"Amazon Nova media models {ON}: {_NO_CALLS}")),
+        (
+            r"amazon\.nova-(?:canvas|reel|sonic)",
+            _says(f"Amazon Nova media models {ON}: {_NO_CALLS}"),
+        ),
         (r"amazon\.nova-.*embed", _says(f"embeddings {ON}: {_NO_CALLS}")),
         (r"amazon\.nova-", _says("converse")),
         (r"amazon\.titan-(?:text|tg1)", _says(f"Amazon Titan Text {ON} (inputText): {_NO_CALLS}")),
