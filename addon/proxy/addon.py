@@ -137,13 +137,16 @@ def watched(mode: ProxyMode, host: str, hosts: Sequence[str]) -> bool:
     return isinstance(mode, ReverseMode) or any(fnmatch.fnmatch(host, p) for p in hosts)
 
 
+def mcp_host(request: http.Request, hosts: Sequence[str]) -> bool:
+    """Is a request to a host (or host:port) in hosts, the MCP servers tooltap is told of?"""
+    host, address = request.pretty_host, f"{request.pretty_host}:{request.port}"
+    return any(fnmatch.fnmatch(host, p) or fnmatch.fnmatch(address, p) for p in hosts)
+
+
 def mcp_server(request: http.Request, hosts: Sequence[str]) -> bool:
     """Is a request MCP: a POST with a JSON-RPC body, to a host (or host:port) in hosts? No path
     says MCP. The body is looked at only on those hosts."""
-    if not hosts or request.method != "POST":
-        return False
-    host, address = request.pretty_host, f"{request.pretty_host}:{request.port}"
-    if not any(fnmatch.fnmatch(host, p) or fnmatch.fnmatch(address, p) for p in hosts):
+    if request.method != "POST" or not mcp_host(request, hosts):
         return False
     return looks_like_jsonrpc(request.raw_content or b"")
 
@@ -335,16 +338,18 @@ class Tooltap:
     def request(self, flow: http.HTTPFlow) -> None:
         # Every exchange on a watched host is accounted for: read by its dialect, or counted
         # as not read (with why). A path several dialects share is read whole: its body says
-        # which dialect it speaks. A WebSocket's turns are its socket hooks'.
+        # which dialect it speaks. A WebSocket's turns are its socket hooks'; an MCP server's
+        # traffic besides its JSON-RPC POSTs (its GET stream, a DELETE) is MCP's to read.
         request = flow.request
+        mcp_hosts = ctx.options.tooltap_mcp_hosts
         shared = shared_path(request.method, request.path) is not None
         api = None if shared else detect_api(request.method, request.path)
-        if api is None and not shared and mcp_server(request, ctx.options.tooltap_mcp_hosts):
+        if api is None and not shared and mcp_server(request, mcp_hosts):
             api = "mcp"
         elif not self._watched(flow.client_conn.proxy_mode, request.pretty_host):
             return
         counted = api is None and not shared
-        if counted and socket_upgrade(request):
+        if counted and (socket_upgrade(request) or mcp_host(request, mcp_hosts)):
             return
         self._flows[flow.id] = _Pending(api, flow.client_conn.id, counted=counted)
         if len(self._flows) > MAX_TRACKED:

@@ -207,6 +207,15 @@ async def test_an_invoke_model_stream_is_tapped_whole_and_its_body_says_who_read
     assert turn["reason"].startswith("Anthropic Text Completions on InvokeModel")
 
 
+async def test_an_mcp_servers_traffic_besides_its_json_rpc_posts_is_left_to_mcp(harness):
+    host = "tools.example.com"
+    harness.tctx.configure(harness.addon, tooltap_hosts=[host], tooltap_mcp_hosts=[host])
+    for method in ("GET", "DELETE"):
+        await harness.cycle(make_flow("/mcp", None, b"", method=method, host=host))
+    assert harness.addon.flush(5)
+    assert harness.value("tooltap_flows_total", api="none", outcome="not_read") == 0
+
+
 async def test_a_websocket_upgrade_is_left_to_the_socket_hooks(harness):
     upgrade = make_flow("/v1/realtime", None, b"", method="GET")
     upgrade.request.headers["upgrade"] = "websocket"
