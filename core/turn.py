@@ -16,8 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from .jsontext import dumps
 from .shapes import as_dict, as_list, as_str
 
-Api = Literal["responses", "chat", "messages", "realtime", "converse", "gemini", "mcp"]
-APIS: tuple[Api, ...] = ("responses", "chat", "messages", "realtime", "converse", "gemini", "mcp")
+Api = Literal["responses", "chat", "messages", "realtime", "converse", "gemini", "mcp", "ollama"]
+APIS: tuple[Api, ...] = (
+    "responses", "chat", "messages", "realtime", "converse", "gemini", "mcp", "ollama",
+)  # fmt: skip
 
 
 class Tool(BaseModel):

@@ -124,8 +124,10 @@ def variables() -> list[Any]:
             "API",
             'label_values(tooltap_flows_total{api!="none"}, api)',
             "Which model API: responses (over HTTP or WebSocket), chat (Chat Completions),"
-            " messages (Anthropic) or realtime (the Realtime API). All includes the flows no"
-            " API names (not read, or refused before any request).",
+            " messages (Anthropic, on Bedrock and Vertex AI too), realtime (the Realtime API),"
+            " converse (Bedrock Converse), gemini, ollama (Ollama's own API) or mcp (tool"
+            " servers). All also counts the flows no API names (not read, or refused before"
+            " any request).",
         ),
         label(
             "model",

@@ -48,7 +48,7 @@ from .tap import StreamTap
 logger = logging.getLogger("tooltap")
 
 MAX_TRACKED = 100_000  # flows in flight; past it the oldest is forgotten and counted as dropped
-STREAMED = ("text/event-stream", "application/vnd.amazon.eventstream")
+STREAMED = ("text/event-stream", "application/vnd.amazon.eventstream", "application/x-ndjson")
 MAX_SOCKETS = 10_000  # WebSockets followed at once; past it the oldest is let go
 MAX_HOSTS = 10_000  # host decisions remembered (regular mode)
 GIVE_BACK_AFTER = 64 * MiB  # of bodies gone by before freed memory is worth giving back
@@ -132,9 +132,13 @@ def _guarded(hook: Callable[..., None]) -> Callable[..., None]:
     return guarded
 
 
-def watched(mode: ProxyMode, host: str, hosts: Sequence[str]) -> bool:
-    """Is a flow followed: every flow of a reverse proxy, and on other modes those to these hosts."""
-    return isinstance(mode, ReverseMode) or any(fnmatch.fnmatch(host, p) for p in hosts)
+def watched(mode: ProxyMode, host: str, hosts: Sequence[str], port: int = 0) -> bool:
+    """Is a flow followed: every flow of a reverse proxy, and on other modes those to these hosts
+    (a pattern names a host, or a host:port: a user's own Ollama is localhost:11434)."""
+    address = f"{host}:{port}"
+    return isinstance(mode, ReverseMode) or any(
+        fnmatch.fnmatch(host, p) or fnmatch.fnmatch(address, p) for p in hosts
+    )
 
 
 def mcp_host(request: http.Request, hosts: Sequence[str]) -> bool:
@@ -165,7 +169,8 @@ def flow_api(flow: http.HTTPFlow, hosts: Sequence[str], mcp_hosts: Sequence[str]
     shared = shared_path(request.method, request.path) is not None
     api = detect_api(request.method, request.path, (request.raw_content or b"") if shared else None)
     if api is not None:
-        return api if watched(flow.client_conn.proxy_mode, request.pretty_host, hosts) else None
+        mode = flow.client_conn.proxy_mode
+        return api if watched(mode, request.pretty_host, hosts, request.port) else None
     return "mcp" if mcp_server(request, mcp_hosts) else None
 
 
@@ -346,7 +351,7 @@ class Tooltap:
         api = None if shared else detect_api(request.method, request.path)
         if api is None and not shared and mcp_server(request, mcp_hosts):
             api = "mcp"
-        elif not self._watched(flow.client_conn.proxy_mode, request.pretty_host):
+        elif not self._watched(flow.client_conn.proxy_mode, request.pretty_host, request.port):
             return
         counted = api is None and not shared
         if counted and (socket_upgrade(request) or mcp_host(request, mcp_hosts)):
@@ -381,7 +386,7 @@ class Tooltap:
             or _streamed_type(response)
             or (pending.api is not None and streamed_path(pending.api, flow.request.path))
         ):
-            # A stream (SSE, or AWS's event stream) must flow event by event; a body
+            # A stream (SSE, AWS's event stream, NDJSON) must flow event by event; a body
             # mitmproxy already chose to stream (stream_large_bodies) is tapped, not lost.
             pending.tap = StreamTap(limit, self._tap_error, self._fault, self.budget)
             response.stream = pending.tap
@@ -400,7 +405,10 @@ class Tooltap:
     @_guarded
     def websocket_start(self, flow: http.HTTPFlow) -> None:
         api = detect_socket(flow.request.path)
-        if api is None or not self._watched(flow.client_conn.proxy_mode, flow.request.pretty_host):
+        request = flow.request
+        if api is None or not self._watched(
+            flow.client_conn.proxy_mode, request.pretty_host, request.port
+        ):
             return
         self._sockets[flow.id] = SocketTap(api, flow)
         if len(self._sockets) > MAX_SOCKETS:
@@ -509,7 +517,7 @@ class Tooltap:
         if any(p.client == client.id for p in self._flows.values()):
             return  # a flow waits on this connection: its error hook counts it
         host, port = server.address or ("", 0)
-        if not self._watched(client.proxy_mode, host):
+        if not self._watched(client.proxy_mode, host, port):
             return
         record = Record(
             None,
@@ -519,13 +527,14 @@ class Tooltap:
         )
         self._hand_over(record)
 
-    def _watched(self, mode: ProxyMode, host: str) -> bool:
+    def _watched(self, mode: ProxyMode, host: str, port: int) -> bool:
         if isinstance(mode, ReverseMode):
             return True
-        decision = self._hosts.get(host)
+        address = f"{host}:{port}"
+        decision = self._hosts.get(address)
         if decision is None:
-            decision = watched(mode, host, ctx.options.tooltap_hosts)
-            self._hosts[host] = decision
+            decision = watched(mode, host, ctx.options.tooltap_hosts, port)
+            self._hosts[address] = decision
             if len(self._hosts) > MAX_HOSTS:
                 self._hosts.popitem(last=False)
         return decision

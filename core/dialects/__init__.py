@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from ..jsontext import loads
 from ..turn import Api
-from . import chat, converse, gemini, invoke, mcp, messages, realtime, responses
+from . import chat, converse, gemini, invoke, mcp, messages, ollama, realtime, responses
 from .base import Dialect, Reading, SharedPath
 
 __all__ = [
@@ -45,6 +45,7 @@ DIALECTS: dict[str, Dialect] = {
         converse.DIALECT,
         gemini.DIALECT,
         mcp.DIALECT,
+        ollama.DIALECT,
     )
 }
 
