@@ -18,6 +18,8 @@ from tooltap.core.loop import RULES
 from tooltap.core.sockets import READER_SKIPS
 
 OUTCOMES = ("inspected", "skipped", "unparseable", "upstream_error", "client_gone", "dropped")
+# An exchange whose body no dialect reads has no API to label it with: api="none".
+NOT_READ = ("none", "not_read")
 WHERE = ("hook", "tap", "worker")
 SOCKET_APIS = ("responses", "realtime")  # the APIs that have a WebSocket transport
 # Why a WebSocket message went unused: in the proxy (binary frames, the budget or the queue
@@ -122,7 +124,8 @@ class Metrics:
         )
         self.flows = Counter(
             "tooltap_flows_total",
-            "Flows seen on tool-calling endpoints, by what became of them.",
+            "Flows seen on watched hosts, by what became of them (not_read: no dialect reads "
+            "the body; the log says why).",
             ["api", "outcome"],
             registry=r,
         )
@@ -196,6 +199,7 @@ class Metrics:
                 self.loop_errors.labels(api, rule)
             for result in ("ok", "error"):
                 self.tool_results.labels(api, result)
+        self.flows.labels(*NOT_READ)
         for where in WHERE:
             self.internal_errors.labels(where)
         for outcome in ("exported", "dropped"):

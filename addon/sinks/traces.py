@@ -202,8 +202,8 @@ class TraceSink:
     ) -> None:
         """One span for one model call (or a WebSocket turn), in the caller's trace if named;
         for a tool server's exchange (MCP), one `execute_tool` span per call."""
-        if verdict.scope == "session":
-            return  # a session's findings outside its turns are no model call
+        if verdict.scope == "session" or verdict.outcome == "not_read":
+            return  # a session's findings outside its turns, or a body not read: no call known
         carrier = {
             key.decode("latin-1").lower(): value.decode("latin-1")
             for key, value in headers

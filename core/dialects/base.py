@@ -99,6 +99,29 @@ Serve = Callable[[Any, Any, ToolServer | None, ValidatorCache | None, str | None
 
 
 @dataclass(frozen=True)
+class Reading:
+    """Who reads an exchange on a path several dialects share: a dialect, with the model the
+    path names; or none, and why (said, and counted as not read). Neither: the path alone does
+    not say, and the request body will."""
+
+    api: Api | None = None
+    model: str | None = None
+    why: str | None = None
+
+
+@dataclass(frozen=True)
+class SharedPath:
+    """A path that serves several dialects' bodies (Bedrock's InvokeModel serves each model
+    family's own): the model it names, else the request body's own shape, says which dialect
+    reads an exchange there, or why none does. Both fields are pure."""
+
+    recognise: Callable[[str, str], bool]  # (method, path)
+    # (path, the request body parsed, or None when not known yet) -> who reads it. Without a
+    # body, what the path alone says; the proxy follows every exchange on such a path.
+    reading: Callable[[str, Mapping[str, Any] | None], Reading]
+
+
+@dataclass(frozen=True)
 class Dialect:
     """One API's reading. Every field is pure."""
 
