@@ -16,8 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from .jsontext import dumps
 from .shapes import as_dict, as_list, as_str
 
-Api = Literal["responses", "chat", "messages", "realtime", "converse", "gemini", "mcp"]
-APIS: tuple[Api, ...] = ("responses", "chat", "messages", "realtime", "converse", "gemini", "mcp")
+Api = Literal[
+    "responses", "chat", "messages", "realtime", "converse", "gemini", "mcp", "gemini_live"
+]
+APIS: tuple[Api, ...] = (
+    "responses", "chat", "messages", "realtime", "converse", "gemini", "mcp", "gemini_live"
+)  # fmt: skip
 
 
 class Tool(BaseModel):

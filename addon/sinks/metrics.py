@@ -19,7 +19,7 @@ from tooltap.core.sockets import READER_SKIPS
 
 OUTCOMES = ("inspected", "skipped", "unparseable", "upstream_error", "dropped")
 WHERE = ("hook", "tap", "worker")
-SOCKET_APIS = ("responses", "realtime")  # the APIs that have a WebSocket transport
+SOCKET_APIS = ("responses", "realtime", "gemini_live")  # the APIs that have a WebSocket transport
 # Why a WebSocket message went unused: in the proxy (binary frames, the budget or the queue
 # full), then in the inspector's readers.
 SOCKET_SKIPS = ("binary", "over_budget", "queue_full", *READER_SKIPS)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from ..turn import Api
-from . import chat, converse, gemini, mcp, messages, realtime, responses
+from . import chat, converse, gemini, gemini_live, mcp, messages, realtime, responses
 from .base import Dialect
 
 __all__ = [
@@ -35,6 +35,7 @@ DIALECTS: dict[str, Dialect] = {
         converse.DIALECT,
         gemini.DIALECT,
         mcp.DIALECT,
+        gemini_live.DIALECT,
     )
 }
 
@@ -71,7 +72,8 @@ def detect_socket(url: str) -> Api | None:
     """Which API a WebSocket speaks, from its upgrade request's path. Pure.
 
     .../responses is the Responses WebSocket mode (OpenAI, Azure, compatible
-    hosts); .../realtime is the Realtime API (Azure's too).
+    hosts); .../realtime is the Realtime API (Azure's too); ...BidiGenerateContent is
+    the Gemini Live API (Vertex AI's too).
     """
     path = path_of(url)
     if path is None:
