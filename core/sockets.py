@@ -833,8 +833,8 @@ class GeminiLiveSocket(_Reader):
                     reason="what the session's close left: calls owed, responses no turn took",
                 )
             )
-        self.turn, self.held = None, 0
         self._take_results()
+        self.turn, self.held = None, 0
         self.owed.clear()
         return turns
 
@@ -848,8 +848,7 @@ class GeminiLiveSocket(_Reader):
             self.turn = None
         self.skipped["lost"] += len(self.results)
         self._take_results()
-        self.held = 0
-        self.blind = True
+        self.held, self.blind = 0, True
         for key in self.owed:
             _remember(self.answerable, key)
         self.owed.clear()
@@ -860,10 +859,11 @@ class GeminiLiveSocket(_Reader):
         owed = self.owed[key]
         return key if owed.named else owed.name
 
-    def _prior(self) -> dict[str, list[str]] | None:
-        return None if self.blind else {"answers": list(self.answers)}
+    def _prior(self) -> dict[str, list[str]]:
+        """What check_loop needs to call a response an orphan; nothing when it cannot."""
+        return {} if self.blind else {"answers": list(self.answers)}
 
-    def _take_results(self) -> tuple[list[Any], dict[str, list[str]] | None]:
+    def _take_results(self) -> tuple[list[Any], dict[str, list[str]]]:
         taken = self.results, self._prior()
         self.held -= self.results_size
         self.results, self.answers, self.results_size = [], [], 0

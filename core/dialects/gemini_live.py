@@ -171,11 +171,12 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
     """The function responses the client sent since the last turn began. Pure.
 
     prior["answers"] names those that answer a call the session made (by response_key); any
-    other is an orphan-result. prior None: the session was not followed from its start (or
-    resumed one followed elsewhere), so no response can be called an orphan.
+    other is an orphan-result. Without it the session was not followed from its start (or
+    resumes one followed elsewhere), so no response can be called an orphan.
     """
     report = LoopReport()
-    answers = set(prior.get("answers", ())) if prior is not None else None
+    listed = prior.get("answers") if prior is not None else None
+    answers = set(listed) if listed is not None else None
     for index, response in enumerate(map(as_dict, as_list(request.get("functionResponses")))):
         where = f"functionResponses.{index}"
         key = response_key(response)
