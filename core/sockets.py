@@ -719,6 +719,10 @@ class RealtimeSocket(_Reader):
         ]
 
 
+# The server messages a Gemini Live reader acts on, by their key.
+ROUTED = frozenset({"serverContent", "toolCall", "toolCallCancellation", "goAway", "usageMetadata"})
+
+
 @dataclass(slots=True)
 class _Owed:
     """A Gemini Live call awaiting its response."""
@@ -767,6 +771,7 @@ class GeminiLiveSocket(_Reader):
         self.results_size = 0
         self.turn: _Turn | None = None
         self.after_call = False  # the last turn ended at a toolCall
+        self.texts = False  # the running turn holds a text piece
         self.completed = 0  # turns ended so far
         self.going_away = False  # the server said it would close the socket
         self._unnamed = 0
@@ -779,16 +784,31 @@ class GeminiLiveSocket(_Reader):
         if from_client:
             self._client(value, len(message))
             return []
-        if gemini.field(value, "goAway") is not None:
+        if b"\n" in message:  # Google's pretty JSON, held as one line: one SSE line to read
+            message = dumps(value).encode()
+        # A server message is named by its key (usageMetadata may ride beside serverContent).
+        key, body = next(
+            ((gemini_live.camel(k), v) for k, v in value.items() if gemini_live.camel(k) in ROUTED),
+            ("error", value) if isinstance(value.get("error"), dict) else ("", None),
+        )
+        if key == "serverContent":
+            return self._content(message, as_dict(body))
+        if key == "toolCall":
+            return self._tool_call(message, as_list(gemini.field(body, "functionCalls")))
+        if key == "toolCallCancellation":
+            for call_id in map(as_str, as_list(gemini.field(body, "ids"))):
+                if self.owed.pop(call_id, None) is not None:
+                    _remember(self.answerable, call_id)
+        elif key == "goAway":
             self.going_away = True
-            left = as_str(gemini.field(gemini.field(value, "goAway"), "timeLeft"))
+            left = as_str(gemini.field(body, "timeLeft")) or "?"
             return [
                 self._said(
-                    session_errors=[ApiError(type="goAway", message=f"time left: {left or '?'}")],
+                    session_errors=[ApiError(type="goAway", message=f"time left: {left}")],
                     reason="the server will close the socket (goAway)",
                 )
             ]
-        if isinstance(value.get("error"), dict):
+        elif key == "error":
             said = api_error(value)
             code = said.type or "error"
             return [
@@ -797,19 +817,7 @@ class GeminiLiveSocket(_Reader):
                     reason=f"the session sent an error: {code}",
                 )
             ]
-        cancelled = gemini.field(value, "toolCallCancellation")
-        if cancelled is not None:
-            for call_id in map(as_str, as_list(gemini.field(cancelled, "ids"))):
-                if self.owed.pop(call_id, None) is not None:
-                    _remember(self.answerable, call_id)
-            return []
-        calls = gemini.field(value, "toolCall")
-        content = as_dict(gemini.field(value, "serverContent"))
-        if calls is not None:
-            return self._tool_call(message, as_list(gemini.field(calls, "functionCalls")))
-        if content:
-            return self._content(message, content)
-        if gemini.field(value, "usageMetadata") is not None and self.turn is not None:
+        elif key == "usageMetadata" and self.turn is not None:
             self._add(self.turn, message)
         return []
 
@@ -956,18 +964,22 @@ class GeminiLiveSocket(_Reader):
 
     def _content(self, message: bytes, content: Mapping[str, Any]) -> list[SocketTurn]:
         complete = gemini.field(content, "turnComplete") is True
-        output = (
-            bool(as_list(gemini.field(gemini.field(content, "modelTurn"), "parts")))
-            or gemini.field(content, "generationComplete") is True
-            or gemini.field(content, "interrupted") is True
+        parts = as_list(gemini.field(gemini.field(content, "modelTurn"), "parts"))
+        signs = gemini.field(content, "generationComplete") is True or gemini.field(
+            content, "interrupted"
         )
         turn = self.turn
         if turn is None:
-            if not output and not (complete and not self.after_call):
+            if not parts and not signs and not (complete and not self.after_call):
                 self.after_call &= not complete  # the end of the model turn that made calls
                 return []
-            turn = self._open()
-        self._add(turn, message)
+            turn, self.texts = self._open(), False
+        # No rule reads the model's words: one text piece a turn says it spoke, and the rest
+        # are not held (as Realtime's text deltas are not).
+        text_only = bool(parts) and all(set(as_dict(p)) == {"text"} for p in parts)
+        if not (text_only and self.texts and not signs and not complete):
+            self._add(turn, message)
+        self.texts |= text_only
         if not complete:
             return []
         self.turn = None

@@ -30,6 +30,7 @@ socket, its tools declared once, in the client's first message (`setup`). What i
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -224,13 +225,11 @@ def format_repairs(
 
 _FIRST_KEY = re.compile(rb'\s*\{\s*"([A-Za-z_]{1,60})"\s*:')
 HEAD = 256  # bytes of a message looked at to place it
-# Server content that is only media or transcription: frequent and, for audio, large.
-_MEDIA = (b'"inlineData"', b'"inline_data"', b'Transcription"', b'_transcription"')
-_ENDS = (b'"turnComplete"', b'"turn_complete"', b'"generationComplete"',
-         b'"generation_complete"', b'"interrupted"')  # fmt: skip
-_TURN_ENDS = (b'"turnComplete"', b'"turn_complete"')
-_CALL_PARTS = (b'"functionCall"', b'"functionResponse"', b'"function_call"',
-               b'"function_response"')  # fmt: skip
+# Server content that is only media or a transcription: frequent and, for audio, large.
+_MEDIA = re.compile(rb'"inline_?[dD]ata"|[tT]ranscription"')
+_ENDS = re.compile(rb'"(?:turn_?[cC]omplete|generation_?[cC]omplete|interrupted)"')
+_TURN_ENDS = re.compile(rb'"turn_?[cC]omplete"')
+_CALL_PARTS = re.compile(rb'"function_?(?:[cC]all|[rR]esponse)"')
 # What the reader uses, by the message's key: the rest (realtimeInput, the setup's
 # acknowledgement, resumption handles) is never held.
 NEEDED = frozenset(
@@ -239,19 +238,23 @@ NEEDED = frozenset(
 )  # fmt: skip
 
 
+@functools.lru_cache(maxsize=256)  # a message's key is one of a few
+def camel(key: str) -> str:
+    """A key in camelCase, whichever spelling it came in (`tool_response`). Pure."""
+    head, *rest = key.split("_")
+    return head + "".join(word.title() for word in rest)
+
+
 def kind(message: bytes) -> str | None:
     """A message's one key, in camelCase, read from its head; None when it is not found there.
     Pure."""
     match = _FIRST_KEY.match(message, 0, HEAD)
-    if match is None:
-        return None
-    head, *rest = match.group(1).decode("ascii").split("_")
-    return head + "".join(word.title() for word in rest)
+    return None if match is None else camel(match.group(1).decode("ascii"))
 
 
 def needed(message: bytes, key: str | None) -> bool:
     """Is a message worth holding for inspection? Pure and cheap: it reads the head, and the
-    tail of server content.
+    tail of server content, without copying either.
 
     Client content is held when it may carry function parts; server content that is media or a
     transcription only when it also ends a turn (its marker comes last). A message whose key is
@@ -262,11 +265,11 @@ def needed(message: bytes, key: str | None) -> bool:
     if key not in NEEDED:
         return False
     if key == "clientContent":
-        return any(part in message for part in _CALL_PARTS)
+        return _CALL_PARTS.search(message) is not None
     if key == "serverContent":
-        head = message[:HEAD]
-        return not any(m in head for m in _MEDIA) or any(
-            marker in message[-HEAD:] for marker in _ENDS
+        return (
+            _MEDIA.search(message, 0, HEAD) is None
+            or _ENDS.search(message, max(0, len(message) - HEAD)) is not None
         )
     return True
 
@@ -275,8 +278,9 @@ def ends_turn(message: bytes, key: str | None) -> bool:
     """May a held message end a turn (worth handing over at once)? Pure."""
     if key in ("toolCall", "toolCallCancellation", "goAway", "error", None):
         return True
-    return key == "serverContent" and any(
-        marker in message[:HEAD] or marker in message[-HEAD:] for marker in _TURN_ENDS
+    return key == "serverContent" and (
+        _TURN_ENDS.search(message, 0, HEAD) is not None
+        or _TURN_ENDS.search(message, max(0, len(message) - HEAD)) is not None
     )
 
 
