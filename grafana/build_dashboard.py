@@ -124,7 +124,8 @@ def variables() -> list[Any]:
             "API",
             "label_values(tooltap_flows_total, api)",
             "Which model API: responses (over HTTP or WebSocket), chat (Chat Completions),"
-            " messages (Anthropic) or realtime (the Realtime API).",
+            " messages (Anthropic), realtime (the Realtime API), converse (Bedrock), gemini,"
+            " gemini_live (the Gemini Live API) or mcp (tool servers).",
         ),
         label(
             "model",
