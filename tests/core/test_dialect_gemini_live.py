@@ -505,3 +505,28 @@ def test_any_messages_in_any_order_are_read_without_raising_and_nothing_is_held_
     for turn in turns:
         inspect(turn.exchange, turn.prior)
     assert reader.held == 0
+
+
+def test_a_turns_text_pieces_past_the_first_are_not_held_and_its_verdict_is_the_same():
+    s = Session_()
+    s.client(setup())
+    pieces = [live.text(f"piece {n} ") for n in range(10)]
+    s.server(*pieces[:1])
+    held_one = s.reader.held
+    s.server(*pieces[1:])
+    assert s.reader.held == held_one
+    s.server(live.generation_complete(), live.turn_complete())
+    (turn,) = s.close()
+    assert (turn.output_types, turn.finish_reasons) == (["text"], ["turnComplete"])
+
+
+def test_googles_pretty_json_and_compact_json_give_the_same_turn():
+    verdicts = []
+    for indent in (2, None):
+        s = Session_()
+        s.client(setup())
+        s.server(json.dumps({"toolCall": {"functionCalls": [{"id": "fc_p", "name": "get_weather", "args": {"city": "Paris"}}]}}, indent=indent).encode())  # fmt: skip
+        verdicts.append(s.close()[0])
+    pretty, compact = verdicts
+    assert pretty.model_dump() == compact.model_dump()
+    assert pretty.calls[0].arguments_raw == '{"city":"Paris"}'
