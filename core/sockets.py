@@ -730,7 +730,8 @@ class _Owed:
     name: str
     blocking: bool  # the model waits for it (not NON_BLOCKING)
     named: bool  # it came with an id (else it is answered by its name)
-    went_on: bool = False  # a later turn completed while it waited
+    prompted: bool = False  # the client said something since (text, or a turn of its own)
+    went_on: bool = False  # ... and the model then completed a turn while it waited
 
 
 class GeminiLiveSocket(_Reader):
@@ -750,7 +751,7 @@ class GeminiLiveSocket(_Reader):
     made is an orphan-result, unless the socket was joined late or resumes a session
     (`sessionResumption.handle`): then its calls may have been made on another socket. What is
     still owed at the close is unanswered-call when the model went on without it (a blocking
-    call, and a later turn completed), else unanswered-at-close (a hang-up while a tool ran, a
+    call, and the user said something and a turn completed since), else unanswered-at-close (a hang-up while a tool ran, a
     non-blocking call, or a socket the server said it would close with goAway). goAway and the
     session's error messages are counted as session errors, not findings.
     """
@@ -889,6 +890,8 @@ class GeminiLiveSocket(_Reader):
         if responses is not None:
             self._responses(as_list(responses), size)
             return
+        for owed in self.owed.values():  # input of the user's: the model may answer it
+            owed.prompted = True
         for content in map(
             as_dict, as_list(gemini.field(gemini.field(value, "clientContent"), "turns"))
         ):
@@ -984,8 +987,8 @@ class GeminiLiveSocket(_Reader):
             return []
         self.turn = None
         self.completed += 1
-        for owed in self.owed.values():  # the model went on while blocking calls waited
-            owed.went_on |= owed.blocking
+        for owed in self.owed.values():  # the model answered the user while a blocking call waited
+            owed.went_on |= owed.blocking and owed.prompted
         return [self._done(turn)]
 
 

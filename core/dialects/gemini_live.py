@@ -200,8 +200,8 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
 
 def owed_at_close(went_on: Sequence[str], cut_short: Sequence[str], where: str) -> list[LoopError]:
     """The calls still owed a response when the socket closed, as Realtime's are judged: those
-    the model went on without (a later turn completed while a blocking call waited) are
-    unanswered-call; the rest (a non-blocking call, or a hang-up while a tool ran) are
+    the model went on without (the user said something, and a turn completed, while a blocking
+    call waited) are unanswered-call; the rest (a non-blocking call, or a hang-up while a tool ran) are
     unanswered-at-close, which fails no audit by default. Pure."""
     return realtime.owed_at_close(
         went_on, cut_short, where, unanswered=UNANSWERED, at_close=AT_CLOSE
@@ -227,13 +227,15 @@ _FIRST_KEY = re.compile(rb'\s*\{\s*"([A-Za-z_]{1,60})"\s*:')
 HEAD = 256  # bytes of a message looked at to place it
 # Server content that is only media or a transcription: frequent and, for audio, large.
 _MEDIA = re.compile(rb'"inline_?[dD]ata"|[tT]ranscription"')
+# The client's realtime input that is media (audio, video, images) rather than text or a signal.
+_MEDIA_IN = re.compile(rb'"(?:audio|video|media|media_?[cC]hunks)"')
 _ENDS = re.compile(rb'"(?:turn_?[cC]omplete|generation_?[cC]omplete|interrupted)"')
 _TURN_ENDS = re.compile(rb'"turn_?[cC]omplete"')
 _CALL_PARTS = re.compile(rb'"function_?(?:[cC]all|[rR]esponse)"')
-# What the reader uses, by the message's key: the rest (realtimeInput, the setup's
-# acknowledgement, resumption handles) is never held.
+# What the reader uses, by the message's key: the rest (the setup's acknowledgement,
+# resumption handles) is never held.
 NEEDED = frozenset(
-    {"setup", "toolResponse", "clientContent", "serverContent", "toolCall",
+    {"setup", "toolResponse", "clientContent", "realtimeInput", "serverContent", "toolCall",
      "toolCallCancellation", "goAway", "usageMetadata", "error"}
 )  # fmt: skip
 
@@ -256,16 +258,19 @@ def needed(message: bytes, key: str | None) -> bool:
     """Is a message worth holding for inspection? Pure and cheap: it reads the head, and the
     tail of server content, without copying either.
 
-    Client content is held when it may carry function parts; server content that is media or a
-    transcription only when it also ends a turn (its marker comes last). A message whose key is
-    not found in its head is held: the reader decides.
+    Client content is held unless it carries media without function parts; realtime input
+    only when it is text or a signal (never audio, video or images); server content that is
+    media or a transcription only when it also ends a turn (its marker comes last). A message
+    whose key is not found in its head is held: the reader decides.
     """
     if key is None:
         return True
     if key not in NEEDED:
         return False
     if key == "clientContent":
-        return _CALL_PARTS.search(message) is not None
+        return _MEDIA.search(message, 0, HEAD) is None or _CALL_PARTS.search(message) is not None
+    if key == "realtimeInput":
+        return _MEDIA_IN.search(message, 0, HEAD) is None
     if key == "serverContent":
         return (
             _MEDIA.search(message, 0, HEAD) is None

@@ -153,10 +153,17 @@ def test_audio_realtime_input_and_transcriptions_are_never_held():
     assert ends_turn("gemini_live", ending, "serverContent")
 
 
-def test_client_content_is_held_only_when_it_may_carry_function_parts():
-    assert not wanted("gemini_live", json.dumps(ask()).encode(), True)
-    history = {"clientContent": {"turns": [{"role": "model", "parts": [{"functionCall": {}}]}]}}
+def test_client_content_and_text_input_are_held_media_only_with_function_parts():
+    assert wanted("gemini_live", json.dumps(ask()).encode(), True)
+    image = {"inlineData": {"mimeType": "image/jpeg", "data": live.SILENCE}}
+    picture = {"clientContent": {"turns": [{"role": "user", "parts": [image]}]}}
+    assert not wanted("gemini_live", json.dumps(picture).encode(), True)
+    history = {"clientContent": {"turns": [{"role": "user", "parts": [image, {"functionResponse": {}}]}]}}  # fmt: skip
     assert wanted("gemini_live", json.dumps(history).encode(), True)
+    for signal in ({"text": "Paris?"}, {"activityEnd": {}}, {"audioStreamEnd": True}):
+        assert wanted("gemini_live", json.dumps({"realtimeInput": signal}).encode(), True)
+    video = {"realtimeInput": {"video": {"mimeType": "image/jpeg", "data": live.SILENCE}}}
+    assert not wanted("gemini_live", json.dumps(video).encode(), True)
 
 
 def test_a_tool_call_and_a_turn_complete_send_the_batch_at_once():
@@ -321,6 +328,14 @@ def test_a_blocking_call_never_answered_while_the_model_went_on_is_unanswered_ca
     assert (said.scope, rules([said])) == ("session", [("unanswered-call", ["fc_paris"])])
     assert said.loop_errors[0].where == "the socket's close, after 2 turn(s)"
     assert "unanswered-call" in DEFAULT
+
+
+def test_a_turn_completed_with_no_input_from_the_user_is_not_the_model_going_on():
+    s = Session_()
+    s.client(setup())
+    # The end of the model turn that made the call, whatever the server sends for it.
+    s.server(live.tool_call(PARIS), live.generation_complete(), live.turn_complete())
+    assert rules(s.close()) == [("unanswered-at-close", ["fc_paris"])]
 
 
 def test_a_hang_up_while_a_tool_runs_is_unanswered_at_close_and_fails_nothing():
