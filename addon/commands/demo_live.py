@@ -13,23 +13,7 @@ from typing import Any
 from ..harness import live
 
 MODEL = "gemini-live-2.5-flash-preview"
-WEATHER = {
-    "type": "OBJECT",
-    "properties": {
-        "city": {"type": "STRING"},
-        "units": {"type": "STRING", "enum": ["c", "f"]},
-    },
-    "required": ["city", "units"],
-}
-DECLARATIONS = [
-    {"name": "get_weather", "description": "Weather for a city", "parameters": WEATHER},
-    {
-        "name": "book_ticket",
-        "description": "Book a flight; slow, so the conversation goes on meanwhile",
-        "behavior": "NON_BLOCKING",
-        "parameters": {"type": "OBJECT", "properties": {"flight": {"type": "STRING"}}},
-    },
-]
+DECLARATIONS = [live.WEATHER, live.BOOKING]
 OSLO = ("fc_8XkzQ2mTqG1", "get_weather", {"city": "Oslo", "units": "c"})
 BERGEN = ("fc_8XkzQ2mTqG2", "get_weather", {"city": "Bergen", "units": "kelvin"})
 TICKET = ("fc_8XkzQ2mTqG3", "book_ticket", {"flight": "SK4021"})
@@ -49,7 +33,12 @@ SCRIPT = live.script(
 TURNS = 4
 
 
-async def _until_call(session: Any) -> list[Any]:
+async def ask(session: Any, words: str) -> None:
+    """The user's words, as a turn of the conversation."""
+    await session.send_client_content(turns={"role": "user", "parts": [{"text": words}]})
+
+
+async def until_call(session: Any) -> list[Any]:
     """The model's messages up to its calls (or the end of its turn); the calls."""
     async for message in session.receive():
         if message.tool_call:
@@ -57,7 +46,7 @@ async def _until_call(session: Any) -> list[Any]:
     return []
 
 
-async def _until_turn_complete(session: Any) -> None:
+async def until_turn_complete(session: Any) -> None:
     async for _ in session.receive():
         pass
 
@@ -67,13 +56,8 @@ async def _session(client: Any) -> None:
 
     config = {"response_modalities": ["TEXT"], "tools": [{"function_declarations": DECLARATIONS}]}
     async with client.aio.live.connect(model=MODEL, config=config) as session:
-        await session.send_client_content(
-            turns={
-                "role": "user",
-                "parts": [{"text": "Weather in Oslo and Bergen? Then book SK4021."}],
-            }
-        )
-        oslo, bergen = await _until_call(session)
+        await ask(session, "Weather in Oslo and Bergen? Then book SK4021.")
+        oslo, bergen = await until_call(session)
         await session.send_tool_response(
             function_responses=[
                 types.FunctionResponse(id=oslo.id, name=oslo.name, response={"temp_c": 4}),
@@ -82,10 +66,10 @@ async def _session(client: Any) -> None:
                 ),
             ]
         )
-        (ticket,) = await _until_call(session)  # the booking runs while the user talks on
-        await _until_turn_complete(session)
-        await session.send_client_content(turns={"role": "user", "parts": [{"text": "Time?"}]})
-        await _until_turn_complete(session)
+        (ticket,) = await until_call(session)  # the booking runs while the user talks on
+        await until_turn_complete(session)
+        await ask(session, "Time?")
+        await until_turn_complete(session)
         await session.send_tool_response(
             function_responses=types.FunctionResponse(
                 id=ticket.id,
@@ -94,7 +78,7 @@ async def _session(client: Any) -> None:
                 scheduling=types.FunctionResponseScheduling.WHEN_IDLE,
             )
         )
-        await _until_turn_complete(session)
+        await until_turn_complete(session)
 
 
 def session(client: Any) -> None:

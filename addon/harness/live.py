@@ -1,5 +1,5 @@
 """Gemini Live server messages, in the shapes the Live API reference and google-genai's types
-give them, for the loopback upstream (the demo, the tests and the benchmarks).
+give them, for the loopback upstream (the demo and the tests), and the tools they call.
 
 Google's servers send each message as a binary frame holding JSON, pretty-printed; `frame`
 writes them so. A script's steps are triggered by the client message's key (`setup`,
@@ -15,6 +15,26 @@ from typing import Any
 from .sockets import Step
 
 SILENCE = base64.b64encode(bytes(960)).decode()  # 20 ms of 24 kHz 16-bit PCM
+# A voice agent's tools, as its setup declares them: a lookup the model waits for, and a slow
+# booking it talks on past (NON_BLOCKING).
+WEATHER = {
+    "name": "get_weather",
+    "description": "Weather for a city",
+    "parameters": {
+        "type": "OBJECT",
+        "properties": {
+            "city": {"type": "STRING"},
+            "units": {"type": "STRING", "enum": ["c", "f"]},
+        },
+        "required": ["city", "units"],
+    },
+}
+BOOKING = {
+    "name": "book_ticket",
+    "description": "Book a flight; slow, so the conversation goes on meanwhile",
+    "behavior": "NON_BLOCKING",
+    "parameters": {"type": "OBJECT", "properties": {"flight": {"type": "STRING"}}},
+}
 
 
 def frame(message: dict[str, Any]) -> bytes:

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.sockets import read_to_the_close
 
 from tooltap.addon.harness import live
 from tooltap.addon.inspection.session import Session
-from tooltap.core import inspect
 from tooltap.core.dialects import detect_socket, gemini_live
 from tooltap.core.findings import DEFAULT, findings
 from tooltap.core.sockets import (
@@ -32,23 +32,7 @@ from tooltap.core.sockets import (
 
 URL = "wss://generativelanguage.googleapis.com/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 VERTEX = "wss://us-central1-aiplatform.googleapis.com/ws/google.cloud.aiplatform.v1beta1.LlmBidiService/BidiGenerateContent"
-WEATHER = {
-    "name": "get_weather",
-    "description": "Weather for a city",
-    "parameters": {
-        "type": "OBJECT",
-        "properties": {
-            "city": {"type": "STRING"},
-            "units": {"type": "STRING", "enum": ["c", "f"]},
-        },
-        "required": ["city"],
-    },
-}
-BOOKING = {
-    "name": "book_ticket",
-    "behavior": "NON_BLOCKING",
-    "parameters": {"type": "OBJECT", "properties": {"flight": {"type": "STRING"}}},
-}
+WEATHER, BOOKING = live.WEATHER, live.BOOKING
 MODEL = "models/gemini-live-2.5-flash-preview"
 
 
@@ -512,14 +496,7 @@ SERVER = [
 def test_any_messages_in_any_order_are_read_without_raising_and_nothing_is_held_after(
     messages, late
 ):
-    reader = socket_reader("gemini_live", URL, 2_048, late)
-    turns = []
-    for from_client, message in messages:
-        turns += reader.feed(message, from_client)
-    turns += reader.close()
-    for turn in turns:
-        inspect(turn.exchange, turn.prior)
-    assert reader.held == 0
+    read_to_the_close(socket_reader("gemini_live", URL, 2_048, late), messages)
 
 
 def test_a_turns_text_pieces_past_the_first_are_not_held_and_its_verdict_is_the_same():

@@ -32,29 +32,13 @@ from support.prom import sample, scrape
 
 from tooltap.addon.audit.command import main as audit
 from tooltap.addon.commands.cli import parser
+from tooltap.addon.commands.demo_live import ask, until_call, until_turn_complete
 from tooltap.addon.harness import live
 from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.harness.replay import ReplayServer, Reply
 
 PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
-WEATHER = {
-    "name": "get_weather",
-    "description": "Weather for a city",
-    "parameters": {
-        "type": "OBJECT",
-        "properties": {
-            "city": {"type": "STRING"},
-            "units": {"type": "STRING", "enum": ["c", "f"]},
-        },
-        "required": ["city"],
-    },
-}
-BOOKING = {
-    "name": "book_ticket",
-    "description": "Book a flight",
-    "behavior": "NON_BLOCKING",
-    "parameters": {"type": "OBJECT", "properties": {"flight": {"type": "STRING"}}},
-}
+WEATHER, BOOKING = live.WEATHER, live.BOOKING
 PARIS = ("fc_6b1p0paris", "get_weather", {"city": "Paris", "units": "c"})
 ROME = ("fc_6b1p0rome", "get_weather", {"city": "Rome", "units": "kelvin"})
 TICKET = ("fc_6b1p0ticket", "book_ticket", {"flight": "LH1234"})
@@ -157,22 +141,6 @@ def session(
 
     asyncio.run(run())
     return received
-
-
-async def ask(live_session: Any, words: str) -> None:
-    await live_session.send_client_content(turns={"role": "user", "parts": [{"text": words}]})
-
-
-async def until_call(live_session: Any) -> list[Any]:
-    async for message in live_session.receive():
-        if message.tool_call:
-            return list(message.tool_call.function_calls)
-    return []
-
-
-async def until_turn_complete(live_session: Any) -> None:
-    async for _ in live_session.receive():
-        pass
 
 
 def connection_of(upstream: ReplayServer, scenario: str) -> Any:
