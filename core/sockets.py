@@ -751,9 +751,10 @@ class GeminiLiveSocket(_Reader):
     made is an orphan-result, unless the socket was joined late or resumes a session
     (`sessionResumption.handle`): then its calls may have been made on another socket. What is
     still owed at the close is unanswered-call when the model went on without it (a blocking
-    call, and the user said something and a turn completed since), else unanswered-at-close (a hang-up while a tool ran, a
-    non-blocking call, or a socket the server said it would close with goAway). goAway and the
-    session's error messages are counted as session errors, not findings.
+    call, and the user said something and a turn completed since), else unanswered-at-close
+    (a hang-up while a tool ran, a non-blocking call, or a socket the server said it would close
+    with goAway). goAway and the session's error messages are counted as session errors, not
+    findings.
     """
 
     api: Api = "gemini_live"
@@ -940,7 +941,7 @@ class GeminiLiveSocket(_Reader):
             body = dumps(self.request | {"functionResponses": results}).encode()
             turn = _Turn(body, prior)
         self.held += len(turn.request)  # held until the turn is done, as its events are
-        self.turn, self.after_call = turn, False
+        self.turn, self.after_call, self.texts = turn, False, False
         return turn
 
     def _tool_call(self, message: bytes, calls: list[Any]) -> list[SocketTurn]:
@@ -968,15 +969,16 @@ class GeminiLiveSocket(_Reader):
     def _content(self, message: bytes, content: Mapping[str, Any]) -> list[SocketTurn]:
         complete = gemini.field(content, "turnComplete") is True
         parts = as_list(gemini.field(gemini.field(content, "modelTurn"), "parts"))
-        signs = gemini.field(content, "generationComplete") is True or gemini.field(
-            content, "interrupted"
+        signs = (
+            gemini.field(content, "generationComplete") is True
+            or gemini.field(content, "interrupted") is True
         )
         turn = self.turn
         if turn is None:
             if not parts and not signs and not (complete and not self.after_call):
                 self.after_call &= not complete  # the end of the model turn that made calls
                 return []
-            turn, self.texts = self._open(), False
+            turn = self._open()
         # No rule reads the model's words: one text piece a turn says it spoke, and the rest
         # are not held (as Realtime's text deltas are not).
         text_only = bool(parts) and all(set(as_dict(p)) == {"text"} for p in parts)

@@ -24,6 +24,8 @@ from websockets.http11 import Request
 from websockets.protocol import State
 from websockets.server import ServerProtocol
 
+from tooltap.core.dialects.gemini_live import camel
+
 
 @dataclass(frozen=True)
 class Close:
@@ -67,8 +69,7 @@ def message_type(message: str | bytes) -> str | None:
         return None
     if "type" in value:
         return value["type"] if isinstance(value["type"], str) else None
-    head, *rest = next(iter(value)).split("_")
-    return head + "".join(word.title() for word in rest)
+    return camel(next(iter(value)))
 
 
 class SocketSession:

@@ -108,8 +108,8 @@ class Metrics:
         )
         self.session_errors = Counter(
             "tooltap_session_errors_total",
-            "Errors a Realtime session sent that refused no request, by their code "
-            "(the first 50 codes; later ones count as other).",
+            "Errors a Realtime or Gemini Live session sent that refused no request (and Gemini"
+            " Live's goAway), by their code (the first 50 codes; later ones count as other).",
             ["api", "type"],
             registry=r,
         )

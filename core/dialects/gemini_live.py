@@ -51,9 +51,6 @@ SOCKET_PATHS = (
     "GenerativeService.BidiGenerateContentConstrained",
     "LlmBidiService/BidiGenerateContent",
 )
-# How the turn ended (its finish reason): the Live API's own names.
-ENDINGS = ("toolCall", "turnComplete", "interrupted")
-
 UNANSWERED = (
     "send a toolResponse with a functionResponse bearing the call's id for every call that "
     "was not cancelled (a failed tool gets one whose response says so): the model answered "
@@ -201,8 +198,8 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
 def owed_at_close(went_on: Sequence[str], cut_short: Sequence[str], where: str) -> list[LoopError]:
     """The calls still owed a response when the socket closed, as Realtime's are judged: those
     the model went on without (the user said something, and a turn completed, while a blocking
-    call waited) are unanswered-call; the rest (a non-blocking call, or a hang-up while a tool ran) are
-    unanswered-at-close, which fails no audit by default. Pure."""
+    call waited) are unanswered-call; the rest (a non-blocking call, or a hang-up while a tool
+    ran) are unanswered-at-close, which fails no audit by default. Pure."""
     return realtime.owed_at_close(
         went_on, cut_short, where, unanswered=UNANSWERED, at_close=AT_CLOSE
     )
@@ -222,6 +219,8 @@ def format_repairs(
         ]
     return gemini.format_repairs(response, state, loose, limits)
 
+
+# --- the hot path: what the proxy holds, from a look at each message --------------------------
 
 _FIRST_KEY = re.compile(rb'\s*\{\s*"([A-Za-z_]{1,60})"\s*:')
 HEAD = 256  # bytes of a message looked at to place it
