@@ -28,6 +28,7 @@ from .stream import ApiError, Framing, StreamReader, api_error
 from .wire import Api, Turn, detect_api, read_turn
 
 EVENTSTREAM = "application/vnd.amazon.eventstream"
+NDJSON = "application/x-ndjson"
 Outcome = Literal["inspected", "skipped", "unparseable", "upstream_error"]
 Transport = Literal["http", "websocket"]
 Scope = Literal["turn", "session", "tool"]
@@ -253,6 +254,8 @@ def _read_response(api: Api, exchange: Exchange, max_decoded: int) -> _Body:
         return _read_stream(api, exchange.response_body, encoding, max_decoded)
     if EVENTSTREAM in content_type:
         return _read_stream(api, exchange.response_body, encoding, max_decoded, "eventstream")
+    if NDJSON in content_type:
+        return _read_stream(api, exchange.response_body, encoding, max_decoded, "ndjson")
     try:
         body = decode(exchange.response_body, encoding, max_decoded)
     except DecodeError as exc:
@@ -265,6 +268,9 @@ def _read_response(api: Api, exchange: Exchange, max_decoded: int) -> _Body:
         return _read_stream(api, body, None, max_decoded, "jsonarray")
     # Strict, as the client's own JSON parser is: a body it cannot read is unparseable.
     value, error = loads(body)
+    if error is not None and dialect(api).framing == "ndjson" and body.lstrip()[:1] == b"{":
+        # A stream not typed as one (ollama.com sends its NDJSON as application/json).
+        return _read_stream(api, body, None, max_decoded, "ndjson")
     if error is not None:
         text = body[:300].decode("utf-8", "replace").strip()
         return _Body(value=text or None, problem=f"response body is not JSON ({error.message})")
@@ -302,18 +308,14 @@ def _lost_arguments(calls: list[Call]) -> list[Call]:
     return [c.model_copy(update={"parse_error": lost}) if not c.arguments_raw else c for c in calls]
 
 
-def _argument_repair(calls: Sequence[Call]) -> list[str]:
+def _argument_repair(calls: Sequence[Call], api: Api) -> list[str]:
     # The client answers only its own calls; the provider answers hosted ones.
     bad = [
         c.call_id or c.name for c in calls if not c.hosted and (c.parse_error or c.schema_errors)
     ]
     if not bad:
         return []
-    return [
-        f"answer {', '.join(bad)} with an error result bound to the same call id "
-        "rather than dropping the call, and keep the raw arguments for the post-mortem: "
-        "a call left unanswered fails the next request."
-    ]
+    return [dialect(api).argument_repair.format(calls=", ".join(bad))]
 
 
 def served_session(exchange: Exchange) -> str | None:
@@ -540,7 +542,7 @@ def inspect(
         *subsets.state_repairs(api, state),
         *subsets.format_repairs(api, projection, format_state, loose, limits),
         *([duplicate] if duplicate else []),
-        *_argument_repair(calls),
+        *_argument_repair(calls, api),
     ]
     return Verdict(
         **found,

@@ -124,8 +124,9 @@ def variables() -> list[Any]:
             "API",
             "label_values(tooltap_flows_total, api)",
             "Which model API: responses (over HTTP or WebSocket), chat (Chat Completions),"
-            " messages (Anthropic), realtime (the Realtime API), converse (Bedrock), gemini,"
-            " gemini_live (the Gemini Live API) or mcp (tool servers).",
+            " messages (Anthropic, on Bedrock and Vertex AI too), realtime (the Realtime API),"
+            " converse (Bedrock Converse), gemini, gemini_live (the Gemini Live API), ollama"
+            " (Ollama's own API) or mcp (tool servers).",
         ),
         label(
             "model",

@@ -17,7 +17,7 @@ from tooltap.core.wire import detect_socket
 from ..harness import eventstream
 from ..harness.replay import Reply, Seen
 from ..harness.sockets import Step as SocketStep
-from . import demo_live, demo_mcp
+from . import demo_live, demo_mcp, demo_ollama
 
 JSON = [("content-type", "application/json"), ("x-request-id", "req_demo")]
 SSE = [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache")]
@@ -1067,6 +1067,13 @@ STEPS: list[Step] = [
         turns=demo_live.TURNS,
     ),
     Step(
+        "ollama-stream",
+        "Ollama's own API (the ollama client, NDJSON): two calls, one off its schema, after a"
+        " history that answered one of two calls by tool_name",
+        demo_ollama.reply(),
+        lambda c: demo_ollama.chat(c.base_url, c.headers, chat_tools(strict=False)),
+    ),
+    Step(
         "mcp-tools",
         "an MCP tool server: arguments off a tool's inputSchema, a result off its outputSchema,"
         " and a call to a tool it never listed",
@@ -1085,6 +1092,7 @@ DEFAULTS = {
     "/invoke-with-response-stream": "bedrock-stream",
     "/converse": "converse-unanswered",
     ":generateContent": "gemini-unsigned",
+    "/api/chat": "ollama-stream",
 }
 
 
@@ -1111,8 +1119,8 @@ def route(seen: Seen) -> Reply:
             {
                 "error": {
                     "message": "the demo upstream serves chat/completions, responses, "
-                    "messages, Bedrock's invoke-with-response-stream and converse, and "
-                    f"Gemini's generateContent, not {seen.path}",
+                    "messages, Bedrock's invoke-with-response-stream and converse, "
+                    f"Gemini's generateContent and Ollama's /api/chat, not {seen.path}",
                     "type": "not_found",
                 }
             },

@@ -47,7 +47,7 @@ from .tap import StreamTap
 logger = logging.getLogger("tooltap")
 
 MAX_TRACKED = 100_000  # flows in flight; past it the oldest is forgotten and counted as dropped
-STREAMED = ("text/event-stream", "application/vnd.amazon.eventstream")
+STREAMED = ("text/event-stream", "application/vnd.amazon.eventstream", "application/x-ndjson")
 MAX_SOCKETS = 10_000  # WebSockets followed at once; past it the oldest is let go
 MAX_HOSTS = 10_000  # host decisions remembered (regular mode)
 GIVE_BACK_AFTER = 64 * MiB  # of bodies gone by before freed memory is worth giving back
@@ -125,9 +125,13 @@ def _guarded(hook: Callable[..., None]) -> Callable[..., None]:
     return guarded
 
 
-def watched(mode: ProxyMode, host: str, hosts: Sequence[str]) -> bool:
-    """Is a flow followed: every flow of a reverse proxy, and on other modes those to these hosts."""
-    return isinstance(mode, ReverseMode) or any(fnmatch.fnmatch(host, p) for p in hosts)
+def watched(mode: ProxyMode, host: str, hosts: Sequence[str], port: int = 0) -> bool:
+    """Is a flow followed: every flow of a reverse proxy, and on other modes those to these hosts
+    (a pattern names a host, or a host:port: a user's own Ollama is localhost:11434)."""
+    address = f"{host}:{port}"
+    return isinstance(mode, ReverseMode) or any(
+        fnmatch.fnmatch(host, p) or fnmatch.fnmatch(address, p) for p in hosts
+    )
 
 
 def mcp_server(request: http.Request, hosts: Sequence[str]) -> bool:
@@ -147,7 +151,8 @@ def flow_api(flow: http.HTTPFlow, hosts: Sequence[str], mcp_hosts: Sequence[str]
     request = flow.request
     api = detect_api(request.method, request.path)
     if api is not None:
-        return api if watched(flow.client_conn.proxy_mode, request.pretty_host, hosts) else None
+        mode = flow.client_conn.proxy_mode
+        return api if watched(mode, request.pretty_host, hosts, request.port) else None
     return "mcp" if mcp_server(request, mcp_hosts) else None
 
 
@@ -323,7 +328,9 @@ class Tooltap:
             if not mcp_server(flow.request, ctx.options.tooltap_mcp_hosts):
                 return
             api = "mcp"
-        elif not self._watched(flow.client_conn.proxy_mode, flow.request.pretty_host):
+        elif not self._watched(
+            flow.client_conn.proxy_mode, flow.request.pretty_host, flow.request.port
+        ):
             return
         self._flows[flow.id] = _Pending(api, flow.client_conn.id)
         if len(self._flows) > MAX_TRACKED:
@@ -350,7 +357,7 @@ class Tooltap:
             or any(kind in response.headers.get("content-type", "") for kind in STREAMED)
             or streamed_path(pending.api, flow.request.path)
         ):
-            # A stream (SSE, or AWS's event stream) must flow event by event; a body
+            # A stream (SSE, AWS's event stream, NDJSON) must flow event by event; a body
             # mitmproxy already chose to stream (stream_large_bodies) is tapped, not lost.
             pending.tap = StreamTap(limit, self._tap_error, self._fault, self.budget)
             response.stream = pending.tap
@@ -369,7 +376,10 @@ class Tooltap:
     @_guarded
     def websocket_start(self, flow: http.HTTPFlow) -> None:
         api = detect_socket(flow.request.path)
-        if api is None or not self._watched(flow.client_conn.proxy_mode, flow.request.pretty_host):
+        request = flow.request
+        if api is None or not self._watched(
+            flow.client_conn.proxy_mode, request.pretty_host, request.port
+        ):
             return
         self._sockets[flow.id] = SocketTap(api, flow)
         if len(self._sockets) > MAX_SOCKETS:
@@ -474,7 +484,7 @@ class Tooltap:
         if any(p.client == client.id for p in self._flows.values()):
             return  # a flow waits on this connection: its error hook counts it
         host, port = server.address or ("", 0)
-        if not self._watched(client.proxy_mode, host):
+        if not self._watched(client.proxy_mode, host, port):
             return
         record = Record(
             None,
@@ -484,13 +494,14 @@ class Tooltap:
         )
         self._hand_over(record)
 
-    def _watched(self, mode: ProxyMode, host: str) -> bool:
+    def _watched(self, mode: ProxyMode, host: str, port: int) -> bool:
         if isinstance(mode, ReverseMode):
             return True
-        decision = self._hosts.get(host)
+        address = f"{host}:{port}"
+        decision = self._hosts.get(address)
         if decision is None:
-            decision = watched(mode, host, ctx.options.tooltap_hosts)
-            self._hosts[host] = decision
+            decision = watched(mode, host, ctx.options.tooltap_hosts, port)
+            self._hosts[address] = decision
             if len(self._hosts) > MAX_HOSTS:
                 self._hosts.popitem(last=False)
         return decision

@@ -12,7 +12,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from ..turn import Api
-from . import chat, converse, gemini, gemini_live, mcp, messages, realtime, responses
+from . import chat, converse, gemini, gemini_live, mcp, messages, ollama, realtime, responses
 from .base import Dialect
 
 __all__ = [
@@ -35,6 +35,7 @@ DIALECTS: dict[str, Dialect] = {
         converse.DIALECT,
         gemini.DIALECT,
         mcp.DIALECT,
+        ollama.DIALECT,
         gemini_live.DIALECT,
     )
 }

@@ -302,5 +302,11 @@ DIALECT = Dialect(
     ),
     format_repairs=format_repairs,
     parallel_voids_strict=False,
+    argument_repair=(
+        "answer {calls} with a functionResponse bearing the call's id whose response carries "
+        "the error, rather than dropping the call, and keep the raw arguments for the "
+        "post-mortem: a blocking call left unanswered holds the model, and the session ends "
+        "owing it."
+    ),
     socket_path=SOCKET_PATHS,
 )

@@ -572,3 +572,41 @@ async def test_two_quick_settings_changes_end_with_one_inspection_on_the_latest(
         old.join(5)  # the inspections the two changes replaced end
     workers = [t for t in threading.enumerate() if t.name == "tooltap-worker"]
     assert workers == [current]
+
+
+OLLAMA_STREAM = b"".join(
+    json.dumps(line).encode() + b"\n"
+    for line in (
+        {"model": "qwen3:8b", "message": {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_ab12cd34", "function": {"index": 0, "name": "get_weather",
+                                                 "arguments": {"city": "Paris"}}}]}, "done": False},
+        {"model": "qwen3:8b", "message": {"role": "assistant", "content": ""}, "done": True,
+         "done_reason": "stop"},
+    )
+)  # fmt: skip
+
+
+async def test_a_users_own_ollama_named_by_host_and_port_is_tapped_line_by_line(harness):
+    harness.tctx.configure(harness.addon, tooltap_hosts=["localhost:11434"])
+    request = {"model": "qwen3:8b", "messages": [{"role": "user", "content": "Paris?"}]}
+    headers = (("content-type", "application/x-ndjson"),)
+    flows = [make_flow("/api/chat", request, b"", headers=headers, host="localhost")
+             for _ in range(2)]  # fmt: skip
+    flows[0].request.port, flows[1].request.port = 11434, 8000  # another port: not named
+    for flow in flows:
+        harness.addon.request(flow)
+        harness.addon.responseheaders(flow)
+    tap = flows[0].response.stream
+    assert callable(tap) and not callable(flows[1].response.stream)
+    lines = OLLAMA_STREAM.splitlines(keepends=True)
+    assert b"".join(tap(line) for line in lines) + tap(b"") == OLLAMA_STREAM
+    flows[0].response.content = None  # as mitmproxy leaves a streamed response
+    harness.addon.response(flows[0])
+    assert harness.addon.flush(5)
+    (turn,) = [e for e in harness.events() if e["event"] == "turn"]
+    assert (turn["api"], turn["stream"], turn["calls"], turn["state"]) == (
+        "ollama",
+        True,
+        1,
+        "no-tools",
+    )

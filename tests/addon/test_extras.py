@@ -25,6 +25,7 @@ DEMO_ONLY = {
     "tooltap.addon.commands.demo_mcp",
     "tooltap.addon.commands.demo_live",
     "tooltap.addon.harness.live",
+    "tooltap.addon.commands.demo_ollama",
     "tooltap.addon.harness.replay",
     "tooltap.addon.harness.sockets",
 }

@@ -21,7 +21,7 @@ RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
 DASHBOARDS = ROOT / "grafana" / "dashboards"
 
 ANY = None  # a label whose values are open (model, status, le, ...)
-APIS = {"responses", "chat", "messages", "realtime", "converse", "gemini", "mcp"}
+APIS = {"responses", "chat", "messages", "realtime", "converse", "gemini", "mcp", "ollama"}
 # realtime is only ever a WebSocket; mcp is a tool server's (tests/system/test_mcp_clients.py)
 HTTP_APIS = APIS - {"realtime", "mcp"}
 TURN_STATES = {

@@ -23,24 +23,24 @@ def test_the_demo_summary_matches_the_scripted_scenario():
         "strict-void": 2,
         "strict-at-risk": 3,
         "strict-serialised": 1,
-        "fanout-no-strict": 4,
+        "fanout-no-strict": 5,
         "no-strict-declared": 5,
         "no-tools": 1,
     }
     assert summary.exposure == 2 / 5
     assert summary.unguaranteed == 5
-    assert summary.formats == {"free-text": 15, "advisory-schema": 1}
+    assert summary.formats == {"free-text": 16, "advisory-schema": 1}
     # MCP adds a schema and a result_schema error, an unlisted-tool, two ok results and an
     # isError one, and a JSON-RPC -32602; Gemini Live a schema error, two ok results and an
     # error one.
-    assert summary.argument_errors == {"schema": 5, "parse": 1, "result_schema": 1}
+    assert summary.argument_errors == {"schema": 6, "parse": 1, "result_schema": 1}
     assert summary.loop_errors == {
-        "unanswered-call": 3,
+        "unanswered-call": 4,
         "orphan-result": 1,
         "missing-thought-signature": 1,
         "unlisted-tool": 1,
     }
-    assert summary.tool_results == {"ok": 11, "error": 4}
+    assert summary.tool_results == {"ok": 12, "error": 4}
     assert summary.rejected == {"400": 5, "-32602": 1}
     assert summary.mcp_calls == {"forecast-tools 0.3.1": 4}
     flows = sum(step.turns for step in STEPS)  # the MCP step's exchanges are flows too
@@ -96,6 +96,23 @@ def test_the_demo_summary_matches_the_scripted_scenario():
     )
     assert re.search(
         r"\] tool_result_error .* api=gemini_live call_id=fc_8XkzQ2mTqG2 where=functionResponses\.1",
+        text,
+    )
+    # Ollama, through the ollama client, streamed as NDJSON: a call off its schema, and the
+    # history's call left unanswered, named by its tool (ollama-python sends no call ids).
+    assert re.search(
+        r"\] turn .* api=ollama calls=2 .* model=qwen3:8b .*path=/api/chat .*"
+        r"state=fanout-no-strict status=200 stream=True",
+        text,
+    )
+    assert re.search(
+        r"\] tool_call .* api=ollama arguments_raw='\{\"city\":\"Bergen\",\"country\":\"NO\","
+        r"\"units\":\"kelvin\"\}' call_id=call_w3k9d0qa .*name=get_weather .*schema_errors=\[\{'path': "
+        r"'\$\.units', 'message': '\"kelvin\" is not one of \"c\" or \"f\"'\}\]",
+        text,
+    )
+    assert re.search(
+        r"\] loop_error .* api=ollama ids=\['get_weather'\] .*rule=unanswered-call where=messages\.1",
         text,
     )
     # MCP, through the SDK's client to the SDK's low-level Server: arguments off the
