@@ -1,4 +1,4 @@
-"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,stream,memory,core,profile,websocket,web,traces,state,stress,why]`.
+"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,stream,memory,core,profile,websocket,live,web,traces,state,stress,why]`.
 
 Results go to bench/out/<name>.json (bench/out/quick/ for --quick,
 bench/out/smoke/ for --smoke, or --out); the report step then writes
@@ -25,6 +25,7 @@ from typing import Any
 from . import (
     core_cost,
     json_load,
+    live,
     memory,
     profile_worker,
     report,
@@ -48,13 +49,14 @@ ALL = (
     "core",
     "profile",
     "websocket",
+    "live",
     "web",
     "traces",
     "state",
     "stress",
     "why",
 )
-QUICK = ALL[:9]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
+QUICK = ALL[:10]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
 
 
 def _git(*args: str) -> str:
@@ -194,6 +196,7 @@ def main() -> int:
         "core": lambda: core_cost.run(size),
         "profile": lambda: profile_worker.run(size, out),
         "websocket": lambda: asyncio.run(websocket.run(size)),
+        "live": lambda: live.run(size),
         "web": lambda: asyncio.run(web.run(size)),
         "traces": lambda: traces.run(size),
         "state": lambda: state.run(size),

@@ -16,9 +16,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from .jsontext import dumps
 from .shapes import as_dict, as_list, as_str
 
-Api = Literal["responses", "chat", "messages", "realtime", "converse", "gemini", "mcp", "ollama"]
+Api = Literal[
+    "responses",
+    "chat",
+    "messages",
+    "realtime",
+    "converse",
+    "gemini",
+    "mcp",
+    "ollama",
+    "gemini_live",
+]
 APIS: tuple[Api, ...] = (
     "responses", "chat", "messages", "realtime", "converse", "gemini", "mcp", "ollama",
+    "gemini_live",
 )  # fmt: skip
 
 

@@ -125,9 +125,9 @@ def variables() -> list[Any]:
             'label_values(tooltap_flows_total{api!="none"}, api)',
             "Which model API: responses (over HTTP or WebSocket), chat (Chat Completions),"
             " messages (Anthropic, on Bedrock and Vertex AI too), realtime (the Realtime API),"
-            " converse (Bedrock Converse), gemini, ollama (Ollama's own API) or mcp (tool"
-            " servers). All also counts the flows no API names (not read, or refused before"
-            " any request).",
+            " converse (Bedrock Converse), gemini, gemini_live (the Gemini Live API), ollama"
+            " (Ollama's own API) or mcp (tool servers). All also counts the flows no API names"
+            " (not read, or refused before any request).",
         ),
         label(
             "model",

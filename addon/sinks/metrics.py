@@ -21,7 +21,7 @@ OUTCOMES = ("inspected", "skipped", "unparseable", "upstream_error", "client_gon
 # An exchange whose body no dialect reads has no API to label it with: api="none".
 NOT_READ = ("none", "not_read")
 WHERE = ("hook", "tap", "worker")
-SOCKET_APIS = ("responses", "realtime")  # the APIs that have a WebSocket transport
+SOCKET_APIS = ("responses", "realtime", "gemini_live")  # the APIs that have a WebSocket transport
 # Why a WebSocket message went unused: in the proxy (binary frames, the budget or the queue
 # full), then in the inspector's readers.
 SOCKET_SKIPS = ("binary", "over_budget", "queue_full", *READER_SKIPS)
@@ -110,8 +110,8 @@ class Metrics:
         )
         self.session_errors = Counter(
             "tooltap_session_errors_total",
-            "Errors a Realtime session sent that refused no request, by their code "
-            "(the first 50 codes; later ones count as other).",
+            "Errors a Realtime or Gemini Live session sent that refused no request (and Gemini"
+            " Live's goAway), by their code (the first 50 codes; later ones count as other).",
             ["api", "type"],
             registry=r,
         )

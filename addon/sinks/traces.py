@@ -65,7 +65,7 @@ def provider_name(api: str | None, host: str) -> str:
         host.startswith("aiplatform.") and host.endswith(".rep.googleapis.com")
     ):
         return Provider.GCP_VERTEX_AI.value
-    if host == "generativelanguage.googleapis.com" or api == "gemini":
+    if host == "generativelanguage.googleapis.com" or api in ("gemini", "gemini_live"):
         return Provider.GCP_GEMINI.value
     if api == "messages":
         return Provider.ANTHROPIC.value

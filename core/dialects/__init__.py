@@ -17,7 +17,18 @@ from urllib.parse import urlsplit
 
 from ..jsontext import loads
 from ..turn import Api
-from . import chat, converse, gemini, invoke, mcp, messages, ollama, realtime, responses
+from . import (
+    chat,
+    converse,
+    gemini,
+    gemini_live,
+    invoke,
+    mcp,
+    messages,
+    ollama,
+    realtime,
+    responses,
+)
 from .base import Dialect, Reading, SharedPath
 
 __all__ = [
@@ -46,6 +57,7 @@ DIALECTS: dict[str, Dialect] = {
         gemini.DIALECT,
         mcp.DIALECT,
         ollama.DIALECT,
+        gemini_live.DIALECT,
     )
 }
 
@@ -105,7 +117,8 @@ def detect_socket(url: str) -> Api | None:
     """Which API a WebSocket speaks, from its upgrade request's path. Pure.
 
     .../responses is the Responses WebSocket mode (OpenAI, Azure, compatible
-    hosts); .../realtime is the Realtime API (Azure's too).
+    hosts); .../realtime is the Realtime API (Azure's too); ...BidiGenerateContent is
+    the Gemini Live API (Vertex AI's too).
     """
     path = path_of(url)
     if path is None:

@@ -30,6 +30,7 @@ What Google documents, and what is read from it:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Iterator, Mapping
@@ -55,14 +56,16 @@ _FINISH = {1: "STOP", 2: "MAX_TOKENS"}
 _TYPES = {1: "string", 2: "number", 3: "integer", 4: "boolean", 5: "array", 6: "object", 7: "null"}
 
 
+@functools.cache  # the names are the code's own: a bounded set
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
 
 
 def field(value: Any, name: str) -> Any:
     """A field under its camelCase name or its snake_case one (the API reads both). Pure."""
-    holder = as_dict(value)
-    return holder[name] if name in holder else holder.get(_snake(name))
+    if not isinstance(value, dict):
+        return None
+    return value[name] if name in value else value.get(_snake(name))
 
 
 def model_in_path(path: str) -> str | None:

@@ -21,7 +21,19 @@ ROOT = Path(__file__).parents[2]
 # Every step bench/__main__.py has. `why` measures variants of an addon design tooltap left
 # at 8f498a8 (bench/README.md, Why), so on this code it reports itself skipped, and says why.
 STEPS = tuple(
-    ["json", "stream", "memory", "core", "profile", "websocket", "web", "traces", "state", "stress"]
+    [
+        "json",
+        "stream",
+        "memory",
+        "core",
+        "profile",
+        "websocket",
+        "live",
+        "web",
+        "traces",
+        "state",
+        "stress",
+    ]
 )
 SKIPPED = ("why",)
 PUBLISHED = ("bench/README.md", "bench/latency.png")
