@@ -21,9 +21,13 @@ RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
 DASHBOARDS = ROOT / "grafana" / "dashboards"
 
 ANY = None  # a label whose values are open (model, status, le, ...)
-APIS = {"responses", "chat", "messages", "realtime", "converse", "gemini", "mcp", "ollama"}
-# realtime is only ever a WebSocket; mcp is a tool server's (tests/system/test_mcp_clients.py)
-HTTP_APIS = APIS - {"realtime", "mcp"}
+APIS = {
+    "responses", "chat", "messages", "realtime", "converse", "gemini", "gemini_live", "mcp",
+    "ollama",
+}  # fmt: skip
+# realtime and gemini_live are only ever WebSockets (tests/system/test_websocket.py,
+# test_gemini_live.py); mcp is a tool server's (tests/system/test_mcp_clients.py)
+HTTP_APIS = APIS - {"realtime", "gemini_live", "mcp"}
 TURN_STATES = {
     "no-tools",
     "no-strict-declared",
@@ -77,7 +81,7 @@ COUNTERS: dict[str, dict[str, set[str] | None]] = {
     "tooltap_state_errors_total": {},
     "tooltap_spans_total": {"outcome": {"exported", "dropped"}},
     "tooltap_websocket_messages_skipped_total": {
-        "api": {"responses", "realtime"},
+        "api": {"responses", "realtime", "gemini_live"},
         "reason": {
             "binary",
             "over_budget",

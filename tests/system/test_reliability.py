@@ -573,6 +573,7 @@ CASES = [
         ),
         "upstream_error",
         "incomplete chunked read",
+        streamed=True,  # a body of unknown length flows as it comes (I1), cut where it was cut
         complete=False,
     ),
     Case("no-response", raw(CLOSE), "upstream_error", "server closed connection", complete=False),
@@ -1022,13 +1023,11 @@ def test_a_200_mb_response_passes_byte_for_byte_and_is_skipped_not_inspected(kin
     name = f"big-{kind}"
     status, size, digest, rise = _fetch_big(f"{tooltap.url}/case/{name}/{PATHS['chat']}", tooltap)
     assert (status, size, digest) == (200, BIG_BLOCKS * MB, BIG_SHA256)
-    if kind != "chunked":
-        # Never held: a stream copy stops at tooltap_max_body (8 MiB), and a declared length
-        # above it is streamed. 48 MiB allows for the relay's own buffers; 200 MB would not fit.
-        assert rise < 48 * MB, rise / MB
+    # Never held: a declared length above tooltap_max_body (8 MiB) is streamed, and a stream
+    # or a body of unknown length flows as it comes, its copy stopped at the cap. 48 MiB
+    # allows for the relay's own buffers; 200 MB would not fit.
+    assert rise < 48 * MB, rise / MB
     turn = turns_at(tooltap, name)[0]
-    # A declared length above the cap is streamed (tooltap asks mitmproxy to); a body of
-    # unknown length is buffered by mitmproxy, as plain mitmdump does, and then skipped.
     assert (turn["outcome"], turn["reason"]) == ("skipped", "response body above tooltap_max_body")
     assert delta(settle(tooltap, sum(before.values()) + 1), before) == {label("chat", "skipped"): 1}
     assert internal_errors(tooltap) == 0
@@ -1036,8 +1035,7 @@ def test_a_200_mb_response_passes_byte_for_byte_and_is_skipped_not_inspected(kin
 
 
 def test_with_stream_large_bodies_a_200_mb_body_of_unknown_length_never_sits_in_memory(upstream):
-    # Without it, mitmproxy itself buffers a chunked non-SSE body whole before
-    # forwarding it (tooltap cannot tap a body mitmproxy decides to buffer).
+    # mitmproxy's own option and tooltap's tap of a body of unknown length, together.
     extra = ("--set", "stream_large_bodies=8m")
     with Proxy.tooltap([upstream.url], "--log-format", "json", extra=extra) as proxy:
         status, size, digest, rise = _fetch_big(
@@ -1047,7 +1045,7 @@ def test_with_stream_large_bodies_a_200_mb_body_of_unknown_length_never_sits_in_
         turn = turns_at(proxy, "big-chunked")[0]
         assert (turn["outcome"], turn["reason"]) == (
             "skipped",
-            "response body streamed by mitmproxy (stream_large_bodies), not inspected",
+            "response body above tooltap_max_body",
         )
         assert samples(scrape(proxy), "tooltap_flows_total")[label("chat", "skipped")] == 1
         still_serving(proxy)
@@ -1593,6 +1591,8 @@ def _flow(
         headers=tuple((k.encode(), v.encode()) for k, v in headers),
         content=response,
     )
+    if response is not None:
+        resp.headers["content-length"] = str(len(response))  # a known length: buffered
     return tflow.tflow(req=req, resp=resp)
 
 
