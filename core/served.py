@@ -45,10 +45,12 @@ class ToolServer(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     server: str | None = None  # "name version", as initialize named it
+    name: str | None = None  # the name alone: what its tools' pins are kept under
     tools: dict[str, ListedTool] = Field(default_factory=dict)
     complete: bool = False  # the whole list was seen, from its first page to its last
     fixed: bool = False  # initialize said the list does not change during the session
     next_cursor: str | None = None  # the page a list seen from its start continues with
+    announced: bool = False  # notifications/tools/list_changed came, and no whole list since
 
 
 class Served(BaseModel):
@@ -63,3 +65,5 @@ class Served(BaseModel):
     unchecked: list[str] = Field(default_factory=list)
     repairs: list[str] = Field(default_factory=list)
     server: ToolServer = Field(default_factory=ToolServer)  # the session after this exchange
+    definitions: list[dict[str, Any]] = Field(default_factory=list)  # the tools listed, as sent
+    announced: bool = False  # the list was read after the server said it changed

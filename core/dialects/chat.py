@@ -34,6 +34,7 @@ def _tools(request: Mapping[str, Any]) -> list[Tool]:
                     type=kind,
                     strict=as_bool(inner.get("strict")) if kind == "function" else None,
                     parameters=inner.get("parameters") if kind == "function" else None,
+                    description=inner.get("description"),
                 )
             )
     for legacy in map(as_dict, as_list(request.get("functions"))):
@@ -44,6 +45,7 @@ def _tools(request: Mapping[str, Any]) -> list[Tool]:
                     name=name,
                     strict=as_bool(legacy.get("strict")),
                     parameters=legacy.get("parameters"),
+                    description=legacy.get("description"),
                 )
             )
     return out
@@ -237,7 +239,7 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
             check.error("empty-result", [call_id], index)
         if not call_id:
             continue
-        check.result(call_id, index, error_payload(content), check.where(index))
+        check.result(call_id, index, error_payload(content), check.where(index), content)
         if call_id in pending:
             del pending[call_id]
             answered.add(call_id)

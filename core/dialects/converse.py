@@ -65,6 +65,7 @@ def _tools(request: Mapping[str, Any]) -> list[Tool]:
                     name=name,
                     strict=as_bool(spec.get("strict")),
                     parameters=as_dict(spec.get("inputSchema")).get("json"),
+                    description=spec.get("description"),
                 )
             )
     return out
@@ -253,7 +254,13 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
             failed = result.get("status") == "error"
             if failed and is_empty(result.get("content")):
                 check.error("empty-result", [call_id], index, where)
-            check.result(call_id, index, failed or error_payload(_result_text(result)), where)
+            check.result(
+                call_id,
+                index,
+                failed or error_payload(_result_text(result)),
+                where,
+                result.get("content"),
+            )
             if call_id in pending:
                 del pending[call_id]
                 answered.add(call_id)

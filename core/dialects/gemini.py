@@ -204,6 +204,7 @@ def _tools(request: Mapping[str, Any], strict: bool) -> list[Tool]:
                 name=name,
                 strict=strict,
                 parameters=parameters if as_json is not None else to_json_schema(parameters),
+                description=field(declaration, "description"),
             )
         )
     return out
@@ -499,8 +500,8 @@ def _answer(
         named = answer_id or name
         by_id = [c for c in open_calls if answer_id and c[0] == answer_id]
         matched = by_id or [c for c in open_calls if c[1] == name and not (answer_id and c[0])]
-        failed = error_payload(dumps(field(response, "response")))
-        check.result(named, index, failed, where)
+        said = field(response, "response")
+        check.result(named, index, error_payload(dumps(said)), where, said)
         if matched:
             open_calls.remove(matched[0])
             answered.append(matched[0])

@@ -25,7 +25,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..arguments import SchemaError, ValidatorCache, diagnose, validate
+from ..definitions import listed
 from ..errors import ApiError
+from ..hidden import scan
 from ..jsontext import dumps
 from ..loop import REPAIRS, LoopError, LoopReport, ToolResult
 from ..served import ListedTool, Served, ToolServer
@@ -83,7 +85,11 @@ def _initialized(result: Mapping[str, Any]) -> ToolServer:
     info = as_dict(result.get("serverInfo"))
     named = " ".join(filter(None, (as_str(info.get("name")), as_str(info.get("version")))))
     tools = as_dict(as_dict(result.get("capabilities")).get("tools"))
-    return ToolServer(server=named or None, fixed=tools.get("listChanged") is not True)
+    return ToolServer(
+        server=named or None,
+        name=as_str(info.get("name")) or None,
+        fixed=tools.get("listChanged") is not True,
+    )
 
 
 def _listed(server: ToolServer, cursor: str | None, result: Mapping[str, Any]) -> ToolServer:
@@ -170,12 +176,14 @@ def _result(
             errors, problem = validate(result["structuredContent"], tool.output_schema, validators)
         else:
             errors = [SchemaError(path="$", message=NO_STRUCTURED)]
+    said = {key: value for key, value in result.items() if key != "_meta"}
     return ToolResult(
         call_id=call_id,
         where="result",
         outcome="error" if failed else "ok",
         schema_errors=errors,
         schema_problem=problem,
+        hidden=scan(said)[0],
     )
 
 
@@ -218,10 +226,14 @@ def serve(
             served.server = _initialized(result)
         elif method == "tools/list" and result is not None:
             cursor = as_str(params.get("cursor")) or None
+            served.announced = served.announced or served.server.announced
             served.server = _listed(served.server, cursor, result)
+            if served.server.complete:
+                served.server = served.server.model_copy(update={"announced": False})
             served.listed.extend(
                 as_str(as_dict(t).get("name")) for t in as_list(result.get("tools"))
             )
+            served.definitions.extend(map(dict, listed(result.get("tools"))))
         elif method == "tools/call":
             own = session is not None
             tool = _call(index, message_id or "", params, served, validators=validators, own=own)
@@ -231,7 +243,7 @@ def serve(
     if any(m.get("method") == "notifications/tools/list_changed" for m in received):
         # The list changed: what was listed is no longer known to hold.
         served.server = served.server.model_copy(
-            update={"tools": {}, "complete": False, "next_cursor": None}
+            update={"tools": {}, "complete": False, "next_cursor": None, "announced": True}
         )
     return served
 

@@ -72,6 +72,7 @@ def _tools(request: Mapping[str, Any]) -> list[Tool]:
                     name=name,
                     strict=as_bool(tool.get("strict")),
                     parameters=tool.get("input_schema"),
+                    description=tool.get("description"),
                 )
             )
         else:
@@ -276,7 +277,9 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
                     other_first = False
                 if is_empty(block.get("content")):
                     check.error("empty-result", [call_id], index, where)
-                check.result(call_id, index, block.get("is_error") is True, where)
+                check.result(
+                    call_id, index, block.get("is_error") is True, where, block.get("content")
+                )
                 if call_id in pending:
                     del pending[call_id]
                     answered.add(call_id)
