@@ -98,7 +98,10 @@ class ToolChange(BaseModel):
     model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
 
     source: str
-    """Where the tool comes from: `mcp <name> at <endpoint>`, or `app <label or key hash>`."""
+    """Where the tool comes from: `mcp <name> at <endpoint>`, `mcp <label> hosted for app
+    <app>`, or `app <label or key hash>`."""
+    server: str | None = None
+    """The MCP server's name (a hosted server's label); None for an application's tools."""
     tool: str
     """The tool's name."""
     change: Literal["changed", "appeared", "disappeared"]
@@ -258,7 +261,7 @@ def short(print_: str | None) -> str | None:
 # --- the diff --------------------------------------------------------------------------------
 
 
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
     """A value in a diff line: JSON, hidden characters written as escapes, cut to MAX_SHOWN."""
     text = value if isinstance(value, str) else canonical({"v": value})[5:-1]
     if isinstance(value, str):
@@ -270,7 +273,7 @@ def _show(value: Any) -> str:
 def _texts(before: str, after: str) -> str:
     """Two texts, long ones cut to what changed and CONTEXT characters either side."""
     if len(before) <= MAX_SHOWN and len(after) <= MAX_SHOWN:
-        return f"{_show(before)} → {_show(after)}"
+        return f"{show(before)} → {show(after)}"
     start = 0
     while start < min(len(before), len(after)) and before[start] == after[start]:
         start += 1
@@ -286,12 +289,12 @@ def _texts(before: str, after: str) -> str:
         stop = min(len(text), len(text) - end + CONTEXT)
         return ("…" if lead else "") + text[lead:stop] + ("…" if stop < len(text) else "")
 
-    return f"{_show(middle(before))} → {_show(middle(after))}"
+    return f"{show(middle(before))} → {show(middle(after))}"
 
 
 def _kind_of(schema: Any) -> str:
     kind = as_dict(schema).get("type")
-    return f" ({_show(kind)})" if kind is not None else ""
+    return f" ({show(kind)})" if kind is not None else ""
 
 
 def _walk(before: Any, after: Any, path: str, key: str, out: list[str]) -> None:
@@ -303,11 +306,11 @@ def _walk(before: Any, after: Any, path: str, key: str, out: list[str]) -> None:
             if name not in before:
                 what = "property" if key == "properties" else "key"
                 out.append(
-                    f"{child}: {what} added{_kind_of(after[name]) if key == 'properties' else ' ' + _show(after[name])}"
+                    f"{child}: {what} added{_kind_of(after[name]) if key == 'properties' else ' ' + show(after[name])}"
                 )
             elif name not in after:
                 what = "property" if key == "properties" else "key"
-                out.append(f"{child}: {what} removed (was {_show(before[name])})")
+                out.append(f"{child}: {what} removed (was {show(before[name])})")
             else:
                 _walk(before[name], after[name], child, str(name), out)
         return
@@ -315,11 +318,11 @@ def _walk(before: Any, after: Any, path: str, key: str, out: list[str]) -> None:
         gone = [v for v in before if v not in after]
         new = [v for v in after if v not in before]
         if key == "required":
-            said = [*(f"now requires {_show(v)}" for v in new),
-                    *(f"no longer requires {_show(v)}" for v in gone)]  # fmt: skip
+            said = [*(f"now requires {show(v)}" for v in new),
+                    *(f"no longer requires {show(v)}" for v in gone)]  # fmt: skip
         else:
-            said = [*(f"value {_show(v)} added" for v in new),
-                    *(f"value {_show(v)} removed" for v in gone)]  # fmt: skip
+            said = [*(f"value {show(v)} added" for v in new),
+                    *(f"value {show(v)} removed" for v in gone)]  # fmt: skip
         out.append(f"{path}: {'; '.join(said) or 'reordered'}")
         return
     if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
@@ -329,7 +332,7 @@ def _walk(before: Any, after: Any, path: str, key: str, out: list[str]) -> None:
     if isinstance(before, str) and isinstance(after, str):
         out.append(f"{path}: {_texts(before, after)}")
         return
-    line = f"{path}: {_show(before)} → {_show(after)}"
+    line = f"{path}: {show(before)} → {show(after)}"
     if key in HINTS and before is True and after is not True:
         line += f" (no longer says {HINTS[key]})"
     elif key in HINTS and after is True and before is not True:

@@ -20,6 +20,8 @@ from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from ..sinks.redaction import REDACTED
 from ..sinks.traces import TraceSink
+from .applications import Applications
+from .pins import Pins
 from .scrub import scrub
 from .session import Session, with_ending
 from .sockets import Sockets, socket_verdict
@@ -42,11 +44,14 @@ class Inspector:
         budget: int = BUDGET,
         traces: TraceSink | None = None,
         state: State | None = None,
+        pins: Pins | None = None,
+        applications: Applications | None = None,
     ) -> None:
         self.sink = sink
         self.metrics = metrics
         self.traces = traces
-        self.session = Session(state=state)
+        self.session = Session(state=state, pins=pins)
+        self.applications = applications or Applications()
         self.sockets = Sockets(max_turn, budget)
         self._fault = fault  # a test seam: raises to inject a fault
 
@@ -64,7 +69,7 @@ class Inspector:
                 api=record.api, outcome="skipped", reason=record.skipped, status=record.status
             )
         else:
-            verdict = self.session.inspect(record.exchange())
+            verdict = self.session.inspect(record.exchange(), application=self._application(record))
             verdict = with_ending(verdict, record.note, record.failure)
         self._emit(record, verdict, started)
 
@@ -80,10 +85,15 @@ class Inspector:
         for (api, reason), count in self.sockets.skipped.items():
             self.metrics.socket_skipped(api, reason, count)
         self.sockets.skipped.clear()
+        application = self._application(record)
         for turn in turns:
-            verdict = socket_verdict(self.session, turn, record.note, record.failure)
+            verdict = socket_verdict(self.session, turn, record.note, record.failure, application)
             self._emit(record, verdict, started)
             started = time.perf_counter()
+
+    def _application(self, record: Record) -> str | None:
+        headers = ((k.decode("latin-1"), v.decode("latin-1")) for k, v in record.request_headers)
+        return self.applications.of(headers, record.path)
 
     def _emit(self, record: Record, verdict: Verdict, started: float) -> None:
         path = record.logged_path()

@@ -6,17 +6,19 @@ Responses turn left for the client (for follow-ups with previous_response_id),
 and the response ids already counted at a final status (a background response
 is polled, and counted once). What each recent MCP session said of its server
 (its name, the tools it listed, with their schemas) stays in this process: it
-is more than ids, which is all the shared state holds.
+is more than ids, which is all the shared state holds. The tool definitions each exchange
+carries are checked against their pins (pins.py).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from urllib.parse import urlsplit
 
 from tooltap.core import Exchange, ToolServer, ValidatorCache, Verdict, inspect, served_session
+from tooltap.core.definitions import endpoint
 
+from .pins import Pins
 from .state import REMEMBERED, LocalState, Recalled, State
 
 TOOL_SESSIONS = 1_000  # MCP sessions remembered (with their tool schemas), the newest only
@@ -67,21 +69,29 @@ class Session:
     replicas, with tooltap_state).
     """
 
-    def __init__(self, size: int = REMEMBERED, state: State | None = None) -> None:
+    def __init__(
+        self, size: int = REMEMBERED, state: State | None = None, pins: Pins | None = None
+    ) -> None:
         self.state = state if state is not None else LocalState(size)
         self.validators = ValidatorCache()
         self.tool_servers = ToolServers()
+        self.pins = pins if pins is not None else Pins()
 
     def inspect(
-        self, exchange: Exchange, prior: Mapping[str, Sequence[str]] | None = None
+        self,
+        exchange: Exchange,
+        prior: Mapping[str, Sequence[str]] | None = None,
+        application: str | None = None,
     ) -> Verdict:
         """inspect() with this session's memory; prior replaces the recent calls (a Realtime
-        turn brings the calls its socket owed)."""
+        turn brings the calls its socket owed). application: who sent a model request, which
+        its declared tools are pinned under (applications.py)."""
         calls = Recalled(self.state) if prior is None else prior
-        key = (_endpoint(exchange.url), served_session(exchange))
+        key = (endpoint(exchange.url), served_session(exchange))
         verdict = inspect(
             exchange, calls, validators=self.validators, tool_server=self.tool_servers.get(key)
         )
+        verdict.tool_changes = self.pins.check(verdict.definitions, application)
         if verdict.tool_server is not None:
             self.tool_servers.keep(key, verdict.tool_server, verdict, len(exchange.response_body))
             return verdict
@@ -104,12 +114,6 @@ class Session:
         if verdict.awaiting:
             self.state.remember(response_id, verdict.awaiting)
         return verdict
-
-
-def _endpoint(url: str) -> str:
-    """An MCP server's endpoint: the URL without its query."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 
 def with_ending(verdict: Verdict, note: str | None, failure: str | None) -> Verdict:

@@ -66,15 +66,25 @@ def redact_text(text: str) -> str:
     return orjson.dumps(_redact_value(value)).decode()
 
 
+def hash_key() -> bytes:
+    """The key hashes are made with: TOOLTAP_HASH_KEY, which makes them comparable across
+    replicas, else one drawn for this process. Keyed, so that a short secret cannot be
+    recovered, nor a guess confirmed, by hashing guesses."""
+    env = os.environ.get("TOOLTAP_HASH_KEY")
+    return env.encode() if env else secrets.token_bytes(32)
+
+
+def keyed(key: bytes, text: str) -> str:
+    """The HMAC-SHA256 of a text under a key, in hex."""
+    return hmac.new(key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
 class ArgumentPolicy:
     """How much of the arguments (and of text that could echo them) reaches the log."""
 
     def __init__(self, mode: str, key: bytes | None = None) -> None:
         self.mode = mode
-        # Keyed, so a short secret cannot be recovered by hashing guesses; set
-        # TOOLTAP_HASH_KEY to make hashes comparable across replicas.
-        env = os.environ.get("TOOLTAP_HASH_KEY")
-        self._key = key or (env.encode() if env else secrets.token_bytes(32))
+        self._key = key or hash_key()
 
     def arguments(self, raw: str) -> str | None:
         if self.mode == "raw":
@@ -82,10 +92,7 @@ class ArgumentPolicy:
         if self.mode == "omit":
             return None
         if self.mode == "hash":
-            digest = hmac.new(
-                self._key, raw.encode("utf-8", "surrogatepass"), hashlib.sha256
-            ).hexdigest()
-            return "hmac-sha256:" + digest[:32]
+            return "hmac-sha256:" + keyed(self._key, raw)[:32]
         return redact_text(raw)
 
     def message(self, text: str) -> str:

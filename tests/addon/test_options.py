@@ -60,6 +60,9 @@ def test_the_inspector_gets_exactly_the_options_it_reads_as_data():
         "tooltap_queue_size",
         "tooltap_state",  # the inspector keeps the session's memory there
         "tooltap_state_ttl",
+        "tooltap_tools_lock",  # the inspector keeps the pins
+        "tooltap_app_header",
+        "tooltap_pins_ttl",
     }
 
 
@@ -71,10 +74,12 @@ def test_tooltap_run_has_a_flag_for_each_flagged_option_and_passes_it_on():
         "--model-labels",
         "--otlp",
         "--state",
+        "--tools-lock",
     }
     args = parser().parse_args(
         ["run", "--log-format", "json", "--log-arguments", "hash", "--model-labels", "7",
-         "--otlp", "http://127.0.0.1:4318", "--state", "redis://127.0.0.1:6379/0"]
+         "--otlp", "http://127.0.0.1:4318", "--state", "redis://127.0.0.1:6379/0",
+         "--tools-lock", "tools.lock.json"]
     )  # fmt: skip
     argv, _ = mitmdump_args(args, [])
     for setting in (
@@ -83,6 +88,7 @@ def test_tooltap_run_has_a_flag_for_each_flagged_option_and_passes_it_on():
         "tooltap_model_labels=7",
         "tooltap_otlp=http://127.0.0.1:4318",
         "tooltap_state=redis://127.0.0.1:6379/0",
+        "tooltap_tools_lock=tools.lock.json",
     ):
         assert argv[argv.index(setting) - 1] == "--set"
 
