@@ -1,16 +1,20 @@
-"""What counts as a finding: one definition for the log's level and audit's exit code.
+"""What counts as a finding: one definition for its name, its key, its message, the log's level
+and audit's exit code.
 
 A finding is named: a parallel/strict state, an output-format state, a bad
-argument (a client's call or one the provider ran), a tool server's result that breaks its outputSchema, a tool-loop rule,
-or a rejected request. Every name a verdict holds
-is listed once per occurrence, so a count of findings counts occurrences.
+argument (a client's call or one the provider ran), a tool server's result that
+breaks its outputSchema, a tool-loop rule, a rejected request, or an error a
+session sent that refused nothing. occurrences() lists each occurrence once, with
+what tells it apart (the key a baseline counts, free of ids) and what a report
+says of it, so that every reader (log, audit, mitmweb, spans) counts the same.
 """
 
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
-from . import schema
+from . import schema, subsets
 from .inspection import Verdict
 from .loop import RULES
 
@@ -34,37 +38,60 @@ DEFAULT = frozenset(NAMES) - {
 _IDS = re.compile(r"\b(?:resp|call|toolu|msg|chatcmpl|fc|item|event)_[A-Za-z0-9_-]+")
 
 
+class Finding(NamedTuple):
+    """One occurrence of a finding."""
+
+    name: str  # one of NAMES
+    detail: str  # what tells it apart, free of ids: a re-recording has new ones
+    message: str  # what it is and its repair, in a report's words
+
+
 def findings(verdict: Verdict) -> list[str]:
     """Every finding in one verdict, a name per occurrence, in report order. Pure."""
-    return [name for name, _ in occurrences(verdict)]
+    return [finding.name for finding in occurrences(verdict)]
 
 
-def occurrences(verdict: Verdict) -> list[tuple[str, str]]:
-    """Every finding with what tells it apart, free of ids (a re-recording has new ones). Pure.
+def occurrences(verdict: Verdict) -> list[Finding]:
+    """Every finding of one verdict, in report order. Pure.
 
     The detail is the call names for a state, the tool and the paths for an
     argument or result error, where in the request for a loop rule, the status and
-    type for a rejection.
+    type for a rejection, the error's type for a session error.
     """
-    found: list[tuple[str, str]] = []
+    found: list[Finding] = []
     if verdict.state in STATES:
         client = (c.name for c in verdict.calls if not c.hosted)  # the state is the client's
-        found.append((verdict.state, ",".join(sorted(client))))
+        repairs = subsets.state_repairs(verdict.api or "", verdict.state)
+        said = f"{verdict.detail} Repair: {repairs[0]}" if repairs else str(verdict.detail)
+        found.append(Finding(verdict.state, ",".join(sorted(client)), said))
     if verdict.format_state in FORMATS:
-        found.append((verdict.format_state, ""))
+        found.append(Finding(verdict.format_state, "", str(verdict.format_detail)))
     for call in verdict.calls:
+        named = f"call {call.call_id} ({call.name})"
         if call.parse_error is not None:
-            found.append(("argument-parse", call.name))
+            error = call.parse_error
+            said = f"{named}: arguments are not JSON: {error.message} at {error.position}"
+            found.append(Finding("argument-parse", call.name, said))
         if call.schema_errors:
             paths = ",".join(sorted({e.path for e in call.schema_errors}))
-            found.append(("argument-schema", f"{call.name} {paths}"))
+            errors = "; ".join(f"{e.path}: {e.message}" for e in call.schema_errors)
+            found.append(Finding("argument-schema", f"{call.name} {paths}", f"{named}: {errors}"))
     names = {call.call_id: call.name for call in verdict.calls}
     for result in verdict.tool_results:
         if result.schema_errors:
+            name = names.get(result.call_id, "")
             paths = ",".join(sorted({e.path for e in result.schema_errors}))
-            found.append(("result-schema", f"{names.get(result.call_id, '')} {paths}"))
-    found.extend((error.rule, _IDS.sub("<id>", error.where)) for error in verdict.loop_errors)
-    if verdict.rejected is not None:
-        found.append(("rejected", f"{verdict.rejected.status} {verdict.rejected.type}"))
-    found.extend(("session-error", error.type) for error in verdict.session_errors)
+            errors = "; ".join(f"{e.path}: {e.message}" for e in result.schema_errors)
+            said = f"result of {result.call_id} ({name}): {errors}"
+            found.append(Finding("result-schema", f"{name} {paths}", said))
+    for loop_error in verdict.loop_errors:
+        said = f"{', '.join(loop_error.ids)} at {loop_error.where}. Repair: {loop_error.repair}"
+        found.append(Finding(loop_error.rule, _IDS.sub("<id>", loop_error.where), said))
+    if (rejected := verdict.rejected) is not None:
+        blockers = "".join(f" Blocker: {b}" for b in rejected.blockers)
+        said = f"{rejected.status} {rejected.type}: {rejected.message}{blockers}"
+        found.append(Finding("rejected", f"{rejected.status} {rejected.type}", said))
+    for session_error in verdict.session_errors:
+        said = f"the session said {session_error.type}: {session_error.message}"
+        found.append(Finding("session-error", session_error.type, said))
     return found

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-from tooltap.core import Verdict
-from tooltap.core.findings import DEFAULT, NAMES, occurrences
+from tooltap.core.findings import DEFAULT, NAMES, Finding
 
 from .inputs import Item
 
@@ -50,12 +49,11 @@ def parse_rate(text: str) -> float:
     return value
 
 
-def keys(item: Item, verdict: Verdict) -> list[Key]:
-    """One key per finding of the verdict, in the order of occurrences()."""
+def key_of(item: Item, finding: Finding) -> Key:
+    """A finding's key: where it was found, and what tells it apart."""
     exchange = item.exchange
     request = f"{exchange.method} {urlsplit(exchange.url).path}" if exchange is not None else ""
-    source = item.source or ""
-    return [Key(source, request, name, detail) for name, detail in occurrences(verdict)]
+    return Key(item.source or "", request, finding.name, finding.detail)
 
 
 class Baseline:

@@ -14,9 +14,9 @@ from typing import Any
 from xml.etree import ElementTree
 
 from tooltap.core import Verdict, parallel, subsets
-from tooltap.core.findings import DEFAULT, FORMATS, STATES
+from tooltap.core.findings import DEFAULT, FORMATS, STATES, occurrences
 
-from .budget import Baseline, Key, keys
+from .budget import Baseline, Key, key_of
 from .inputs import Item
 
 FORMATS_OUT = ("text", "json", "junit", "github")
@@ -69,14 +69,15 @@ class Report:
         if verdict.state is not None:
             self.rows.append({"state": verdict.state, "calls": verdict.call_count})
         failing = []
-        for key, message in zip(keys(item, verdict), _messages(verdict), strict=True):
-            if key.finding not in self.fail_on:
+        for finding in occurrences(verdict):
+            if finding.name not in self.fail_on:
                 continue
+            key = key_of(item, finding)
             self.seen[key] += 1
             if self.baseline is not None and self.baseline.absorbs(key):
                 self.baselined += 1
             else:
-                failing.append((key.finding, message))
+                failing.append((finding.name, finding.message))
         self.findings += len(failing)
         self.cases.append(Case(item, failing))
         if self.format == "json":
@@ -113,28 +114,12 @@ class Report:
                         ("duplicate:", "answer ")
                     ):
                         self.line(f"  repair: {repair}")
-        for call in v.calls:
-            if call.parse_error is not None:
-                self.line(
-                    f"{'argument-parse':<19} {label}  call {call.call_id} ({call.name}): {call.parse_error.message} at {call.parse_error.position}"
-                )
-            if call.schema_errors:
-                errors = "; ".join(f"{e.path}: {e.message}" for e in call.schema_errors)
-                self.line(
-                    f"{'argument-schema':<19} {label}  call {call.call_id} ({call.name}): {errors}"
-                )
-        for error in v.loop_errors:
-            self.line(f"{error.rule:<19} {label}  {', '.join(error.ids)} at {error.where}")
-            self.line(f"  repair: {error.repair}")
+        for finding in occurrences(v):
+            if finding.name not in (*STATES, *FORMATS):  # said above, with their repairs
+                self.line(f"{finding.name:<19} {label}  {finding.message}")
         for result in v.tool_results:
             if result.outcome == "error":
                 self.line(f"{'tool-failure':<19} {label}  {result.call_id} at {result.where}")
-        if v.rejected is not None:
-            self.line(
-                f"{'rejected':<19} {label}  {v.rejected.status} {v.rejected.type}: {v.rejected.message}"
-            )
-            for blocker in v.rejected.blockers:
-                self.line(f"  blocker: {blocker}")
 
     def summary(self) -> None:
         shape = parallel.exposure(row["state"] for row in self.rows)
@@ -248,32 +233,3 @@ def _escape(text: str, property: bool = False) -> str:
     """GitHub's workflow-command escaping; properties also escape `:` and `,`."""
     text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     return text.replace(":", "%3A").replace(",", "%2C") if property else text
-
-
-def _messages(v: Verdict) -> list[str]:
-    """What each finding is and its repair, one per occurrence, in occurrences() order."""
-    out: list[str] = []
-    if v.state in STATES:
-        repairs = subsets.state_repairs(v.api or "", v.state)
-        out.append(f"{v.detail} Repair: {repairs[0]}" if repairs else str(v.detail))
-    if v.format_state in FORMATS:
-        out.append(str(v.format_detail))
-    for call in v.calls:
-        if call.parse_error is not None:
-            out.append(
-                f"call {call.call_id} ({call.name}): arguments are not JSON: "
-                f"{call.parse_error.message} at {call.parse_error.position}"
-            )
-        if call.schema_errors:
-            errors = "; ".join(f"{e.path}: {e.message}" for e in call.schema_errors)
-            out.append(f"call {call.call_id} ({call.name}): {errors}")
-    names = {call.call_id: call.name for call in v.calls}
-    for result in v.tool_results:
-        if result.schema_errors:
-            errors = "; ".join(f"{e.path}: {e.message}" for e in result.schema_errors)
-            out.append(f"result of {result.call_id} ({names.get(result.call_id, '')}): {errors}")
-    out.extend(f"{', '.join(e.ids)} at {e.where}. Repair: {e.repair}" for e in v.loop_errors)
-    if v.rejected is not None:
-        blockers = "".join(f" Blocker: {b}" for b in v.rejected.blockers)
-        out.append(f"{v.rejected.status} {v.rejected.type}: {v.rejected.message}{blockers}")
-    return out

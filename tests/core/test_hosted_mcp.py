@@ -10,7 +10,7 @@ from support.captures import JSON, URLS, exchange_of
 
 from tooltap.core import inspect
 from tooltap.core.dialects import responses
-from tooltap.core.findings import occurrences
+from tooltap.core.findings import findings, occurrences
 
 CORPUS = Path(__file__).parents[1] / "corpus" / "realworld" / "exchanges.jsonl"
 RECORDS = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines()]
@@ -56,6 +56,11 @@ def calendar(arguments=None, list_in=("output",), **changes):
     return verdict_of(request, response)
 
 
+def told_apart(verdict):
+    """Each finding's name and what tells it apart (a baseline's key)."""
+    return [(f.name, f.detail) for f in occurrences(verdict)]
+
+
 def schema_errors(verdict):
     return [[(e.path, e.message) for e in call.schema_errors] for call in verdict.calls]
 
@@ -78,15 +83,13 @@ def test_the_recorded_turn_checks_each_mcp_call_against_the_listed_schema_and_co
     ]
     assert (verdict.state, verdict.call_count, verdict.hosted_count) == ("no-tools", 0, 2)
     assert (verdict.awaiting, verdict.duplicates, verdict.repairs) == ([], {}, [])
-    assert occurrences(verdict) == []
+    assert told_apart(verdict) == []
 
 
 def test_arguments_off_the_listed_input_schema_are_reported_by_path():
     verdict = calendar(BAD_ARGUMENTS)
     assert schema_errors(verdict) == [BAD_ERRORS, []]
-    assert occurrences(verdict) == [
-        ("argument-schema", "search_events $.calendar_id,$.max_results")
-    ]
+    assert told_apart(verdict) == [("argument-schema", "search_events $.calendar_id,$.max_results")]
     # The provider answers its own calls: the client is told to answer none of them.
     assert verdict.repairs == []
 
@@ -98,10 +101,10 @@ def test_a_list_re_sent_in_the_requests_input_serves_as_well():
 def test_with_no_list_in_view_the_arguments_are_only_parsed():
     verdict = calendar(BAD_ARGUMENTS, list_in=())
     assert schema_errors(verdict) == [[], []]
-    assert occurrences(verdict) == []
+    assert told_apart(verdict) == []
     broken = calendar('{"max_results": 5', list_in=())
     assert broken.calls[0].parse_error is not None
-    assert occurrences(broken) == [("argument-parse", "search_events")]
+    assert told_apart(broken) == [("argument-parse", "search_events")]
 
 
 def test_a_list_from_another_server_is_not_this_calls_list():
@@ -163,7 +166,7 @@ def test_a_turn_whose_only_calls_are_hosted_keeps_the_state_it_had_without_them(
     }
     # Two hosted calls to one tool are not a client's duplicate, nor a fan-out.
     assert verdict.hosted_count == 2
-    assert [name for name, _ in occurrences(verdict)] == ["strict-at-risk"]
+    assert findings(verdict) == ["strict-at-risk"]
 
 
 def test_a_client_call_beside_hosted_ones_is_the_turns_only_call():
@@ -187,7 +190,7 @@ def test_a_client_call_beside_hosted_ones_is_the_turns_only_call():
         {},
     )
     assert (verdict.call_count, verdict.hosted_count) == (1, 2)
-    assert occurrences(verdict) == [("strict-at-risk", "get_weather")]
+    assert told_apart(verdict) == [("strict-at-risk", "get_weather")]
 
 
 # pydantic-ai's streamed Messages turn with the MCP connector (deepwiki), and activeagent's
@@ -271,7 +274,7 @@ def test_mcp_tool_use_is_parsed_only_and_an_is_error_result_is_a_tool_failure():
         ("content.5", "error"),
         ("content.6", "ok"),
     ]
-    assert occurrences(failed) == [("argument-parse", "search_repositories")]
+    assert told_apart(failed) == [("argument-parse", "search_repositories")]
     assert (failed.state, failed.call_count, failed.awaiting, failed.repairs) == (
         "no-tools",
         0,

@@ -450,7 +450,7 @@ def test_each_finding_is_told_apart_by_names_paths_and_places_free_of_ids():
         rejected=Rejected(status=400, type="invalid_request_error", message="no"),
         session_errors=[{"type": "input_audio_buffer_commit_empty", "message": "m"}],
     )  # fmt: skip
-    assert occurrences(verdict) == [
+    assert [(f.name, f.detail) for f in occurrences(verdict)] == [
         ("strict-void", "create,lookup,ok"),
         ("advisory-schema", ""),
         ("argument-parse", "lookup"),

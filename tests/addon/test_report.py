@@ -1,0 +1,119 @@
+"""audit's report: every finding of a verdict is said once, in every format, with one message.
+
+A finding's name, its key and its message come from one definition (core.findings.occurrences),
+so over any verdict the JSON row, the text, the JUnit failure and the GitHub annotations count
+the same findings as the log does.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from xml.etree import ElementTree
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tooltap.addon.audit.inputs import Item
+from tooltap.addon.audit.report import Report
+from tooltap.core.findings import NAMES, findings, occurrences
+from tooltap.core.inspection import Rejected, Verdict
+from tooltap.core.loop import RULES
+
+EVERY = frozenset(NAMES)
+words = st.text("abcdefghij_", min_size=1, max_size=8)
+schema_errors = st.lists(
+    st.builds(dict, path=st.sampled_from(["$", "$.a", "$.b[0]"]), message=words), max_size=3
+)
+calls = st.lists(
+    st.builds(
+        dict,
+        call_id=st.one_of(st.just(""), words.map("call_{}".format)),
+        name=words,
+        type=st.just("function_call"),
+        arguments_raw=st.just("{}"),
+        hosted=st.booleans(),
+        parse_error=st.one_of(st.none(), st.builds(dict, type=words, message=words)),
+        schema_errors=schema_errors,
+    ),
+    max_size=4,
+)
+results = st.lists(
+    st.builds(
+        dict,
+        call_id=words.map("call_{}".format),
+        where=words,
+        outcome=st.sampled_from(["ok", "error"]),
+        schema_errors=schema_errors,
+    ),
+    max_size=3,
+)
+loop_errors = st.lists(
+    st.builds(
+        dict,
+        rule=st.sampled_from(RULES),
+        ids=st.lists(words.map("toolu_{}".format), min_size=1, max_size=2),
+        where=words,
+        repair=words,
+    ),
+    max_size=3,
+)
+verdicts = st.builds(
+    Verdict,
+    api=st.sampled_from(["responses", "chat", "messages", "realtime", "mcp"]),
+    outcome=st.just("inspected"),
+    state=st.sampled_from(
+        [None, "no-tools", "strict-serialised", "strict-void", "strict-at-risk", "fanout-no-strict"]
+    ),
+    detail=words,
+    format_state=st.sampled_from([None, "free-text", "enforced", "advisory-schema", "no-schema"]),
+    format_detail=words,
+    calls=calls,
+    tool_results=results,
+    loop_errors=loop_errors,
+    rejected=st.one_of(
+        st.none(),
+        st.builds(Rejected, status=st.just(400), type=words, message=words, blockers=st.lists(words, max_size=2)),
+    ),
+    session_errors=st.lists(st.builds(dict, type=words, message=words), max_size=2),
+)  # fmt: skip
+
+
+def report(verdict: Verdict, form: str) -> str:
+    out = io.StringIO()
+    audit = Report(format=form, out=out, fail_on=EVERY)
+    audit.verdict(Item("recorded.jsonl#1", source="recorded.jsonl", line=1), verdict)
+    if form == "junit":
+        audit.summary()
+    assert audit.findings == len(occurrences(verdict))
+    return out.getvalue()
+
+
+@settings(max_examples=300, deadline=None)
+@given(verdicts)
+def test_every_format_counts_the_findings_the_log_counts(verdict):
+    names = findings(verdict)
+    assert [f.name for f in occurrences(verdict)] == names
+    row = json.loads(report(verdict, "json"))
+    assert row["failing"] == names
+    text = report(verdict, "text").splitlines()
+    assert sorted(line.split()[0] for line in text if line.split()[0] in NAMES) == sorted(names)
+    annotations = report(verdict, "github").splitlines()
+    assert len(annotations) == len(names)
+    root = ElementTree.fromstring(report(verdict, "junit"))
+    failure = root.find("testsuite/testcase/failure")
+    assert (failure.get("message").split(", ") if failure is not None else []) == names
+
+
+def test_a_session_error_is_a_finding_with_its_message_in_every_format():
+    verdict = Verdict(
+        api="realtime",
+        outcome="inspected",
+        scope="session",
+        session_errors=[{"type": "input_audio_buffer_commit_empty", "message": "buffer too small"}],
+    )
+    said = "the session said input_audio_buffer_commit_empty: buffer too small"
+    assert [f.message for f in occurrences(verdict)] == [said]
+    assert json.loads(report(verdict, "json"))["failing"] == ["session-error"]
+    assert f"session-error       recorded.jsonl#1  {said}" in report(verdict, "text")
+    assert report(verdict, "github").endswith(f"::recorded.jsonl#1: {said}\n")
