@@ -444,8 +444,9 @@ def read_lock(text: str) -> Lock:
 def lock_of(entries: Iterable[tuple[Declared, str | None]]) -> Lock:
     """A lock holding these definitions (with their application), the last of each kept. Pure."""
     kept: dict[tuple[str, str | None, str | None, str | None, str], Locked] = {}
-    for declared, application in entries:
+    for declared, recorded in entries:
         origin = declared.origin
+        application = None if origin.endpoint else recorded  # a server's tools are everyone's
         key = (origin.kind, origin.server, origin.endpoint, application, declared.name)
         kept[key] = Locked(
             source=origin,

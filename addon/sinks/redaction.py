@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from tooltap.core import SchemaError, Verdict
+from tooltap.core.definitions import HiddenText
 from tooltap.core.jsontext import loads
 
 ARGUMENT_MODES = ("raw", "redact", "hash", "omit")
@@ -107,6 +108,18 @@ class ArgumentPolicy:
             return {"path": error["path"], "message": self.message(str(error["message"]))}
         return {"path": error["path"], "message": REDACTED}
 
+    def hidden(self, found: list[HiddenText]) -> list[HiddenText]:
+        """Hidden text with what a result's characters spell masked as arguments are: a
+        result may echo what a user said. A definition's is shown as it is."""
+        if self.mode == "raw":
+            return found
+        return [
+            h.model_copy(update={"spelled": self.arguments(h.spelled)})
+            if h.part == "result" and h.spelled is not None
+            else h
+            for h in found
+        ]
+
     def verdict(self, verdict: Verdict) -> Verdict:
         """The verdict with what the log would not show masked: for views beside the log."""
         if self.mode == "raw":
@@ -145,5 +158,6 @@ class ArgumentPolicy:
                 "rejected": rejected,
                 "stream_errors": errors,
                 "tool_results": results,
+                "hidden_text": self.hidden(verdict.hidden_text),
             }
         )
