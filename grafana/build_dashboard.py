@@ -440,8 +440,7 @@ def definition_panels() -> list[Any]:
             " characters spell.",
             [
                 query(
-                    "sum by (where) (rate(tooltap_hidden_text_total"
-                    f"{{{API}}}[$__rate_interval]))",
+                    f"sum by (where) (rate(tooltap_hidden_text_total{{{API}}}[$__rate_interval]))",
                     "{{where}}",
                 )
             ],
