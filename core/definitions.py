@@ -55,7 +55,12 @@ class Origin(BaseModel):
     """An MCP server's name for itself (initialize's serverInfo.name), or a hosted server's
     label; None when unknown."""
     endpoint: str | None = None
-    """An MCP server's endpoint (its URL without query); None for a hosted server and an app."""
+    """Where the definition was read: an MCP server's endpoint, or the model API endpoint an
+    application sent it to (the URL without query); None for a hosted server."""
+    agent: str | None = None
+    """An application's agent: the SHA-256 of the request's instructions (system and developer
+    text), first 16 hex digits. One application's agents may declare one tool name each their
+    own way, and a provider's schema rules may make it differ by endpoint."""
 
 
 class Declared(BaseModel):
@@ -194,11 +199,14 @@ def endpoint(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 
-def declared_in(request: Turn | None, turn: Turn) -> ToolDefinitions:
+def declared_in(
+    request: Turn | None, turn: Turn, *, url: str = "", instructions: str = ""
+) -> ToolDefinitions:
     """The definitions a model exchange carried: the tools its request declared (function and
-    custom tools; a provider's own have none), and those hosted MCP servers listed in the
-    turn. Pure."""
-    app = Origin(kind="app")
+    custom tools; a provider's own have none), by the endpoint (url) and the instructions they
+    were sent with, and those hosted MCP servers listed in the turn. Pure."""
+    agent = hashlib.sha256(instructions.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    app = Origin(kind="app", endpoint=endpoint(url) if url else None, agent=agent)
     found = [
         declare(
             app,
@@ -400,15 +408,15 @@ class Lock(BaseModel):
 def _matches(entry: Locked, origin: Origin, application: str | None) -> bool:
     if entry.source.kind != origin.kind:
         return False
-    # An app's tools, and a hosted server's, are the application's.
+    # An app's tools, and a hosted server's, are the application's. An entry's null matches
+    # anything there.
     scoped = origin.kind == "app" or origin.endpoint is None
     if scoped and entry.application not in (None, application):
         return False
-    if origin.kind == "app":
-        return True
-    return entry.source.server == origin.server and entry.source.endpoint in (
-        None,
-        origin.endpoint,
+    return (
+        entry.source.endpoint in (None, origin.endpoint)
+        and entry.source.agent in (None, origin.agent)
+        and (origin.kind == "app" or entry.source.server == origin.server)
     )
 
 
@@ -443,11 +451,18 @@ def read_lock(text: str) -> Lock:
 
 def lock_of(entries: Iterable[tuple[Declared, str | None]]) -> Lock:
     """A lock holding these definitions (with their application), the last of each kept. Pure."""
-    kept: dict[tuple[str, str | None, str | None, str | None, str], Locked] = {}
+    kept: dict[tuple[Any, ...], Locked] = {}
     for declared, recorded in entries:
         origin = declared.origin
-        application = None if origin.endpoint else recorded  # a server's tools are everyone's
-        key = (origin.kind, origin.server, origin.endpoint, application, declared.name)
+        application = None if origin.kind == "mcp" and origin.endpoint else recorded
+        key = (
+            origin.kind,
+            origin.server,
+            origin.endpoint,
+            origin.agent,
+            application,
+            declared.name,
+        )
         kept[key] = Locked(
             source=origin,
             application=application,

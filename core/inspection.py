@@ -529,7 +529,8 @@ def inspect(
     # restate them), with the lists hosted servers gave inside the turn. A retrieval (GET)
     # declares nothing new.
     declared = read_turn(api, request.value, {}) if exchange.method.upper() != "GET" else None
-    definitions = declared_in(declared, turn)
+    instructions = dialect(api).instructions(as_dict(request.value))
+    definitions = declared_in(declared, turn, url=exchange.url, instructions=instructions)
     found |= {
         "definitions": definitions,
         "hidden_text": [

@@ -269,7 +269,7 @@ def source_of(origin: Origin, application: str | None) -> str:
         return f"mcp {origin.server or '(unnamed)'} at {origin.endpoint}"
     if origin.kind == "mcp":
         return f"mcp {origin.server or '(unnamed)'} hosted for app {app}"
-    return f"app {app}"
+    return f"app {app} at {origin.endpoint or '(unknown)'}, instructions {origin.agent or '-'}"
 
 
 class Pins:

@@ -13,7 +13,7 @@ from ..errors import ApiError, api_error
 from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import Tool, ToolCall, Turn, callable_names, make_call
-from .base import Dialect, Prior
+from .base import Dialect, Prior, role_text
 
 
 def recognise(method: str, path: str) -> bool:
@@ -257,6 +257,11 @@ def finish_reasons(response: Mapping[str, Any]) -> list[str]:
     return [as_str(c.get("finish_reason")) for c in choices if as_str(c.get("finish_reason"))]
 
 
+def instructions(request: Mapping[str, Any]) -> str:
+    """The system and developer messages' text. Pure."""
+    return role_text(request.get("messages"))
+
+
 DIALECT = Dialect(
     api="chat",
     recognise=recognise,
@@ -264,4 +269,5 @@ DIALECT = Dialect(
     assembler=Assembler,
     check_loop=check_loop,
     finish_reasons=finish_reasons,
+    instructions=instructions,
 )

@@ -42,7 +42,7 @@ from ..loop import Checker, LoopReport, error_payload
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_dict, as_int, as_list, as_str
 from ..turn import Tool, ToolCall, Turn
-from .base import Dialect, Prior, fanout_repairs
+from .base import Dialect, Prior, fanout_repairs, text_of
 
 _PATH = re.compile(
     r"/(?:(?:models|tunedModels)/(?P<model>[^/:]+)|endpoints/(?P<endpoint>[^/:]+))"
@@ -561,6 +561,11 @@ def format_repairs(
     return []
 
 
+def instructions(request: Mapping[str, Any]) -> str:
+    """systemInstruction's parts' text. Pure."""
+    return text_of(field(field(request, "systemInstruction"), "parts"))
+
+
 DIALECT = Dialect(
     api="gemini",
     recognise=recognise,
@@ -568,6 +573,7 @@ DIALECT = Dialect(
     assembler=Assembler,
     check_loop=check_loop,
     finish_reasons=finish_reasons,
+    instructions=instructions,
     blockers=blockers,
     state_repairs=fanout_repairs(
         "set functionCallingConfig.mode to VALIDATED (or ANY), under which Google says the "

@@ -25,7 +25,7 @@ from ..loop import Checker, LoopReport, is_empty
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import HostedResult, Tool, ToolCall, Turn, callable_names, make_call
-from .base import Dialect, Prior, advisory_tools_repairs, fanout_repairs
+from .base import Dialect, Prior, advisory_tools_repairs, fanout_repairs, text_of
 
 # Anthropic served elsewhere, the model in the path: Bedrock's InvokeModel (the model id
 # URL-encoded, a cross-region profile or an ARN) and Vertex AI's rawPredict.
@@ -388,6 +388,11 @@ def blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> 
     return anthropic_blockers(value, tool=tool)
 
 
+def instructions(request: Mapping[str, Any]) -> str:
+    """`system`: a string or text blocks. Pure."""
+    return text_of(request.get("system"))
+
+
 DIALECT = Dialect(
     api="messages",
     recognise=recognise,
@@ -395,6 +400,7 @@ DIALECT = Dialect(
     assembler=Assembler,
     check_loop=check_loop,
     finish_reasons=finish_reasons,
+    instructions=instructions,
     blockers=blockers,
     state_repairs=fanout_repairs(
         "declare strict: true on the tools (Anthropic documents no conflict between strict "

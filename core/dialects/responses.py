@@ -17,7 +17,7 @@ from ..hidden import scan
 from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import HostedResult, Tool, ToolCall, Turn, callable_names, make_call
-from .base import Dialect, Prior
+from .base import Dialect, Prior, role_text
 
 # Responses output items the client must answer, and the key that ids them.
 CLIENT_CALL_TYPES = {
@@ -424,6 +424,12 @@ def unfinished(method: str, request: Any, status: str | None, stream: bool, comp
     return background and not complete
 
 
+def instructions(request: Mapping[str, Any]) -> str:
+    """`instructions`, then the system and developer messages' text. Pure."""
+    said = as_str(request.get("instructions"))
+    return "\n".join(filter(None, (said, role_text(request.get("input")))))
+
+
 DIALECT = Dialect(
     api="responses",
     recognise=recognise,
@@ -431,6 +437,7 @@ DIALECT = Dialect(
     assembler=Assembler,
     check_loop=check_loop,
     finish_reasons=finish_reasons,
+    instructions=instructions,
     socket_path="/responses",
     unfinished=unfinished,
 )

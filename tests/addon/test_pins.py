@@ -107,7 +107,7 @@ def test_a_change_after_list_changed_is_said_as_announced_and_a_new_tool_appeare
     assert gone[0].details == ["forecast was in the first whole list"]
 
 
-def test_an_application_pins_its_own_tools_and_one_tool_in_two_dialects_is_one():
+def test_an_application_pins_its_own_tools_by_endpoint_and_agent():
     session = Session()
     weather = {"type": "object", "properties": {"city": {"type": "string"}}}
     responses = exchange_of(
@@ -143,11 +143,49 @@ def test_an_application_pins_its_own_tools_and_one_tool_in_two_dialects_is_one()
         update={"request_body": messages.request_body.replace(b"Weather.", b"Weather now.")}
     )
     (change,) = session.inspect(other, application="billing").tool_changes
+    empty = "e3b0c44298fc1c14"  # the SHA-256 of no instructions
     assert (change.source, change.server, change.details) == (
-        "app billing",
+        f"app billing at https://api.anthropic.com/v1/messages, instructions {empty}",
         None,
         ['$.description: "Weather." → "Weather now."'],
     )
+
+
+def transfer(agent: str, targets: list[str]) -> Exchange:
+    """An agent of a multi-agent application (ADK's way): transfer_to_agent lists the others."""
+    schema = {"type": "object", "properties": {"agent_name": {"enum": targets}}}
+    return exchange_of(
+        "chat",
+        {
+            "model": "gpt-5",
+            "messages": [
+                {"role": "system", "content": f"You are the {agent} agent."},
+                {"role": "user", "content": "hi"},
+            ],
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {"name": "transfer_to_agent", "parameters": schema},
+                }
+            ],
+        },
+        {
+            "id": "chatcmpl-1",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}],
+        },
+    )
+
+
+def test_the_agents_of_one_application_each_declare_a_tool_their_own_way():
+    session = Session()
+    for agent, targets in (("root", ["billing", "support"]), ("billing", ["root", "support"])):
+        assert session.inspect(transfer(agent, targets), application="desk").tool_changes == []
+    (change,) = session.inspect(
+        transfer("root", ["billing", "evil"]), application="desk"
+    ).tool_changes
+    assert change.details == [
+        '$.inputSchema.properties.agent_name.enum: value "evil" added; value "support" removed'
+    ]
 
 
 def test_a_lock_checks_the_first_sight_and_names_a_tool_it_does_not_approve():

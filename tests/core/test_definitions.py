@@ -121,7 +121,7 @@ def test_one_tool_declared_on_responses_and_on_messages_has_one_fingerprint() ->
     responses = inspect(
         exchange(
             "https://api.openai.com/v1/responses",
-            {"model": "gpt-5", "input": "hi", "tools": [
+            {"model": "gpt-5", "input": "hi", "instructions": "Be brief.", "tools": [
                 {"type": "function", "name": "get_weather", "description": "Weather now.", "parameters": WEATHER, "strict": True}]},
             {"id": "resp_1", "object": "response", "status": "completed", "output": []},
         )
@@ -129,7 +129,7 @@ def test_one_tool_declared_on_responses_and_on_messages_has_one_fingerprint() ->
     messages = inspect(
         exchange(
             "https://api.anthropic.com/v1/messages",
-            {"model": "claude", "messages": [], "max_tokens": 10, "tools": [
+            {"model": "claude", "messages": [], "max_tokens": 10, "system": "Be brief.", "tools": [
                 {"name": "get_weather", "description": "Weather now.", "input_schema": WEATHER}]},
             {"id": "msg_1", "type": "message", "content": [], "stop_reason": "end_turn"},
         )
@@ -137,7 +137,14 @@ def test_one_tool_declared_on_responses_and_on_messages_has_one_fingerprint() ->
     assert responses.definitions is not None and messages.definitions is not None
     (ours,), (theirs,) = responses.definitions.declared, messages.definitions.declared
     assert ours.fingerprint == theirs.fingerprint
-    assert ours.origin == Origin(kind="app")
+    # Pinned apart (a provider's schema rules may make one tool differ by endpoint), told
+    # apart from the application's other agents by its instructions.
+    assert (ours.origin.kind, ours.origin.endpoint, theirs.origin.endpoint) == (
+        "app",
+        "https://api.openai.com/v1/responses",
+        "https://api.anthropic.com/v1/messages",
+    )
+    assert ours.origin.agent == theirs.origin.agent is not None
     assert json.loads(ours.canonical) == {
         "name": "get_weather",
         "description": "Weather now.",

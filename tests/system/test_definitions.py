@@ -316,8 +316,12 @@ def test_a_tools_lock_written_from_recordings_fails_a_later_recording_that_diffe
     assert written.returncode == 0, written.stdout + written.stderr
     body = json.loads(lock.read_text())
     assert body["tooltap_tools_lock"] == 1
-    assert [(t["source"]["kind"], t["application"], t["name"]) for t in body["tools"]] == [
-        ("app", None, "get_weather")
+    assert [
+        (t["source"]["kind"], t["source"]["endpoint"], t["application"], t["name"])
+        for t in body["tools"]
+    ] == [
+        ("app", "https://api.example.com/v1/messages", None, "get_weather"),
+        ("app", "https://api.example.com/v1/responses", None, "get_weather"),
     ]
     assert audit("--jsonl", str(approved), "--tools-lock", str(lock)).returncode == 0
     report = tmp_path / "junit.xml"
