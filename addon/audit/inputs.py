@@ -41,6 +41,12 @@ class RecordedExchange(BaseModel):
     response_body: Any = None
     response_body_base64: Base64Bytes | None = None  # a binary body (AWS's event stream)
     application: str | None = None  # the application that sent it: its declared tools' pins
+    source: str | None = None  # the recording it came from (`#n` after it: which exchange)
+
+    @property
+    def recording(self) -> str | None:
+        """The recording this line came from, without which exchange of it."""
+        return self.source.partition("#")[0] or None if self.source else None
 
     def exchange(self) -> Exchange:
         return Exchange(
@@ -78,13 +84,20 @@ class Item:
     source: str | None = None  # the file it was read from: one session per file
     line: int | None = None  # where in that file it starts, when known
     application: str | None = None  # who sent it (a label, or a credential's keyed hash)
+    recording: str | None = None  # the recording it came from, when a line names one
+
+    @property
+    def pinned_as(self) -> str | None:
+        """Who its declared tools are pinned under: its application, else its recording (a
+        cassette, a file): recordings of different tests may declare one tool their own way."""
+        return self.application or self.recording or self.source
 
     def inspect(self, session: Session) -> Verdict:
         if self.turn is not None:
-            return socket_verdict(session, self.turn, *self.ended, self.application)
+            return socket_verdict(session, self.turn, *self.ended, self.pinned_as)
         if self.exchange is None:
             raise ValueError(f"{self.label}: {self.unreadable}")
-        return session.inspect(self.exchange, application=self.application)
+        return session.inspect(self.exchange, application=self.pinned_as)
 
 
 # --- inputs -----------------------------------------------------------------
@@ -147,7 +160,7 @@ def flow_file(path: str) -> Iterator[Item]:
     """Every HTTP exchange in a mitmproxy flow file or a HAR file, and every WebSocket turn."""
     from mitmproxy import http, io  # noqa: PLC0415 - only this input needs mitmproxy
 
-    applications = Applications()
+    applications = Applications(credentials=False)
     with open(path, "rb") as handle:
         for flow in io.FlowReader(handle).stream():
             if not isinstance(flow, http.HTTPFlow):
@@ -180,7 +193,7 @@ def _socket_items(flow: Any, path: str, application: str | None) -> Iterator[Ite
 
 
 def jsonl_file(path: str) -> Iterator[Item]:
-    applications = Applications()
+    applications = Applications(credentials=False)
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -195,4 +208,11 @@ def jsonl_file(path: str) -> Iterator[Item]:
             application = record.application or applications.of(
                 record.request_headers.items(), record.url
             )
-            yield Item(label, record.exchange(), source=path, line=number, application=application)
+            yield Item(
+                label,
+                record.exchange(),
+                source=path,
+                line=number,
+                application=application,
+                recording=record.recording,
+            )

@@ -12,6 +12,8 @@ value is the application.
 The credential is read as the provider sends it: x-api-key (Anthropic), api-key (Azure),
 x-goog-api-key or ?key= (Gemini), a bearer token, an AWS signature's access key id (never the
 signature, which changes with every request), or the Realtime API's key subprotocol.
+Recordings (`tooltap audit`) are told apart by their label only: what credential they kept is a
+placeholder that every test shares, and their tools are pinned per recording instead.
 """
 
 from __future__ import annotations
@@ -34,9 +36,13 @@ _LABEL = re.compile(r"[^\x21-\x7e ]")  # printable ASCII only: a label is shown 
 class Applications:
     """Application names from request headers: an operator's label, else a credential's hash."""
 
-    def __init__(self, header: str = DEFAULT_HEADER, key: bytes | None = None) -> None:
+    def __init__(
+        self, header: str = DEFAULT_HEADER, key: bytes | None = None, *, credentials: bool = True
+    ) -> None:
         self.header = header.lower()
         self._key = key if key is not None else hash_key()
+        # Recordings keep no credential worth telling apart by: placeholders, shared by tests.
+        self.credentials = credentials
 
     def of(self, headers: Iterable[tuple[str, str]], url: str = "") -> str | None:
         """The application a request came from; None when it carries neither a label nor a
@@ -47,7 +53,7 @@ class Applications:
         label = found.get(self.header, "").strip() if self.header else ""
         if label:
             return _LABEL.sub("", label)[:MAX_LABEL] or None
-        credential = _credential(found, url)
+        credential = _credential(found, url) if self.credentials else ""
         return f"key:{keyed(self._key, credential)[:16]}" if credential else None
 
 

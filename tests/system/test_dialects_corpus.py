@@ -39,7 +39,10 @@ def exchange(record: dict[str, Any]) -> Exchange:
 @pytest.fixture(scope="module")
 def verdicts() -> list[Verdict]:
     session = Session()  # in file order, as the proxy and audit keep their memory
-    return [session.inspect(exchange(record)) for record in RECORDS]
+    return [
+        session.inspect(exchange(record), application=record["source"].partition("#")[0])
+        for record in RECORDS
+    ]
 
 
 def where(index: int) -> str:

@@ -46,8 +46,11 @@ def exchange(record: dict[str, Any]) -> Exchange:
 
 def inspect_in_order(records: list[dict[str, Any]]) -> list[Verdict]:
     """Each exchange in file order, in one session (the memory the proxy and audit keep)."""
-    session = Session()
-    return [session.inspect(exchange(record)) for record in records]
+    session = Session()  # an application's tools are pinned by recording, as audit pins them
+    return [
+        session.inspect(exchange(record), application=record["source"].partition("#")[0])
+        for record in records
+    ]
 
 
 @pytest.fixture(scope="module")
