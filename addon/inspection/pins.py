@@ -54,6 +54,7 @@ PINS_BYTES = 32 << 20  # bytes of pins this process keeps
 MAX_SEEN = 64  # fingerprints remembered per tool as seen; the oldest forgotten past it
 PINS_TTL = BY_NAME["tooltap_pins_ttl"].default  # seconds a shared pin lives once refreshed
 APPEARED, GONE = "appeared", "disappeared"  # marks beside the fingerprints
+HIDDEN = "hidden:"  # ... and before a fingerprint whose hidden text was said
 
 
 @dataclass(slots=True)
@@ -293,6 +294,23 @@ class Pins:
         if definitions.whole is not None:
             changes += self._list(definitions.whole, application, definitions.announced)
         return changes
+
+    def first_hidden(
+        self, definitions: ToolDefinitions | None, hiding: set[str], application: str | None
+    ) -> set[str]:
+        """Of the tools whose definitions hide text (hiding, by name), those whose definition
+        has not been said before: hidden text in a definition is said once, as a change is,
+        not on every request that declares it again."""
+        if definitions is None:
+            return set()
+        return {
+            d.name
+            for d in definitions.declared
+            if d.name in hiding
+            and self.store.mark(
+                f"{source_of(d.origin, application)}\n{d.name}", f"{HIDDEN}{d.fingerprint}"
+            )
+        }
 
     def _definition(
         self, declared: Declared, application: str | None, announced: bool

@@ -92,6 +92,12 @@ class Session:
             exchange, calls, validators=self.validators, tool_server=self.tool_servers.get(key)
         )
         verdict.tool_changes = self.pins.check(verdict.definitions, application)
+        hiding = {h.tool for h in verdict.hidden_text if h.part == "definition"}
+        if hiding:
+            new = self.pins.first_hidden(verdict.definitions, hiding, application)
+            verdict.hidden_text = [
+                h for h in verdict.hidden_text if h.part == "result" or h.tool in new
+            ]
         if verdict.tool_server is not None:
             self.tool_servers.keep(key, verdict.tool_server, verdict, len(exchange.response_body))
             return verdict

@@ -58,9 +58,9 @@ def list_tools(session: Session, tools: list[dict], sid: str = "s1", notice: boo
     return session.inspect(mcp({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, answers, sid))
 
 
-def call_with_notice(session: Session, sid: str = "s1"):
+def call_with_notice(session: Session, sid: str = "s1", text: str = "ok"):
     notice = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
-    reply = {"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": "ok"}]}}
+    reply = {"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": text}]}}
     request = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "forecast", "arguments": {"city": "Oslo"}}}  # fmt: skip
     return session.inspect(mcp(request, [notice, reply], sid))
 
@@ -271,3 +271,14 @@ def test_replicas_sharing_redis_pin_once_and_say_a_change_once(redis_server):
     finally:
         a.close()
         b.close()
+
+
+def test_hidden_text_in_a_definition_is_said_once_and_in_each_result_it_arrives_in():
+    session = Session()
+    initialize(session)
+    hiding = forecast("Forecast." + "".join(chr(0xE0000 + ord(c)) for c in "obey"))
+    first = list_tools(session, [hiding]).hidden_text
+    assert [(h.part, h.tool, h.spelled) for h in first] == [("definition", "forecast", "obey")]
+    assert list_tools(session, [hiding]).hidden_text == []  # the same definition again
+    assert [h.part for h in call_with_notice(session, text="a\u202eb").hidden_text] == ["result"]
+    assert [h.part for h in call_with_notice(session, text="a\u202eb").hidden_text] == ["result"]
