@@ -15,7 +15,7 @@ from tooltap.core.findings import findings
 CORPUS = Path(__file__).parents[1] / "corpus" / "dialects" / "exchanges.jsonl"
 
 
-def test_every_recorded_mcp_exchange_is_read_whole_and_raises_no_finding():
+def test_every_recorded_mcp_exchange_is_read_whole_and_raises_no_finding_but_the_changes_it_holds():
     lines = CORPUS.read_text(encoding="utf-8").splitlines()
     records = [json.loads(line) for line in lines if '"jsonrpc' in line]
     session = Session()
