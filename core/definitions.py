@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -43,56 +44,50 @@ HINTS = {
 }
 
 
-class Origin(BaseModel):
-    """Where a definition came from, as far as the exchange says."""
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a definition came from, as far as the exchange says.
 
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+    kind: mcp (an MCP server listed it, direct or hosted by a model API) or app (the
+    application declared it in a model request). server: an MCP server's name for itself
+    (initialize's serverInfo.name), or a hosted server's label. endpoint: where it was read,
+    an MCP server's endpoint or the model API endpoint an application sent it to (the URL
+    without query); None for a hosted server. agent: an application's agent, the SHA-256 of
+    the request's instructions (system and developer text), 16 hex digits: one application's
+    agents may each declare one tool name their own way, as may a provider's schema rules.
+    """
 
     kind: Literal["mcp", "app"]
-    """mcp: an MCP server listed it (direct, or hosted by a model API); app: the application
-    declared it in a model request."""
     server: str | None = None
-    """An MCP server's name for itself (initialize's serverInfo.name), or a hosted server's
-    label; None when unknown."""
     endpoint: str | None = None
-    """Where the definition was read: an MCP server's endpoint, or the model API endpoint an
-    application sent it to (the URL without query); None for a hosted server."""
     agent: str | None = None
-    """An application's agent: the SHA-256 of the request's instructions (system and developer
-    text), first 16 hex digits. One application's agents may declare one tool name each their
-    own way, and a provider's schema rules may make it differ by endpoint."""
 
 
-class Declared(BaseModel):
-    """One tool definition as an exchange carried it."""
-
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+# Plain data, not validated models: thousands are made a second, each of fields made here.
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """One tool definition as an exchange carried it: its name (namespace/name where the
+    dialect has namespaces), the SHA-256 of its canonical form, and that form."""
 
     origin: Origin
-    """Where it came from."""
     name: str
-    """The tool's name (namespace/name where the dialect has namespaces)."""
     fingerprint: str
-    """The SHA-256 of its canonical form, in hex."""
     canonical: str
-    """Its canonical form: compact JSON, sorted keys."""
 
 
-class ToolList(BaseModel):
+@dataclass(frozen=True, slots=True)
+class ToolList:
     """A tool server's whole list, read from its first page to its last."""
-
-    model_config = ConfigDict(frozen=True)
 
     origin: Origin
     names: list[str]
 
 
-class ToolDefinitions(BaseModel):
+@dataclass(frozen=True, slots=True)
+class ToolDefinitions:
     """The definitions one exchange carried, with what its caller needs to pin them."""
 
-    model_config = ConfigDict(frozen=True)
-
-    declared: list[Declared] = Field(default_factory=list)
+    declared: list[Declared] = field(default_factory=list)
     whole: ToolList | None = None  # a server's list, read whole with this exchange
     announced: bool = False  # read after the server said its list changed
 
@@ -169,15 +164,21 @@ def of_mcp(tool: Mapping[str, Any]) -> dict[str, Any]:
     )
 
 
-def canonical(value: Mapping[str, Any]) -> str:
+def _canonical(value: Mapping[str, Any]) -> bytes:
     """Sorted keys, no whitespace, UTF-8 as is. Pure and total (a lone surrogate or a huge
     integer, which orjson refuses, goes through the standard library)."""
     try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
     except (TypeError, orjson.JSONEncodeError):
-        return json.dumps(
+        text = json.dumps(
             value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
         )
+        return text.encode("utf-8", "surrogatepass")
+
+
+def canonical(value: Mapping[str, Any]) -> str:
+    """A definition's canonical form, as text. Pure and total."""
+    return _canonical(value).decode("utf-8", "surrogatepass")
 
 
 def fingerprint(form: str) -> str:
@@ -187,9 +188,12 @@ def fingerprint(form: str) -> str:
 
 def declare(origin: Origin, value: Mapping[str, Any]) -> Declared:
     """A definition (the dict `definition` gives) as an exchange carried it. Pure."""
-    form = canonical(value)
+    form = _canonical(value)
     return Declared(
-        origin=origin, name=as_str(value.get("name")), fingerprint=fingerprint(form), canonical=form
+        origin,
+        as_str(value.get("name")),
+        hashlib.sha256(form).hexdigest(),
+        form.decode("utf-8", "surrogatepass"),
     )
 
 
@@ -219,6 +223,8 @@ def declared_in(
         for tool in (request.tools if request is not None else [])
         if tool.type in ("function", "custom")
     ]
+    if not found and not turn.hosted_tools:
+        return ToolDefinitions()
     found += [
         declare(
             Origin(kind="mcp", server=tool.namespace),

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
@@ -165,7 +165,7 @@ class Verdict(BaseModel):
     """Tool definitions that differ from their pin (first seen, or the tools lock), and tools
     that appeared in or disappeared from a server's list: what changed, by path. Set by the
     caller, which keeps the pins."""
-    definitions: ToolDefinitions | None = Field(default=None, exclude=True)
+    definitions: SkipValidation[ToolDefinitions | None] = Field(default=None, exclude=True)
     """The tool definitions the exchange carried, for the caller's pins. Not logged."""
     tool_server: ToolServer | None = Field(default=None, exclude=True)
     """What the session knows of its tool server after this exchange, for the caller to keep
@@ -525,10 +525,13 @@ def inspect(
         )
         for r in turn.hosted_results
     ]
-    # What the model read of the tools: the request's declarations (a Responses echo may
-    # restate them), with the lists hosted servers gave inside the turn. A retrieval (GET)
-    # declares nothing new.
-    declared = read_turn(api, request.value, {}) if exchange.method.upper() != "GET" else None
+    # What the model read of the tools: the request's declarations (an echo may restate them),
+    # with the lists hosted servers gave inside the turn. A retrieval (GET) declares nothing new.
+    declared: Turn | None = turn
+    if exchange.method.upper() == "GET":
+        declared = None
+    elif dialect(api).echoes_tools:
+        declared = read_turn(api, request.value, {})
     instructions = dialect(api).instructions(as_dict(request.value))
     definitions = declared_in(declared, turn, url=exchange.url, instructions=instructions)
     found |= {

@@ -286,11 +286,13 @@ class Pins:
         """The changes these definitions make against their pins, said for the first time."""
         if definitions is None:
             return []
-        changes = [
-            change
-            for declared in definitions.declared
-            for change in self._definition(declared, application, definitions.announced)
-        ]
+        sources: dict[Origin, str] = {}  # one source for the many tools of one list
+        changes: list[ToolChange] = []
+        for declared in definitions.declared:
+            source = sources.get(declared.origin)
+            if source is None:
+                source = sources[declared.origin] = source_of(declared.origin, application)
+            changes += self._definition(declared, source, application, definitions.announced)
         if definitions.whole is not None:
             changes += self._list(definitions.whole, application, definitions.announced)
         return changes
@@ -313,9 +315,8 @@ class Pins:
         }
 
     def _definition(
-        self, declared: Declared, application: str | None, announced: bool
+        self, declared: Declared, source: str, application: str | None, announced: bool
     ) -> list[ToolChange]:
-        source = source_of(declared.origin, application)
         key = f"{source}\n{declared.name}"
         store, print_ = self.store, declared.fingerprint
         if store.known(key, print_):

@@ -147,3 +147,6 @@ class Dialect:
     # The request's instructions to the model (system and developer text): what tells one
     # agent of an application from another, whose tools of one name may differ.
     instructions: Callable[[Mapping[str, Any]], str] = no_instructions
+    # The response restates the request's tools, and its Turn reads them from there (the
+    # Responses echo): the definitions the model read are then read from the request again.
+    echoes_tools: bool = False

@@ -438,6 +438,7 @@ DIALECT = Dialect(
     check_loop=check_loop,
     finish_reasons=finish_reasons,
     instructions=instructions,
+    echoes_tools=True,
     socket_path="/responses",
     unfinished=unfinished,
 )
