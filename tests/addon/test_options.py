@@ -100,3 +100,17 @@ def test_a_redis_url_is_a_state_the_addon_takes_and_no_url_is_off():
             tctx.configure(addon, tooltap_state=url)
             assert tctx.options.tooltap_state == url
         addon.done()
+
+
+def test_a_tools_lock_that_cannot_be_read_or_is_no_lock_is_refused_with_the_reason(tmp_path):
+    option = options.BY_NAME["tooltap_tools_lock"]
+    assert option.problem("") is None
+    missing = option.problem(str(tmp_path / "nowhere.json"))
+    assert missing is not None and "cannot read" in missing
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"tooltap_tools_lock": 7, "tools": []}')
+    said = option.problem(str(bad))
+    assert said is not None and "is not a usable tools lock" in said and "version 1" in said
+    good = tmp_path / "good.json"
+    good.write_text('{"tooltap_tools_lock": 1, "tools": []}\n')
+    assert option.problem(str(good)) is None

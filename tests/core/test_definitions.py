@@ -229,3 +229,107 @@ def test_a_lock_round_trips_and_matches_by_server_name() -> None:
 def test_a_bad_lock_says_what_is_wrong(text: str, said: str) -> None:
     with pytest.raises(ValueError, match=said):
         read_lock(text)
+
+
+TAG_TEXT = "".join(chr(0xE0000 + ord(c)) for c in "obey")
+
+
+@pytest.mark.parametrize(
+    ("url", "request_body"),
+    [
+        ("https://api.openai.com/v1/chat/completions", {"model": "m", "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": f"ok{TAG_TEXT}"}]}),
+        ("https://api.openai.com/v1/responses", {"model": "m", "instructions": "Be brief.", "input": [
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": f"ok{TAG_TEXT}"}]}),
+        ("https://api.anthropic.com/v1/messages", {"model": "m", "max_tokens": 9, "system": [{"type": "text", "text": "Be brief."}], "messages": [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": [{"type": "text", "text": f"ok{TAG_TEXT}"}]}]}]}),
+        ("https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse", {"system": [{"text": "Be brief."}], "messages": [
+            {"role": "assistant", "content": [{"toolUse": {"toolUseId": "c1", "name": "f", "input": {}}}]},
+            {"role": "user", "content": [{"toolResult": {"toolUseId": "c1", "content": [{"text": f"ok{TAG_TEXT}"}]}}]}]}),
+        ("https://generativelanguage.googleapis.com/v1beta/models/g:generateContent", {"systemInstruction": {"parts": [{"text": "Be brief."}]}, "contents": [
+            {"role": "model", "parts": [{"functionCall": {"id": "c1", "name": "f", "args": {}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"id": "c1", "name": "f", "response": {"text": f"ok{TAG_TEXT}"}}}]}]}),
+    ],
+)  # fmt: skip
+def test_every_dialect_scans_the_results_sent_back_and_reads_its_instructions(url, request_body):
+    from tooltap.core.dialects import detect_api, dialect
+
+    api = detect_api("POST", url)
+    assert api is not None
+    assert dialect(api).instructions(request_body) == "Be brief."
+    verdict = inspect(exchange(url, request_body, {}))
+    (hidden,) = verdict.hidden_text
+    assert (hidden.part, hidden.tool, hidden.kind, hidden.spelled) == (
+        "result",
+        "c1",
+        "tag",
+        "obey",
+    )
+
+
+def mcp_exchange(request: dict[str, Any], answers: list[dict[str, Any]]) -> Exchange:
+    return Exchange(
+        method="POST",
+        url="http://tools.example.com/mcp?x=1",
+        request_body=json.dumps(request).encode(),
+        request_headers={"mcp-session-id": "s1"},
+        status=200,
+        response_headers={"content-type": "text/event-stream"},
+        response_body=b"".join(
+            b"event: message\ndata: " + json.dumps(a).encode() + b"\n\n" for a in answers
+        ),
+        api="mcp",
+    )
+
+
+def test_an_mcp_list_gives_its_definitions_its_whole_list_and_whether_a_change_was_announced():
+    tools = [{"name": "b", "description": "B."}, {"name": "a", "inputSchema": {"type": "object"},
+             "annotations": {"readOnlyHint": True}, "title": "A", "outputSchema": {"type": "object"}}]  # fmt: skip
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    first = inspect(
+        mcp_exchange(listing, [{"jsonrpc": "2.0", "id": 2, "result": {"tools": tools}}])
+    )
+    assert first.definitions is not None
+    origin = Origin(kind="mcp", server=None, endpoint="http://tools.example.com/mcp")
+    assert [(d.origin, d.name) for d in first.definitions.declared] == [
+        (origin, "b"),
+        (origin, "a"),
+    ]
+    assert json.loads(first.definitions.declared[1].canonical) == {
+        "name": "a", "title": "A", "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True},
+    }  # fmt: skip
+    assert first.definitions.whole is not None and first.definitions.whole.names == ["a", "b"]
+    assert first.definitions.announced is False
+    notice = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "a"}}
+    said = inspect(
+        mcp_exchange(call, [notice, {"jsonrpc": "2.0", "id": 3, "result": {"content": []}}]),
+        tool_server=first.tool_server,
+    )
+    again = inspect(
+        mcp_exchange(listing, [{"jsonrpc": "2.0", "id": 2, "result": {"tools": tools}}]),
+        tool_server=said.tool_server,
+    )
+    assert again.definitions is not None and again.definitions.announced is True
+    assert again.tool_server is not None and again.tool_server.announced is False
+
+
+def test_a_hosted_mcp_list_is_defined_under_its_server_label():
+    listed = {"type": "mcp_list_tools", "server_label": "deepwiki", "tools": [
+        {"name": "ask", "description": "Ask.", "input_schema": {"type": "object"}, "annotations": {"readOnlyHint": True}}]}  # fmt: skip
+    verdict = inspect(
+        exchange(
+            "https://api.openai.com/v1/responses",
+            {"model": "m", "input": "hi", "tools": [{"type": "mcp", "server_label": "deepwiki", "server_url": "https://mcp.deepwiki.com/mcp"}]},
+            {"id": "resp_1", "status": "completed", "output": [listed]},
+        )
+    )  # fmt: skip
+    assert verdict.definitions is not None
+    (hosted,) = verdict.definitions.declared
+    assert hosted.origin == Origin(kind="mcp", server="deepwiki")
+    assert json.loads(hosted.canonical)["annotations"] == {"readOnlyHint": True}
