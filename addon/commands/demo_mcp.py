@@ -173,23 +173,33 @@ def headlines_server() -> Any:
     return Announcing(name, version=version, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-def _app() -> Any:
-    """Both servers in one Starlette app: forecast-tools at /mcp, headlines under /headlines."""
+def mounted(mounts: dict[str, Any], routes: tuple[Any, ...] = ()) -> Any:
+    """The SDK's server apps in one Starlette app, each under its path, their lifespans (the
+    session managers) run together; routes: more of Starlette's routes, before them."""
     from starlette.applications import Starlette  # noqa: PLC0415
     from starlette.routing import Mount  # noqa: PLC0415
-
-    forecast = tool_server().streamable_http_app(streamable_http_path=PATH)
-    headlines = headlines_server().streamable_http_app(streamable_http_path=PATH)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Any) -> Any:
         async with contextlib.AsyncExitStack() as stack:
-            for mounted in (forecast, headlines):
-                await stack.enter_async_context(mounted.router.lifespan_context(mounted))
+            for app in mounts.values():
+                await stack.enter_async_context(app.router.lifespan_context(app))
             yield
 
-    routes = [Mount(HEADLINES_PATH.removesuffix(PATH), app=headlines), Mount("/", app=forecast)]
-    return Starlette(routes=routes, lifespan=lifespan)
+    mounts_ = [Mount(path, app=app) for path, app in mounts.items()]
+    return Starlette(routes=[*routes, *mounts_], lifespan=lifespan)
+
+
+def _app() -> Any:
+    """Both servers in one Starlette app: forecast-tools at /mcp, headlines under /headlines."""
+    return mounted(
+        {
+            HEADLINES_PATH.removesuffix(PATH): headlines_server().streamable_http_app(
+                streamable_http_path=PATH
+            ),
+            "/": tool_server().streamable_http_app(streamable_http_path=PATH),
+        }
+    )
 
 
 class ToolServer:

@@ -237,7 +237,6 @@ class TraceSink:
         self, v: Verdict, call: Call, host: str, parent: Any, times: tuple[int, int]
     ) -> None:
         """One call a tool server ran, as the GenAI conventions' execute_tool span."""
-        start, end = times
         results = [r for r in v.tool_results if r.call_id == call.call_id]
         own = v.model_copy(
             update={
@@ -258,23 +257,31 @@ class TraceSink:
             "tooltap.api": v.api or "none",
             "tooltap.findings": findings(own),
         }
-        attributes.update(
-            (key, value)
-            for key, value in (("tooltap.server", v.server), ("tooltap.session", v.session))
-            if value is not None
-        )
-        span = self.tracer.start_span(
-            f"execute_tool {call.name}".strip(),
-            context=parent,
-            kind=SpanKind.CLIENT,
-            start_time=start,
-            attributes=attributes,
-        )
-        for name, event in self._events(own):
-            span.add_event(name, event, timestamp=end)
+        attributes.update(_served(v))
         failure = _error_type(v) or (
             "tool_error" if any(r.outcome == "error" for r in results) else None
         )
+        self._served_span(
+            f"execute_tool {call.name}".strip(), attributes, own, parent, times, failure=failure
+        )
+
+    def _served_span(
+        self,
+        name: str,
+        attributes: dict[str, Any],
+        own: Verdict,
+        parent: Any,
+        times: tuple[int, int],
+        *,
+        failure: str | None = None,
+    ) -> None:
+        """A span of a tool server's exchange, with the events of what `own` holds."""
+        start, end = times
+        span = self.tracer.start_span(
+            name, context=parent, kind=SpanKind.CLIENT, start_time=start, attributes=attributes
+        )
+        for event, said in self._events(own):
+            span.add_event(event, said, timestamp=end)
         if failure is not None:
             span.set_attribute(error_attributes.ERROR_TYPE, failure)
             span.set_status(Status(StatusCode.ERROR, failure))
@@ -294,28 +301,14 @@ class TraceSink:
         )
         if not own.tool_changes and not own.hidden_text:
             return
-        start, end = times
         attributes: dict[str, Any] = {
             server_attributes.SERVER_ADDRESS: host,
             "tooltap.api": v.api or "none",
             "tooltap.findings": findings(own),
             "tooltap.listed_tools": v.listed_tools,
         }
-        attributes.update(
-            (key, value)
-            for key, value in (("tooltap.server", v.server), ("tooltap.session", v.session))
-            if value is not None
-        )
-        span = self.tracer.start_span(
-            f"list_tools {v.server or ''}".strip(),
-            context=parent,
-            kind=SpanKind.CLIENT,
-            start_time=start,
-            attributes=attributes,
-        )
-        for name, event in self._events(own):
-            span.add_event(name, event, timestamp=end)
-        span.end(end_time=end)
+        attributes.update(_served(v))
+        self._served_span(f"list_tools {v.server or ''}".strip(), attributes, own, parent, times)
 
     def _attributes(self, v: Verdict, host: str) -> dict[str, Any]:
         names = findings(v)
@@ -437,6 +430,12 @@ def traces(settings: dict[str, Any], count: Callable[[str, int], None]) -> Trace
     if where is None:
         return None
     return TraceSink(where, settings["tooltap_log_arguments"], count)
+
+
+def _served(v: Verdict) -> dict[str, str]:
+    """A tool server's name and session, where the exchange says them."""
+    said = (("tooltap.server", v.server), ("tooltap.session", v.session))
+    return {key: value for key, value in said if value is not None}
 
 
 def _error_type(v: Verdict) -> str | None:

@@ -16,9 +16,7 @@ serves, on 127.0.0.1:PORT,
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import AsyncIterator
 from typing import Any
 
 import mcp_types as types
@@ -27,7 +25,9 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
-from starlette.routing import Mount, Route
+from starlette.routing import Route
+
+from tooltap.addon.commands.demo_mcp import mounted
 
 
 def tags(text: str) -> str:
@@ -116,21 +116,7 @@ def app() -> Starlette:
         "/shifty": shifty.streamable_http_app(streamable_http_path="/mcp"),
         "/lexicon": lexicon.streamable_http_app(streamable_http_path="/mcp"),
     }
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with contextlib.AsyncExitStack() as stack:
-            for mounted in mounts.values():
-                await stack.enter_async_context(mounted.router.lifespan_context(mounted))
-            yield
-
-    return Starlette(
-        routes=[
-            Route("/rotate", rotate, methods=["POST"]),
-            *(Mount(path, app=mounted) for path, mounted in mounts.items()),
-        ],
-        lifespan=lifespan,
-    )
+    return mounted(mounts, (Route("/rotate", rotate, methods=["POST"]),))
 
 
 if __name__ == "__main__":

@@ -18,10 +18,15 @@ serves, on 127.0.0.1:PORT,
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import anyio
+import httpx
 import mcp_types as types
 import uvicorn
 from mcp.server.lowlevel.server import Server
@@ -29,7 +34,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 from starlette.applications import Starlette
-from starlette.routing import Mount
+
+from tooltap.addon.commands.demo_mcp import mounted
+from tooltap.addon.harness.launch import free_port
 
 CHATTY_PAUSE = 0.5  # between chatty's notifications and its result
 
@@ -126,16 +133,47 @@ def app() -> Starlette:
         ),
     }
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with contextlib.AsyncExitStack() as stack:
-            for mounted in mounts.values():
-                await stack.enter_async_context(mounted.router.lifespan_context(mounted))
-            yield
+    return mounted(mounts)
 
-    return Starlette(
-        routes=[Mount(path, app=mounted) for path, mounted in mounts.items()], lifespan=lifespan
+
+@contextlib.contextmanager
+def running(script: Path) -> Iterator[str]:
+    """A server script (`python SCRIPT PORT`) on a free loopback port: its URL once it answers;
+    stopped on exit."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+                break
+            except httpx.TransportError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the MCP server {script.name} did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def in_session(url: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Run work in one MCP session of the SDK's own client."""
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def run() -> Any:
+        async with (
+            streamable_http_client(url) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await work(session)
+
+    return anyio.run(run)
 
 
 if __name__ == "__main__":

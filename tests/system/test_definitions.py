@@ -17,8 +17,6 @@ tools lock and then checks a later recording against, failing the CI build (JUni
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,13 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-import anyio
 import httpx
 import openai
 import pytest
 from junitparser import JUnitXml
 from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 from support.mcp_definitions_server import (
     ALERTS,
     ALERTS_LATER,
@@ -41,6 +37,7 @@ from support.mcp_definitions_server import (
     RUG,
     SPELLED,
 )
+from support.mcp_server import in_session, running
 from support.prom import sample, scrape
 
 from tooltap.addon.commands.cli import main
@@ -55,23 +52,8 @@ WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "requir
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
-            break
-        except httpx.TransportError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError("the MCP server did not start") from None
-            time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    process.terminate()
-    process.wait(10)
+    with running(SERVER) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -116,18 +98,6 @@ def model_api() -> Iterator[tuple[Upstream, Proxy]]:
     upstream = Upstream()
     with upstream.server, Proxy.tooltap([upstream.server.url], "--log-format", "json") as proxy:
         yield upstream, proxy
-
-
-def in_session(url: str, work: Any) -> Any:
-    async def run() -> Any:
-        async with (
-            streamable_http_client(url) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            return await work(session)
-
-    return anyio.run(run)
 
 
 def changes(proxy: Proxy, mark: int, count: int) -> list[dict[str, Any]]:

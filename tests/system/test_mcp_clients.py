@@ -12,21 +12,19 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import mcp_types as types
 import psutil
 import pytest
 from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
-from support.mcp_server import CHATTY_PAUSE
+from support.mcp_server import CHATTY_PAUSE, in_session, running
 from support.prom import sample, scrape
 
-from tooltap.addon.harness.launch import Proxy, free_port
+from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.options import BY_NAME
 from tooltap.core.findings import findings
 
@@ -42,25 +40,8 @@ TAG = re.compile(r"[0-9a-f]{16}")
 
 @pytest.fixture(scope="module")
 def server():
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
-            break
-        except httpx.TransportError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError("the MCP server did not start") from None
-            time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    process.terminate()
-    process.wait(10)
+    with running(SERVER) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -74,20 +55,6 @@ def proxy(server, recorded):
     extra = ("--set", f"save_stream_file={recorded}", "--set", "store_streamed_bodies=true")
     with Proxy.tooltap([f"mcp:{server}"], "--log-format", "json", extra=extra) as running:
         yield running
-
-
-def in_session(url: str, work: Callable[[ClientSession], Awaitable[Any]]) -> Any:
-    """Run work in one MCP session of the SDK's own client."""
-
-    async def run() -> Any:
-        async with (
-            streamable_http_client(url) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            return await work(session)
-
-    return anyio.run(run)
 
 
 async def attempt(call: Awaitable[types.CallToolResult]) -> bool | str:
