@@ -91,7 +91,8 @@ OPTIONS = (
         "tooltap_hosts",
         Sequence[str],
         DEFAULT_HOSTS,
-        "Hosts whose traffic is inspected (fnmatch patterns; '*' for all). Reverse-mode traffic always is.",
+        "Hosts whose traffic is inspected (fnmatch patterns of host or host:port; '*' for all). "
+        "Reverse-mode traffic always is.",
     ),
     Option(
         "tooltap_mcp_hosts",

@@ -198,6 +198,56 @@ def chat_stream_events(
     return out
 
 
+def ollama_request(history: int = 1, content_size: int = 2800) -> bytes:
+    """chat_request's conversation in Ollama's own shape: the same tools (Ollama has no strict),
+    calls with their arguments as objects, results named by tool_name."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a helpful assistant. Use the tools."},
+        {"role": "user", "content": "Weather in Edinburgh, AAPL price, and save the report."},
+    ]
+    for _ in range(history):
+        calls = call_arguments(content_size)
+        messages.append({"role": "assistant", "content": "", "tool_calls": [
+            {"function": {"name": name, "arguments": json.loads(args)}} for name, args in calls]})  # fmt: skip
+        messages += [{"role": "tool", "tool_name": name, "content": '{"ok": true}'}
+                     for name, _ in calls]  # fmt: skip
+        messages.append({"role": "user", "content": "Again, please."})
+    body = {"model": "qwen3:8b", "messages": messages,
+            "tools": [{"type": "function", "function": tool} for tool in TOOLS]}  # fmt: skip
+    return json.dumps(body).encode()
+
+
+def ollama_stream_lines(size: int, deltas: int = 43, content_size: int = 2800) -> list[bytes]:
+    """The same three calls as an Ollama NDJSON stream of about `size` bytes: thinking in
+    `deltas` lines (padded to the size), each call whole in a line of its own, the done line."""
+
+    def line(message: dict[str, Any], **top: Any) -> bytes:
+        body = {"model": "qwen3:8b", "created_at": "2026-12-01T09:14:07.218431Z",
+                "message": {"role": "assistant", "content": ""} | message, "done": False} | top  # fmt: skip
+        return json.dumps(body, separators=(",", ":")).encode() + b"\n"
+
+    calls = [
+        line(
+            {
+                "tool_calls": [
+                    {
+                        "id": f"call_{i:08d}",
+                        "function": {"index": i, "name": name, "arguments": json.loads(args)},
+                    }
+                ]
+            }
+        )
+        for i, (name, args) in enumerate(call_arguments(content_size))
+    ]
+    done = line({}, done=True, done_reason="stop", prompt_eval_count=149, eval_count=860)
+    empty = len(line({"thinking": ""}))
+    left = max(deltas, size - sum(map(len, calls)) - len(done) - deltas * empty)
+    thinking = _split(
+        ("The user wants three things done at once. " * (left // 40 + 1))[:left], deltas
+    )
+    return [*(line({"thinking": piece}) for piece in thinking), *calls, done]
+
+
 def responses_response(
     ident: str = "resp_67ca09c5efe0819096d0511c92b8c890096610f474011cc0",
 ) -> bytes:

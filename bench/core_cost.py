@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from tooltap.core import Exchange, StreamReader, ValidatorCache, inspect
+from tooltap.core.stream import Framing
 
 from . import bodies
 from .sizes import Size
@@ -36,7 +37,9 @@ BEDROCK_URL = (
     "https://bedrock-runtime.us-east-1.amazonaws.com"
     "/model/anthropic.claude-sonnet-4-20250514-v1%3A0/invoke-with-response-stream"
 )
+OLLAMA_URL = "http://localhost:11434/api/chat"
 JSON_HEADERS = {"content-type": "application/json"}
+NDJSON_HEADERS = {"content-type": "application/x-ndjson"}
 EVENTSTREAM_HEADERS = {"content-type": "application/vnd.amazon.eventstream"}
 SSE_HEADERS = {"content-type": "text/event-stream; charset=utf-8"}
 
@@ -160,14 +163,14 @@ def measure(
 
 
 def stream_throughput(
-    events: list[bytes], api: str, timing: Timing, chunk: int | None
+    events: list[bytes], api: str, timing: Timing, chunk: int | None, framing: Framing = "sse"
 ) -> dict[str, Any]:
     """MB/s of StreamReader.feed over the body, cut per event or in `chunk`-byte pieces."""
     body = b"".join(events)
     pieces = events if chunk is None else [body[i : i + chunk] for i in range(0, len(body), chunk)]
 
     def read() -> None:
-        reader = StreamReader(api)
+        reader = StreamReader(api, framing=framing)
         for piece in pieces:
             reader.feed(piece)
         result = reader.close()
@@ -262,6 +265,37 @@ def run(size: Size) -> dict[str, Any]:
         flush=True,
     )
 
+    # The same three calls as a Chat SSE stream and as an Ollama NDJSON stream of the same size,
+    # each inspected whole after its request's loop check: what Ollama's turn costs beside Chat's.
+    chat_stream = cases["medium-sse"][0]
+    lines = bodies.ollama_stream_lines(len(chat_stream.response_body))
+    ollama = Exchange(method="POST", url=OLLAMA_URL, request_body=bodies.ollama_request(),
+                      status=200, response_headers=NDJSON_HEADERS, response_body=b"".join(lines))  # fmt: skip
+    side: dict[str, Any] = {}
+    for name, exchange, events in (
+        ("chat_sse", chat_stream, len(bodies.chat_stream_events())),
+        ("ollama_ndjson", ollama, len(lines)),
+    ):
+        validators = ValidatorCache()
+        verdict = inspect(exchange, {}, validators=validators)
+        assert verdict.outcome == "inspected" and len(verdict.calls) == 3, verdict.reason
+        side[name] = {
+            "bytes": len(exchange.response_body),
+            "events": events,
+            "inspect_us": per_call(
+                lambda e=exchange, v=validators: inspect(e, {}, validators=v), timing
+            )
+            * 1e6,
+        }
+    side["ollama_to_chat"] = side["ollama_ndjson"]["inspect_us"] / side["chat_sse"]["inspect_us"]
+    framed["ollama"] = side
+    print(
+        f"  core a turn of three calls: Chat SSE {side['chat_sse']['bytes']} B "
+        f"{side['chat_sse']['inspect_us']:.1f} us, Ollama NDJSON {side['ollama_ndjson']['bytes']} B "
+        f"{side['ollama_ndjson']['inspect_us']:.1f} us ({side['ollama_to_chat']:.2f}x)",
+        flush=True,
+    )
+
     scales = (1, 10, 100)
     inspect_scaling = [
         measure(*json_case(*bodies.scaled_pair(k)), timing) | {"scale": k} for k in scales
@@ -284,6 +318,25 @@ def run(size: Size) -> dict[str, Any]:
             + "  ".join(f"{p['bytes'] / 1e3:8.0f} kB {p['mb_per_s']:6.1f} MB/s" for p in points),
             flush=True,
         )
+    points = [
+        stream_throughput(
+            bodies.ollama_stream_lines(len(b"".join(bodies.chat_stream_events(2800 * k, 43 * k))),
+                                       43 * k, 2800 * k),
+            "ollama", timing, None, "ndjson",
+        )
+        | {"scale": k}
+        for k in scales
+    ]  # fmt: skip
+    streams["ollama"] = {"per_event": points, "growth": growth(points, "us")}
+    print(
+        "  stream ollama    "
+        + "  ".join(f"{p['bytes'] / 1e3:8.0f} kB {p['mb_per_s']:6.1f} MB/s" for p in points),
+        flush=True,
+    )
+    # One 2 MB argument object in one NDJSON line, in 64-byte pieces: the same check for lines.
+    streams["ollama-long-line-64B-chunks"] = stream_throughput(
+        bodies.ollama_stream_lines(0, 3, 2_000_000), "ollama", timing, 64, "ndjson"
+    )
     # One long argument string in 64-byte pieces: the case that catches a
     # line buffer rebuilt on every feed (quadratic).
     long_line = bodies.chat_stream_events(content_size=2_000_000, deltas=3)

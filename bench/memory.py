@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tooltap.addon.sinks.metrics import OUTCOMES
+
 from . import bodies, client, targets
 from .sizes import Size
 from .stats import slope
@@ -104,10 +106,7 @@ async def run(size: Size) -> dict[str, Any]:
                     flush=True,
                 )
             tooltap = proxies["tooltap"]
-            outcomes = {
-                o: tooltap.metric("tooltap_flows_total", outcome=o)
-                for o in ("inspected", "skipped", "unparseable", "upstream_error", "dropped")
-            }
+            outcomes = {o: tooltap.metric("tooltap_flows_total", outcome=o) for o in OUTCOMES}
             internal = tooltap.metric("tooltap_internal_errors_total")
             reloads = tooltap.reloads
     if not any(r for _, r in samples["tooltap-inspector"]):

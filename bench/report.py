@@ -215,7 +215,9 @@ def core_section(data: dict[str, Any], targets: list[str]) -> str:
             ]
         )
     stream_rows = []
-    for api in ("chat", "responses", "messages"):
+    for api in ("chat", "responses", "messages", "ollama"):
+        if api not in data["streams"]:  # a run from before Ollama was read
+            continue
         points = data["streams"][api]["per_event"]
         growth = data["streams"][api]["growth"]
         stream_rows.append(
@@ -227,6 +229,17 @@ def core_section(data: dict[str, Any], targets: list[str]) -> str:
         )
     long_line = data["streams"]["chat-long-line-64B-chunks"]
     kib = data["streams"]["chat-1KiB-chunks"]
+    ollama = data.get("framing", {}).get("ollama")
+    ollama_line = (
+        ""
+        if ollama is None
+        else f"\n\nA turn of three calls, {ollama['chat_sse']['bytes']:,} B as a Chat SSE stream"
+        f" ({ollama['chat_sse']['events']} events) and {ollama['ollama_ndjson']['bytes']:,} B as an"
+        f" Ollama NDJSON stream ({ollama['ollama_ndjson']['events']} lines), inspected side by side:"
+        f" {ollama['chat_sse']['inspect_us']:.1f} µs and {ollama['ollama_ndjson']['inspect_us']:.1f}"
+        f" µs ({ollama['ollama_to_chat']:.2f}x). One 2 MB argument object in one NDJSON line, fed in"
+        f" 64-byte pieces: {data['streams']['ollama-long-line-64B-chunks']['mb_per_s']:.1f} MB/s."
+    )
     return (
         "### 4. Core cost\n\n"
         + _table(
@@ -239,6 +252,7 @@ def core_section(data: dict[str, Any], targets: list[str]) -> str:
         + _table(["dialect", "1x MB/s", "10x MB/s", "100x MB/s", "size -> time"], stream_rows)
         + f"\n\nChat stream fed in 1 KiB pieces ({kib['bytes'] / 1e6:.1f} MB): {kib['mb_per_s']:.1f} MB/s."
         f" One 2 MB argument string fed in 64-byte pieces: {long_line['mb_per_s']:.1f} MB/s (no quadratic rebuild)."
+        + ollama_line
     )
 
 

@@ -198,8 +198,11 @@ def declare(origin: Origin, value: Mapping[str, Any]) -> Declared:
 
 
 def endpoint(url: str) -> str:
-    """A server's endpoint: its URL without query or fragment. Pure."""
-    parts = urlsplit(url)
+    """A server's endpoint: its URL without query or fragment. Pure and total."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed IPv6 bracket, ...
+        return url
     return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 

@@ -91,7 +91,7 @@ def occurrences(verdict: Verdict) -> list[Finding]:
     names = {call.call_id: call.name for call in verdict.calls}
     for result in verdict.tool_results:
         if result.schema_errors:
-            name = names.get(result.call_id, "")
+            name = result.name or names.get(result.call_id, "")
             paths = ",".join(sorted({e.path for e in result.schema_errors}))
             errors = "; ".join(f"{e.path}: {e.message}" for e in result.schema_errors)
             said = f"result of {result.call_id} ({name}): {errors}"

@@ -23,13 +23,14 @@ from .eventstream import looks_like_eventstream
 from .jsontext import ParseError, loads
 from .loop import LoopError, LoopReport, ToolResult, check_loop
 from .schema import SEED_LIMITS, Limits
-from .served import SESSION_HEADER, ToolServer, session_tag
+from .served import SESSION_HEADER, ToolServer, query_session, session_tag
 from .shapes import as_dict
 from .stream import ApiError, Framing, StreamReader, api_error
 from .wire import Api, Turn, detect_api, read_turn
 
 EVENTSTREAM = "application/vnd.amazon.eventstream"
-Outcome = Literal["inspected", "skipped", "unparseable", "upstream_error"]
+NDJSON = "application/x-ndjson"
+Outcome = Literal["inspected", "skipped", "unparseable", "upstream_error", "client_gone"]
 Transport = Literal["http", "websocket"]
 Scope = Literal["turn", "session", "tool"]
 # The work on one exchange is bounded: one pathological response must not stall the rest.
@@ -93,7 +94,8 @@ class Verdict(BaseModel):
     api: Api | None
     """responses, chat or messages (the `api` label); None for an upstream refused at connect."""
     outcome: Outcome
-    """inspected, skipped, unparseable or upstream_error: what became of the flow."""
+    """inspected, skipped, unparseable, upstream_error, or client_gone (the client hung up
+    before any answer came): what became of the flow."""
     transport: Transport = "http"
     """http, or websocket for a turn of a Responses WebSocket or a Realtime session."""
     scope: Scope = "turn"
@@ -206,6 +208,7 @@ class _Body:
     errors: list[ApiError] = field(default_factory=list)
     dropped: int = 0  # stream events that could not be read at all
     note: str | None = None  # what was read leniently, for the turn's reason
+    empty: bool = False  # a stream that carried no event at all (a priming event only)
 
 
 def _read_request(exchange: Exchange, batch: bool = False) -> _Body:
@@ -230,7 +233,9 @@ def _read_stream(
     if result.decode_error is not None:
         return _Body(stream=True, problem=f"stream could not be decoded: {result.decode_error}")
     if result.events == 0:
-        return _Body(stream=True, problem="stream carried no JSON events")
+        # Nothing at all (no bad event either) is a stream cut before its first message.
+        empty = not result.bad_events and not result.errors
+        return _Body(stream=True, problem="stream carried no JSON events", empty=empty)
     errors = list(result.errors)
     said = [
         f"{count} stream event(s) {what}"
@@ -263,6 +268,8 @@ def _read_response(api: Api, exchange: Exchange, max_decoded: int) -> _Body:
         return _read_stream(api, exchange.response_body, encoding, max_decoded)
     if EVENTSTREAM in content_type:
         return _read_stream(api, exchange.response_body, encoding, max_decoded, "eventstream")
+    if NDJSON in content_type:
+        return _read_stream(api, exchange.response_body, encoding, max_decoded, "ndjson")
     try:
         body = decode(exchange.response_body, encoding, max_decoded)
     except DecodeError as exc:
@@ -275,6 +282,9 @@ def _read_response(api: Api, exchange: Exchange, max_decoded: int) -> _Body:
         return _read_stream(api, body, None, max_decoded, "jsonarray")
     # Strict, as the client's own JSON parser is: a body it cannot read is unparseable.
     value, error = loads(body)
+    if error is not None and dialect(api).framing == "ndjson" and body.lstrip()[:1] == b"{":
+        # A stream not typed as one (ollama.com sends its NDJSON as application/json).
+        return _read_stream(api, body, None, max_decoded, "ndjson")
     if error is not None:
         text = body[:300].decode("utf-8", "replace").strip()
         return _Body(value=text or None, problem=f"response body is not JSON ({error.message})")
@@ -312,18 +322,14 @@ def _lost_arguments(calls: list[Call]) -> list[Call]:
     return [c.model_copy(update={"parse_error": lost}) if not c.arguments_raw else c for c in calls]
 
 
-def _argument_repair(calls: Sequence[Call]) -> list[str]:
+def _argument_repair(calls: Sequence[Call], api: Api) -> list[str]:
     # The client answers only its own calls; the provider answers hosted ones.
     bad = [
         c.call_id or c.name for c in calls if not c.hosted and (c.parse_error or c.schema_errors)
     ]
     if not bad:
         return []
-    return [
-        f"answer {', '.join(bad)} with an error result bound to the same call id "
-        "rather than dropping the call, and keep the raw arguments for the post-mortem: "
-        "a call left unanswered fails the next request."
-    ]
+    return [dialect(api).argument_repair.format(calls=", ".join(bad))]
 
 
 def _hidden_results(results: Sequence[ToolResult]) -> list[HiddenText]:
@@ -336,9 +342,15 @@ def _hidden_results(results: Sequence[ToolResult]) -> list[HiddenText]:
 
 def served_session(exchange: Exchange) -> str | None:
     """The tool-server session an exchange is in, as logged (a SHA-256 prefix of its id: the
-    request names it, or the response to initialize sets it). Pure."""
+    request names it, or the response to initialize sets it, or, on the legacy HTTP+SSE
+    transport, the query of the path the session POSTs to). Pure."""
     named = header(exchange.request_headers, SESSION_HEADER)
-    return session_tag(named or header(exchange.response_headers, SESSION_HEADER))
+    named = named or header(exchange.response_headers, SESSION_HEADER)
+    return session_tag(named or query_session(exchange.url))
+
+
+def _streamed(exchange: Exchange) -> bool:
+    return "text/event-stream" in header(exchange.response_headers, "content-type").lower()
 
 
 def _inspect_served(
@@ -368,7 +380,13 @@ def _inspect_served(
         return Verdict(
             **found | {"outcome": "upstream_error", "reason": "no response from the upstream"}
         )
-    response = _read_response(api, exchange, max_decoded) if exchange.response_body else _Body()
+    # 202 Accepted is the whole answer to a notification, and to a legacy POST whose response
+    # comes on the session's stream; its short body ("Accepted") is no JSON-RPC to read.
+    accepted = exchange.status == 202 and not _streamed(exchange)
+    read = exchange.response_body and not accepted
+    response = _read_response(api, exchange, max_decoded) if read else _Body()
+    if response.empty:  # a client that cancelled, or a server cut off: not an unreadable answer
+        response = _Body(stream=True, complete=False)
     found["stream"] = response.stream
     if exchange.status >= 500:
         error = api_error(response.value)
@@ -578,7 +596,7 @@ def inspect(
         *subsets.state_repairs(api, state),
         *subsets.format_repairs(api, projection, format_state, loose, limits),
         *([duplicate] if duplicate else []),
-        *_argument_repair(calls),
+        *_argument_repair(calls, api),
     ]
     return Verdict(
         **found,

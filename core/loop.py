@@ -116,6 +116,9 @@ class ToolResult(BaseModel):
     structuredContent breaks it, by path, or that it declared one and sent none."""
     schema_problem: str | None = None
     """Why the outputSchema itself could not be applied."""
+    name: str | None = None
+    """The tool, when no call of the same exchange names it (an MCP task's result, fetched
+    after the call that made the task)."""
     hidden: list[Hidden] = Field(default_factory=list, exclude=True)
     """Hidden characters in what the result says (logged as the verdict's hidden_text)."""
 

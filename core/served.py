@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +20,17 @@ from .loop import LoopError, ToolResult
 # The header that ties a tool server's session together (MCP's Streamable HTTP; the server sets
 # it in its answer to initialize).
 SESSION_HEADER = "mcp-session-id"
+SESSION_PARAMETERS = ("session_id", "sessionId")  # the legacy transport's, in the POST's query
+
+
+def query_session(url: str) -> str:
+    """The legacy HTTP+SSE session a POST names in its query: `session_id` (the Python SDK) or
+    `sessionId` (the TypeScript SDK); "" when it names none. Pure."""
+    try:
+        query = parse_qs(urlsplit(url).query)
+    except ValueError:
+        return ""
+    return next((query[name][0] for name in SESSION_PARAMETERS if query.get(name)), "")
 
 
 def session_tag(session_id: str) -> str | None:
@@ -39,17 +51,28 @@ class ListedTool(BaseModel):
     output_schema: Any = None
 
 
+class TaskCall(BaseModel):
+    """A tools/call the server answered with a task: whose result tasks/result returns later."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str  # the tool
+    call_id: str  # the JSON-RPC id of the tools/call that made the task
+    fetched: bool = False  # its result was checked (a result fetched again is not counted again)
+
+
 class ToolServer(BaseModel):
     """What a session has said about its server so far: ids and schemas, never arguments."""
 
     model_config = ConfigDict(frozen=True)
 
-    server: str | None = None  # "name version", as initialize named it
+    server: str | None = None  # "name version", as initialize or server/discover named it
     name: str | None = None  # the name alone: what its tools' pins are kept under
     tools: dict[str, ListedTool] = Field(default_factory=dict)
     complete: bool = False  # the whole list was seen, from its first page to its last
     fixed: bool = False  # initialize said the list does not change during the session
     next_cursor: str | None = None  # the page a list seen from its start continues with
+    tasks: dict[str, TaskCall] = Field(default_factory=dict)  # by task id, oldest first
     announced: bool = False  # notifications/tools/list_changed came, and no whole list since
 
 
@@ -65,5 +88,6 @@ class Served(BaseModel):
     unchecked: list[str] = Field(default_factory=list)
     repairs: list[str] = Field(default_factory=list)
     server: ToolServer = Field(default_factory=ToolServer)  # the session after this exchange
+    known: bool = False  # something of the session was remembered before this exchange
     definitions: list[dict[str, Any]] = Field(default_factory=list)  # the tools listed, as sent
     announced: bool = False  # the list was read after the server said it changed

@@ -3,7 +3,8 @@
 Sans-I/O in the h11 style: feed() takes bytes cut anywhere (mid-line,
 mid-UTF-8 character, between \\r and \\n) and returns the events completed so
 far; close() flushes the last one. Lines end in \\r\\n, \\n or \\r; fields come
-in any order; data lines join with \\n; comments and unknown fields are ignored.
+in any order; data lines join with \\n; comments, retry: and unknown fields are
+ignored; an event whose data buffer is empty is not dispatched.
 
 No maintained Python SSE library exposes a byte-level feed() like this (they
 wrap a socket or an iterator of whole lines), so the ~60 lines live here.
@@ -98,8 +99,11 @@ class SSEDecoder:
         return None
 
     def _dispatch(self) -> Event | None:
-        if not self._data:
+        if self._data in ([], [""]):
+            # An empty data buffer dispatches nothing (WHATWG): an `id:` with an empty `data:`
+            # is a priming event, which sets where a client resumes and carries no message.
             self._event = ""
+            self._data = []
             self._lossy = False
             return None
         event = Event(self._event or "message", "\n".join(self._data), self._id, self._lossy)

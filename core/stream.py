@@ -4,7 +4,7 @@ Sans-I/O: `StreamReader.feed(chunk)` takes raw (still content-encoded) bytes
 cut anywhere and returns the JSON events completed so far; `close()` returns a
 `StreamResult` whose `response` has the non-streaming shape of the dialect, so
 a streamed turn gets the same Verdict as the same turn unstreamed. The content
-encoding and the SSE framing are undone here; each dialect's assembler
+encoding and the framing (SSE, NDJSON, ...) are undone here; each dialect's assembler
 (tooltap.core.dialects) reads the events, on their JSON `type`, never on `event:`.
 """
 
@@ -22,11 +22,13 @@ from .errors import ApiError, api_error
 from .eventstream import EventStreamDecoder, Message
 from .jsonarray import ArrayDecoder
 from .jsontext import loads, loads_lenient
+from .ndjson import NDJSONDecoder
 from .sse import SSEDecoder
 from .turn import Api
 
-# text/event-stream, AWS's binary event stream, or a JSON array sent piece by piece (Gemini)
-Framing = Literal["sse", "eventstream", "jsonarray"]
+# text/event-stream, AWS's binary event stream, a JSON array sent piece by piece (Gemini), or
+# newline-delimited JSON (Ollama)
+Framing = Literal["sse", "eventstream", "jsonarray", "ndjson"]
 
 __all__ = ["ApiError", "StreamReader", "StreamResult", "api_error"]
 
@@ -53,8 +55,8 @@ class StreamResult(BaseModel):
 
 
 class StreamReader:
-    """Content-encoding, the framing (SSE, the AWS event stream or a JSON array) and one
-    dialect's reassembly, fed chunk by chunk."""
+    """Content-encoding, the framing (SSE, the AWS event stream, a JSON array or NDJSON) and
+    one dialect's reassembly, fed chunk by chunk."""
 
     def __init__(
         self,
@@ -67,6 +69,7 @@ class StreamReader:
         self._sse = SSEDecoder()
         self._frames = EventStreamDecoder() if framing == "eventstream" else None
         self._array = ArrayDecoder() if framing == "jsonarray" else None
+        self._lines = NDJSONDecoder() if framing == "ndjson" else None
         self._events = 0
         self._bad = 0
         self._repaired = 0
@@ -89,6 +92,8 @@ class StreamReader:
             return self._messages(self._frames.feed(data))
         if self._array is not None:
             return self._elements(self._array.feed(data))
+        if self._lines is not None:
+            return self._lines_of(self._lines.feed(data))
         return self._events_of(self._sse.feed(data))
 
     def close(self) -> StreamResult:
@@ -103,6 +108,8 @@ class StreamReader:
             if self._array is not None:
                 self._elements(self._array.close())
                 self._bad += self._array.broken is not None
+            elif self._lines is not None:
+                self._lines_of(self._lines.close(), cut=True)
             elif self._frames is None:
                 self._events_of(self._sse.close(), cut=True)
             elif self._frames.broken is not None:
@@ -153,23 +160,37 @@ class StreamReader:
         return out
 
     def _events_of(self, events: list[Any], cut: bool = False) -> list[Any]:
+        """SSE events: OpenAI's `[DONE]` marks the end; every other event's data is JSON."""
         out = []
         for event in events:
             if event.data == "[DONE]":  # OpenAI's end of stream, not JSON
                 self._assembler.done_marker()
-                continue
-            value, error = loads(event.data)
-            lenient = event.lossy
-            if error is not None:
-                value, error, lenient = loads_lenient(event.data)
-            if error is not None or not isinstance(value, dict):
-                self._bad += not cut
-                continue
-            self._repaired += lenient
-            self._events += 1
-            self._assembler.event(value)
-            out.append(value)
+            elif (value := self._json_event(event.data, event.lossy, cut)) is not None:
+                out.append(value)
         return out
+
+    def _lines_of(self, lines: list[bytes], cut: bool = False) -> list[Any]:
+        """NDJSON lines: each one JSON object (invalid UTF-8 in one is read leniently)."""
+        out = []
+        for line in lines:
+            if (value := self._json_event(line, False, cut)) is not None:
+                out.append(value)
+        return out
+
+    def _json_event(self, data: bytes | str, lossy: bool, cut: bool) -> dict[str, Any] | None:
+        """One event's JSON object, handed to the dialect; None when it is none. A last one
+        the stream cut off is not counted malformed."""
+        value, error = loads(data)
+        lenient = lossy
+        if error is not None:
+            value, error, lenient = loads_lenient(data)
+        if error is not None or not isinstance(value, dict):
+            self._bad += not cut
+            return None
+        self._repaired += lenient
+        self._events += 1
+        self._assembler.event(value)
+        return value
 
 
 def _event(message: Message) -> dict[str, Any] | None:

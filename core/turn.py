@@ -17,8 +17,10 @@ from .hidden import Hidden
 from .jsontext import dumps
 from .shapes import as_dict, as_list, as_str
 
-Api = Literal["responses", "chat", "messages", "realtime", "converse", "gemini", "mcp"]
-APIS: tuple[Api, ...] = ("responses", "chat", "messages", "realtime", "converse", "gemini", "mcp")
+Api = Literal["responses", "chat", "messages", "realtime", "converse", "gemini", "mcp", "ollama"]
+APIS: tuple[Api, ...] = (
+    "responses", "chat", "messages", "realtime", "converse", "gemini", "mcp", "ollama",
+)  # fmt: skip
 
 
 class Tool(BaseModel):

@@ -124,7 +124,9 @@ def variables() -> list[Any]:
             "API",
             "label_values(tooltap_flows_total, api)",
             "Which model API: responses (over HTTP or WebSocket), chat (Chat Completions),"
-            " messages (Anthropic) or realtime (the Realtime API).",
+            " messages (Anthropic, on Bedrock and Vertex AI too), realtime (the Realtime API),"
+            " converse (Bedrock Converse), gemini, ollama (Ollama's own API) or mcp (tool"
+            " servers).",
         ),
         label(
             "model",
@@ -504,7 +506,8 @@ def health_panels() -> list[Any]:
             " second. inspected: classified. skipped: body above tooltap_max_body, or"
             " tooltap_memory_budget full."
             " unparseable: not the expected JSON or stream. upstream_error: the API or network"
-            " failed. dropped: the inspection queue was full.",
+            " failed. client_gone: the client hung up before any answer. dropped: the"
+            " inspection queue was full.",
             [
                 query(
                     f"sum by (outcome) (rate(tooltap_flows_total{{{API}}}[$__rate_interval]))",

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from tooltap.core import parallel
+from tooltap.core import Verdict, parallel
 from tooltap.core.definitions import Declared, lock_of
 
 from ..inspection.pins import LocalPins, Pins, load_lock
@@ -189,22 +189,28 @@ def main(args: argparse.Namespace, out: Any = None) -> int:
         return 2
 
     session = Session(pins=pins)
+
+    def judged(done: list[tuple[Item, Verdict]]) -> None:
+        for item, verdict in done:
+            if args.write_tools_lock and verdict.definitions is not None:
+                declared.extend((d, item.application) for d in verdict.definitions.declared)
+            if verdict.outcome == "skipped":
+                if item.turn is not None:  # a turn a socket carried, said not inspected
+                    report.unreadable(replace(item, unreadable=verdict.reason), "skipped")
+                continue
+            report.verdict(item, verdict)
+
     try:
         for items, total, own_session in sources:
             if own_session:
+                judged([(Item.of(e), v) for e, v in session.finish()])
                 session = Session(pins=pins)
             for item in _progress(items, total):
                 if item.exchange is None:
                     report.unreadable(item)
                     continue
-                verdict = item.inspect(session)
-                if args.write_tools_lock and verdict.definitions is not None:
-                    declared += [(d, item.application) for d in verdict.definitions.declared]
-                if verdict.outcome == "skipped":
-                    if item.turn is not None:  # a turn a socket carried, said not inspected
-                        report.unreadable(replace(item, unreadable=verdict.reason), "skipped")
-                    continue
-                report.verdict(item, verdict)
+                judged(item.inspect(session))
+        judged([(Item.of(e), v) for e, v in session.finish()])
     except AccessError as exc:
         print(f"tooltap audit: {exc}", file=sys.stderr)
         return 2

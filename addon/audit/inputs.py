@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from pydantic import Base64Bytes, BaseModel, ValidationError
@@ -92,12 +93,22 @@ class Item:
         cassette, a file): recordings of different tests may declare one tool their own way."""
         return self.application or self.recording or self.source
 
-    def inspect(self, session: Session) -> Verdict:
+    def inspect(self, session: Session) -> list[tuple[Item, Verdict]]:
+        """This item's verdict; or, for half of an MCP legacy exchange, those it completes
+        (each under its own POST), none while it waits for its other half."""
         if self.turn is not None:
-            return socket_verdict(session, self.turn, *self.ended, self.pinned_as)
+            return [(self, socket_verdict(session, self.turn, *self.ended, self.pinned_as))]
         if self.exchange is None:
             raise ValueError(f"{self.label}: {self.unreadable}")
-        return session.inspect(self.exchange, application=self.pinned_as)
+        return [
+            (self if exchange is self.exchange else Item.of(exchange, self.source), verdict)
+            for exchange, verdict in session.read(self.exchange, self.pinned_as)
+        ]
+
+    @classmethod
+    def of(cls, exchange: Exchange, source: str | None = None) -> Item:
+        """An exchange another item completed (a POST answered on a GET stream)."""
+        return cls(f"{exchange.method} {urlsplit(exchange.url).path}", exchange, source=source)
 
 
 # --- inputs -----------------------------------------------------------------

@@ -92,7 +92,7 @@ class Report:
 
     def _text(self, label: str, v: Verdict) -> None:
         """One verdict as lines: each finding (state, id, detail) with its repairs under it."""
-        if v.outcome in ("unparseable", "upstream_error"):
+        if v.outcome in ("unparseable", "upstream_error", "client_gone"):
             self.line(f"{v.outcome:<19} {label}  {v.reason}")
         state_repairs = subsets.state_repairs(v.api or "", v.state)
         if v.state in STATES or (self.show_all and v.state):

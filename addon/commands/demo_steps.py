@@ -15,7 +15,7 @@ from typing import Any
 from ..harness import eventstream
 from ..harness.replay import Reply, Seen
 from ..harness.sockets import Step as SocketStep
-from . import demo_mcp
+from . import demo_mcp, demo_ollama
 
 JSON = [("content-type", "application/json"), ("x-request-id", "req_demo")]
 SSE = [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache")]
@@ -1035,6 +1035,13 @@ STEPS: list[Step] = [
         expect_error=True,
     ),
     Step(
+        "ollama-stream",
+        "Ollama's own API (the ollama client, NDJSON): two calls, one off its schema, after a"
+        " history that answered one of two calls by tool_name",
+        demo_ollama.reply(),
+        lambda c: demo_ollama.chat(c.base_url, c.headers, chat_tools(strict=False)),
+    ),
+    Step(
         "mcp-tools",
         "an MCP tool server: arguments off a tool's inputSchema, a result off its outputSchema,"
         " and a call to a tool it never listed",
@@ -1061,6 +1068,7 @@ DEFAULTS = {
     "/invoke-with-response-stream": "bedrock-stream",
     "/converse": "converse-unanswered",
     ":generateContent": "gemini-unsigned",
+    "/api/chat": "ollama-stream",
 }
 
 
@@ -1084,8 +1092,8 @@ def route(seen: Seen) -> Reply:
             {
                 "error": {
                     "message": "the demo upstream serves chat/completions, responses, "
-                    "messages, Bedrock's invoke-with-response-stream and converse, and "
-                    f"Gemini's generateContent, not {seen.path}",
+                    "messages, Bedrock's invoke-with-response-stream and converse, "
+                    f"Gemini's generateContent and Ollama's /api/chat, not {seen.path}",
                     "type": "not_found",
                 }
             },

@@ -15,6 +15,7 @@ UPSTREAMS = {
     "openai": "https://api.openai.com",
     "anthropic": "https://api.anthropic.com",
     "gemini": "https://generativelanguage.googleapis.com",
+    "ollama": "http://localhost:11434",  # the user's own Ollama, only when named
 }
 SCRIPT = Path(__file__).with_name("script.py")
 WEB_COLUMNS = ("tls", "icon", "path", "method", "status", "comment", "size", "time")
@@ -34,6 +35,8 @@ def _client_hint(upstream: str, url: str) -> str:
         return f"ANTHROPIC_BASE_URL={url}"
     if upstream == "gemini":
         return f"GOOGLE_GEMINI_BASE_URL={url}"
+    if upstream == "ollama":
+        return f"OLLAMA_HOST={url}"
     if upstream.startswith("mcp:"):
         return f"MCP server URL {url}{urlsplit(upstream[4:]).path}"
     return f"base URL {url} (forwarded to {upstream})"
@@ -69,7 +72,7 @@ def mitmdump_args(
         target = UPSTREAMS.get(upstream, upstream.removeprefix("mcp:"))
         if not target.startswith(("http://", "https://")):
             raise SystemExit(
-                "tooltap run: --upstream wants openai, anthropic, gemini, a URL or mcp:URL, "
+                "tooltap run: --upstream wants openai, anthropic, gemini, ollama, a URL or mcp:URL, "
                 f"not {upstream!r}"
             )
         if upstream.startswith("mcp:"):

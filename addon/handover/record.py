@@ -60,6 +60,15 @@ class SocketBatch:
 
 
 @dataclass(slots=True)
+class StreamPart:
+    """What a record of a piece of an MCP server's GET stream says besides its bytes."""
+
+    key: str  # the flow's id: one stream
+    ended: bool = False  # the stream closed after this piece
+    lost: bool = False  # pieces before this one went by unread
+
+
+@dataclass(slots=True)
 class Record:
     """One finished exchange, as the proxy hands it over: only references it already holds.
 
@@ -85,6 +94,7 @@ class Record:
     note: str | None = None  # the client broke it off: mitmproxy's words
     held: int = 0  # bytes taken from the memory budget for this record (proxy side)
     socket: SocketBatch | None = None  # a batch of one socket's messages, in chunks
+    part: StreamPart | None = None  # a piece of an MCP server's GET stream, in chunks
     started: float = 0.0  # when the request began (a socket batch: its first message), epoch s
     ended: float = 0.0  # when the response ended, or broke off (a batch: its last message)
 

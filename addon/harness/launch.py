@@ -7,6 +7,7 @@ stops it with SIGINT so that mitmproxy's `done` hooks run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -31,6 +32,24 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def free_ports(count: int, tries: int = 50) -> int:
+    """The first of `count` consecutive loopback ports free now (`tooltap run` with several
+    --upstream listens on a port and the ones after it)."""
+    for _ in range(tries):
+        first = free_port()
+        if first + count > 65535:
+            continue
+        with contextlib.ExitStack() as held:
+            try:
+                for port in range(first, first + count):
+                    probe = held.enter_context(socket.socket())
+                    probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return first
+    raise RuntimeError(f"no {count} consecutive free loopback ports")
 
 
 class Proxy:
@@ -67,17 +86,19 @@ class Proxy:
         extra: tuple[str, ...] = (),
         web: bool = False,
         tooltap: tuple[str, ...] = (sys.executable, "-m", "tooltap.addon.commands.cli"),
+        listen: str = "127.0.0.1:0",
         **kw: Any,
     ) -> Proxy:
         """`tooltap run` on a free loopback port: reverse mode to one upstream, or none with
         --regular. web: `tooltap web` instead, its UI on another free port, no browser opened.
-        tooltap: the command to start (another install's `tooltap`, a container's)."""
+        tooltap: the command to start (another install's `tooltap`, a container's). listen:
+        where, with a port for several upstreams (each takes the next port)."""
         command = ["web", "--web", f"127.0.0.1:{free_port()}"] if web else ["run"]
         argv = [
             *tooltap,
             *command,
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--metrics",
             "127.0.0.1:0",
         ]

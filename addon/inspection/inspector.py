@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
+from urllib.parse import urlsplit
 
-from tooltap.core import Verdict
+from tooltap.core import Exchange, Verdict
 
 from ..handover.record import Record
 from ..options import BY_NAME
@@ -62,6 +64,14 @@ class Inspector:
             self._socket(record)
             return
         started = time.perf_counter()
+        if record.part is not None:
+            part = record.part
+            data = b"".join(record.chunks) or record.response_body
+            paired = self.session.stream(
+                part.key, record.url, data, ended=part.ended, lost=part.lost
+            )
+            self._emit_all(record, paired, started)
+            return
         if record.api is None:
             verdict = Verdict(api=None, outcome="upstream_error", reason=record.failure)
         elif record.skipped is not None and record.failure is None:
@@ -69,9 +79,24 @@ class Inspector:
                 api=record.api, outcome="skipped", reason=record.skipped, status=record.status
             )
         else:
-            verdict = self.session.inspect(record.exchange(), application=self._application(record))
-            verdict = with_ending(verdict, record.note, record.failure)
+            exchange = record.exchange()
+            paired = self.session.read(exchange, self._application(record))
+            if len(paired) != 1 or paired[0][0] is not exchange:  # it waits, or completes others
+                self._emit_all(record, paired, started)
+                return
+            verdict = with_ending(paired[0][1], record.note, record.failure)
         self._emit(record, verdict, started)
+
+    def _emit_all(
+        self, record: Record, paired: list[tuple[Exchange, Verdict]], started: float
+    ) -> None:
+        """Exchanges completed by this record (MCP's legacy transport): each logged under the
+        POST it was, with this record's credentials scrubbed."""
+        for exchange, verdict in paired:
+            parts = urlsplit(exchange.url)
+            path = f"{parts.path}?{parts.query}" if parts.query else parts.path
+            self._emit(replace(record, method=exchange.method, path=path), verdict, started)
+            started = time.perf_counter()
 
     def _socket(self, record: Record) -> None:
         """A batch of one socket's messages: the turns it finished, one by one."""

@@ -15,8 +15,19 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
-from tooltap.core import Exchange, ToolServer, ValidatorCache, Verdict, inspect, served_session
+from tooltap.core import (
+    Exchange,
+    ToolServer,
+    ValidatorCache,
+    Verdict,
+    detect_api,
+    header,
+    inspect,
+    served_session,
+)
 from tooltap.core.definitions import endpoint
+from tooltap.core.dialects.mcp import ANSWERED_ON_STREAM, Channels, Paired
+from tooltap.core.jsontext import loads
 
 from .pins import Pins
 from .state import REMEMBERED, LocalState, Recalled, State
@@ -76,6 +87,47 @@ class Session:
         self.validators = ValidatorCache()
         self.tool_servers = ToolServers()
         self.pins = pins if pins is not None else Pins()
+        self.channels = Channels()  # MCP's legacy sessions: GET streams and their POSTs
+
+    def read(
+        self, exchange: Exchange, application: str | None = None
+    ) -> list[tuple[Exchange, Verdict]]:
+        """inspect(), for an exchange that may be one half of another (MCP's legacy HTTP+SSE
+        transport: a POST answered 202, its response on the session's GET stream): the
+        exchanges it completes, each with its verdict, in order; none while it waits.
+        application: who sent it (a model request's tools are pinned under it)."""
+        if legacy_stream(exchange):
+            return self._paired(
+                self.channels.stream(exchange.url, exchange.url, exchange.response_body, ended=True)
+            )
+        if exchange.status == ANSWERED_ON_STREAM and _mcp(exchange):
+            value, error = loads(exchange.request_body)
+            paired = self.channels.posted(exchange, value) if error is None else None
+            if paired is not None:
+                return self._paired(paired)
+        return [(exchange, self.inspect(exchange, application=application))]
+
+    def stream(
+        self, key: str, url: str, data: bytes, *, ended: bool = False, lost: bool = False
+    ) -> list[tuple[Exchange, Verdict]]:
+        """Bytes of an MCP server's GET stream as they came (key: which stream); lost: some
+        went by unread before them. The exchanges its responses complete."""
+        return self._paired(self.channels.stream(key, url, data, ended=ended, lost=lost))
+
+    def finish(self) -> list[tuple[Exchange, Verdict]]:
+        """What still waits for its other half, said (the end of a recording)."""
+        return self._paired(self.channels.close())
+
+    def _paired(self, paired: list[Paired]) -> list[tuple[Exchange, Verdict]]:
+        done = []
+        for pair in paired:
+            exchange = pair.exchange.model_copy(update={"api": "mcp"})
+            verdict = self.inspect(exchange)
+            if pair.unanswered is not None:
+                said = [verdict.reason] if verdict.reason else []
+                verdict.reason = "; ".join([*said, pair.unanswered])
+            done.append((exchange, verdict))
+        return done
 
     def inspect(
         self,
@@ -122,6 +174,21 @@ class Session:
         return verdict
 
 
+def _mcp(exchange: Exchange) -> bool:
+    api = exchange.api or detect_api(exchange.method, exchange.url, exchange.request_body)
+    return api == "mcp"
+
+
+def legacy_stream(exchange: Exchange) -> bool:
+    """A recorded GET stream of MCP's legacy transport: it opens with an `endpoint` event."""
+    if exchange.method.upper() != "GET" or exchange.status != 200:
+        return False
+    if "text/event-stream" not in header(exchange.response_headers, "content-type").lower():
+        return False
+    head = exchange.response_body[:512]
+    return exchange.api == "mcp" or b"event: endpoint" in head or b"event:endpoint" in head
+
+
 def with_ending(verdict: Verdict, note: str | None, failure: str | None) -> Verdict:
     """What arrived is still reported; how the exchange was cut off says whose doing it was.
 
@@ -131,6 +198,10 @@ def with_ending(verdict: Verdict, note: str | None, failure: str | None) -> Verd
     if failure is not None:
         verdict.outcome = "upstream_error"
         verdict.reason = f"the upstream failed: {failure}"
+    elif note is not None and verdict.status is None:
+        # No answer had come: nothing failed upstream; the client gave up first.
+        verdict.outcome = "client_gone"
+        verdict.reason = f"the client hung up before the answer ({note})"
     elif note is not None and verdict.reason is not None:
         verdict.reason = f"{verdict.reason} ({note})"
     return verdict

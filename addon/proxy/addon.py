@@ -21,6 +21,7 @@ from typing import IO, Any
 
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.connection import ConnectionState
+from mitmproxy.net.http.http1.read import expected_http_body_size
 from mitmproxy.proxy.mode_specs import ProxyMode, ReverseMode
 from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 from mitmproxy.utils import asyncio_utils
@@ -43,14 +44,16 @@ from ..options import BY_NAME
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from ..sinks.traces import traces
+from .channel import ChannelTap
 from .sockets import SocketTap
 from .tap import StreamTap
 
 logger = logging.getLogger("tooltap")
 
 MAX_TRACKED = 100_000  # flows in flight; past it the oldest is forgotten and counted as dropped
-STREAMED = ("text/event-stream", "application/vnd.amazon.eventstream")
+STREAMED = ("text/event-stream", "application/vnd.amazon.eventstream", "application/x-ndjson")
 MAX_SOCKETS = 10_000  # WebSockets followed at once; past it the oldest is let go
+MAX_CHANNELS = 10_000  # MCP servers' GET streams followed at once; past it the oldest is let go
 MAX_HOSTS = 10_000  # host decisions remembered (regular mode)
 GIVE_BACK_AFTER = 64 * MiB  # of bodies gone by before freed memory is worth giving back
 # What mitmproxy's error hook says when the client, not the upstream, ended an
@@ -112,6 +115,26 @@ def _upstream_failed(flow: http.HTTPFlow) -> bool:
     return flow.client_conn.state == ConnectionState.OPEN
 
 
+def _storing_streams() -> bool:
+    """mitmproxy's store_streamed_bodies (an option of its proxy server: absent elsewhere)."""
+    return bool(getattr(ctx.options, "store_streamed_bodies", False))
+
+
+def _recorded(flow: http.HTTPFlow, passed: Sequence[bytes | bytearray]) -> None:
+    """A streamed body the client hung up on is kept in the flow as it passed, when the user
+    stores streamed bodies: mitmproxy keeps its own copy only for a stream that ended well, and
+    SDK clients close a stream as soon as they have its answer (or their session). The flow's
+    record only: what went over the wire is done by now."""
+    response = flow.response
+    if (
+        flow.error is not None
+        and response is not None
+        and not response.raw_content
+        and _storing_streams()
+    ):
+        response.raw_content = b"".join(passed) or response.raw_content
+
+
 def _guarded(hook: Callable[..., None]) -> Callable[..., None]:
     """Count, log, never raise: an exception in a hook must not reach mitmproxy's flow."""
 
@@ -127,30 +150,71 @@ def _guarded(hook: Callable[..., None]) -> Callable[..., None]:
     return guarded
 
 
-def watched(mode: ProxyMode, host: str, hosts: Sequence[str]) -> bool:
-    """Is a flow followed: every flow of a reverse proxy, and on other modes those to these hosts."""
-    return isinstance(mode, ReverseMode) or any(fnmatch.fnmatch(host, p) for p in hosts)
+def unbounded(flow: http.HTTPFlow) -> bool:
+    """Is a response a stream, or a body whose end only its close says (chunked, no
+    Content-Length, HTTP/2 without a length)? Such a body must flow as it comes: buffered, a
+    server's event stream would reach the client only when it closes. mitmproxy's own reading
+    of the headers decides; framing it finds invalid is left to mitmproxy."""
+    response = flow.response
+    if response is None:
+        return False
+    if any(kind in response.headers.get("content-type", "") for kind in STREAMED):
+        return True
+    try:
+        return expected_http_body_size(flow.request, response) in (None, -1)
+    except ValueError:
+        return False
+
+
+def watched(mode: ProxyMode, host: str, hosts: Sequence[str], port: int = 0) -> bool:
+    """Is a flow followed: every flow of a reverse proxy, and on other modes those to these hosts
+    (a pattern names a host, or a host:port: a user's own Ollama is localhost:11434)."""
+    address = f"{host}:{port}"
+    return isinstance(mode, ReverseMode) or any(
+        fnmatch.fnmatch(host, p) or fnmatch.fnmatch(address, p) for p in hosts
+    )
+
+
+def mcp_host(request: http.Request, hosts: Sequence[str]) -> bool:
+    """Is a request to a host (or host:port) named as an MCP server?"""
+    host, address = request.pretty_host, f"{request.pretty_host}:{request.port}"
+    return any(fnmatch.fnmatch(host, p) or fnmatch.fnmatch(address, p) for p in hosts)
 
 
 def mcp_server(request: http.Request, hosts: Sequence[str]) -> bool:
-    """Is a request MCP: a POST with a JSON-RPC body, to a host (or host:port) in hosts? No path
-    says MCP. The body is looked at only on those hosts."""
-    if not hosts or request.method != "POST":
+    """Is a request MCP: a POST with a JSON-RPC body (or an Mcp-Method header, protocol
+    2026-07-28), to a host in hosts? No path says MCP, and on those hosts MCP wins over any
+    path (the legacy transport POSTs to .../messages). The body is looked at only there."""
+    if not hosts or request.method != "POST" or not mcp_host(request, hosts):
         return False
-    host, address = request.pretty_host, f"{request.pretty_host}:{request.port}"
-    if not any(fnmatch.fnmatch(host, p) or fnmatch.fnmatch(address, p) for p in hosts):
-        return False
-    return looks_like_jsonrpc(request.raw_content or b"")
+    return "mcp-method" in request.headers or looks_like_jsonrpc(request.raw_content or b"")
+
+
+def mcp_stream(flow: http.HTTPFlow, hosts: Sequence[str]) -> bool:
+    """Is a response an MCP server's GET stream: the legacy transport's session channel, or
+    the server's own messages on Streamable HTTP?"""
+    response = flow.response
+    return (
+        response is not None
+        and response.status_code == 200
+        and flow.request.method == "GET"
+        and "text/event-stream" in response.headers.get("content-type", "")
+        and bool(hosts)
+        and mcp_host(flow.request, hosts)
+    )
 
 
 def flow_api(flow: http.HTTPFlow, hosts: Sequence[str], mcp_hosts: Sequence[str]) -> Api | None:
     """The API a flow speaks, if tooltap follows it: a model API's path on a watched host
     (every host of a reverse proxy), or MCP on an MCP host."""
     request = flow.request
+    if mcp_server(request, mcp_hosts):
+        return "mcp"
     api = detect_api(request.method, request.path)
     if api is not None:
-        return api if watched(flow.client_conn.proxy_mode, request.pretty_host, hosts) else None
-    return "mcp" if mcp_server(request, mcp_hosts) else None
+        mode = flow.client_conn.proxy_mode
+        return api if watched(mode, request.pretty_host, hosts, request.port) else None
+    return None
 
 
 class Tooltap:
@@ -164,6 +228,7 @@ class Tooltap:
         self._settings: dict[str, Any] | None = None  # those inspection runs with
         self._flows: OrderedDict[str, _Pending] = OrderedDict()
         self._sockets: OrderedDict[str, SocketTap] = OrderedDict()
+        self._channels: OrderedDict[str, ChannelTap] = OrderedDict()  # MCP servers' GET streams
         self._hosts: OrderedDict[str, bool] = OrderedDict()
         self._missed: Counter[str] = Counter()  # flows that arrived while inspection restarted
         self.budget = Budget(BY_NAME["tooltap_memory_budget"].default)
@@ -323,13 +388,13 @@ class Tooltap:
 
     @_guarded
     def request(self, flow: http.HTTPFlow) -> None:
-        api = detect_api(flow.request.method, flow.request.path)
+        api: Api | None = "mcp" if mcp_server(flow.request, ctx.options.tooltap_mcp_hosts) else None
         if api is None:
-            if not mcp_server(flow.request, ctx.options.tooltap_mcp_hosts):
+            api = detect_api(flow.request.method, flow.request.path)
+            if api is None or not self._watched(
+                flow.client_conn.proxy_mode, flow.request.pretty_host, flow.request.port
+            ):
                 return
-            api = "mcp"
-        elif not self._watched(flow.client_conn.proxy_mode, flow.request.pretty_host):
-            return
         self._flows[flow.id] = _Pending(api, flow.client_conn.id)
         if len(self._flows) > MAX_TRACKED:
             _, forgotten = self._flows.popitem(last=False)
@@ -339,10 +404,23 @@ class Tooltap:
 
     @_guarded
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        pending = self._flows.get(flow.id)
-        if pending is None or flow.response is None:
-            return
         response = flow.response
+        if response is None:
+            return
+        pending = self._flows.get(flow.id)
+        if pending is None:
+            if not response.stream and mcp_stream(flow, ctx.options.tooltap_mcp_hosts):
+                # The session's channel: read piece by piece while it stays open.
+                keep = ctx.options.tooltap_max_body if _storing_streams() else 0
+                tap = ChannelTap(flow, self._hand_over_part, self.budget, self._tap_error, keep)
+                self._channels[flow.id] = response.stream = tap
+                if len(self._channels) > MAX_CHANNELS:
+                    _, oldest = self._channels.popitem(last=False)
+                    oldest.end()  # followed no further: what it owes is said now
+            # Not inspected, still never held: a stream flows event by event (I1).
+            elif not response.stream and unbounded(flow):
+                response.stream = True
+            return
         limit = ctx.options.tooltap_max_body
         length = response.headers.get("content-length", "")
         if length.isdigit() and int(length) > limit:
@@ -352,29 +430,35 @@ class Tooltap:
                 response.stream = True
         elif not callable(response.stream) and (
             response.stream is True
-            or any(kind in response.headers.get("content-type", "") for kind in STREAMED)
+            or unbounded(flow)
             or streamed_path(pending.api, flow.request.path)
         ):
-            # A stream (SSE, or AWS's event stream) must flow event by event; a body
-            # mitmproxy already chose to stream (stream_large_bodies) is tapped, not lost.
+            # A stream (SSE, AWS's event stream, NDJSON, any body of unknown length) must flow
+            # as it comes; a body mitmproxy already chose to stream (stream_large_bodies) is
+            # tapped, not lost.
             pending.tap = StreamTap(limit, self._tap_error, self._fault, self.budget)
             response.stream = pending.tap
 
     @_guarded
     def response(self, flow: http.HTTPFlow) -> None:
         self._finish(flow)
+        self._end_channel(flow)
 
     @_guarded
     def error(self, flow: http.HTTPFlow) -> None:
         # Clients often hang up right after the last event: finish here too.
         self._finish(flow)
+        self._end_channel(flow)
         if flow.id in self._sockets:
             self.websocket_end(flow)
 
     @_guarded
     def websocket_start(self, flow: http.HTTPFlow) -> None:
         api = detect_socket(flow.request.path)
-        if api is None or not self._watched(flow.client_conn.proxy_mode, flow.request.pretty_host):
+        request = flow.request
+        if api is None or not self._watched(
+            flow.client_conn.proxy_mode, request.pretty_host, request.port
+        ):
             return
         self._sockets[flow.id] = SocketTap(api, flow)
         if len(self._sockets) > MAX_SOCKETS:
@@ -394,6 +478,20 @@ class Tooltap:
         tap = self._sockets.pop(flow.id, None)
         if tap is not None:
             self._hand_over_batch(tap, tap.batch(ended=True))
+
+    def _end_channel(self, flow: http.HTTPFlow) -> None:
+        tap = self._channels.pop(flow.id, None)
+        if tap is not None:
+            tap.end()
+            _recorded(flow, [tap.copy])
+
+    def _hand_over_part(self, record: Record) -> bool:
+        """A piece of an MCP server's GET stream; it counts as no flow of its own."""
+        self._bodies += record.held
+        if self.inspection is None or not self.inspection.worker.submit(record):
+            self._release(record)
+            return False
+        return True
 
     def _hand_over_batch(self, tap: SocketTap, record: Record) -> None:
         self._bodies += record.held
@@ -444,6 +542,7 @@ class Tooltap:
                 record.skipped = "response body above tooltap_max_body"
             elif pending.tap is not None:
                 record.chunks, record.held = pending.tap.hand_over()
+                _recorded(flow, record.chunks)
             elif response.raw_content is None:
                 # Never kept: the exchange broke off before the body was
                 # complete, or mitmproxy switched to streaming after our
@@ -479,7 +578,7 @@ class Tooltap:
         if any(p.client == client.id for p in self._flows.values()):
             return  # a flow waits on this connection: its error hook counts it
         host, port = server.address or ("", 0)
-        if not self._watched(client.proxy_mode, host):
+        if not self._watched(client.proxy_mode, host, port):
             return
         record = Record(
             None,
@@ -489,13 +588,14 @@ class Tooltap:
         )
         self._hand_over(record)
 
-    def _watched(self, mode: ProxyMode, host: str) -> bool:
+    def _watched(self, mode: ProxyMode, host: str, port: int) -> bool:
         if isinstance(mode, ReverseMode):
             return True
-        decision = self._hosts.get(host)
+        address = f"{host}:{port}"
+        decision = self._hosts.get(address)
         if decision is None:
-            decision = watched(mode, host, ctx.options.tooltap_hosts)
-            self._hosts[host] = decision
+            decision = watched(mode, host, ctx.options.tooltap_hosts, port)
+            self._hosts[address] = decision
             if len(self._hosts) > MAX_HOSTS:
                 self._hosts.popitem(last=False)
         return decision

@@ -151,7 +151,7 @@ class LogSink:
                     "tool_result",
                     api=verdict.api,
                     call_id=result.call_id,
-                    name=names.get(result.call_id),
+                    name=result.name or names.get(result.call_id),
                     outcome=result.outcome,
                     schema_errors=errors,
                     schema_problem=result.schema_problem,

@@ -17,7 +17,7 @@ from tooltap.core import APIS, Verdict, parallel, schema
 from tooltap.core.loop import RULES
 from tooltap.core.sockets import READER_SKIPS
 
-OUTCOMES = ("inspected", "skipped", "unparseable", "upstream_error", "dropped")
+OUTCOMES = ("inspected", "skipped", "unparseable", "upstream_error", "client_gone", "dropped")
 WHERE = ("hook", "tap", "worker")
 SOCKET_APIS = ("responses", "realtime")  # the APIs that have a WebSocket transport
 # Why a WebSocket message went unused: in the proxy (binary frames, the budget or the queue

@@ -173,7 +173,8 @@ class WebAnnotations:
         hosts = ctx.options.tooltap_hosts
         if http_api:
             return flow_api(flow, hosts, ctx.options.tooltap_mcp_hosts) is not None
-        return watched(flow.client_conn.proxy_mode, flow.request.pretty_host, hosts)
+        request = flow.request
+        return watched(flow.client_conn.proxy_mode, request.pretty_host, hosts, request.port)
 
     def _submit(
         self,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from ..turn import Api
-from . import chat, converse, gemini, mcp, messages, realtime, responses
+from . import chat, converse, gemini, mcp, messages, ollama, realtime, responses
 from .base import Dialect
 
 __all__ = [
@@ -35,6 +35,7 @@ DIALECTS: dict[str, Dialect] = {
         converse.DIALECT,
         gemini.DIALECT,
         mcp.DIALECT,
+        ollama.DIALECT,
     )
 }
 
@@ -59,6 +60,8 @@ def detect_api(method: str, url: str, body: bytes | None = None) -> Api | None:
     if path is None:
         return None
     by_path = next((d.api for d in DIALECTS.values() if d.recognise(method, path)), None)
+    if body is not None and by_path is not None and mcp.is_jsonrpc(method, body):
+        return "mcp"  # JSON-RPC is MCP's wherever it is POSTed (the legacy /messages/)
     if by_path is not None or body is None:
         return by_path
     return next(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from .. import parallel, schema
 from ..arguments import ValidatorCache
@@ -87,6 +87,13 @@ def advisory_tools_repairs(
     return repairs
 
 
+ARGUMENT_REPAIR = (
+    "answer {calls} with an error result bound to the same call id rather than dropping the "
+    "call, and keep the raw arguments for the post-mortem: a call left unanswered fails the "
+    "next request."
+)
+
+
 def text_of(content: Any) -> str:
     """A message's text: a string, or its parts' text, a line each. Pure."""
     if isinstance(content, str):
@@ -129,6 +136,7 @@ class Dialect:
     state_repairs: Callable[[Any], list[str]] = parallel.repair_lines
     format_repairs: Callable[..., list[str]] = openai_format_repairs
     parallel_voids_strict: bool = True  # only OpenAI documents that parallel calls void strict
+    argument_repair: str = ARGUMENT_REPAIR  # for calls with bad arguments ({calls}: their ids)
     socket_path: str | None = None  # a WebSocket to a path ending so speaks it
     model_in_path: Callable[[str], str | None] | None = None  # where the body names none
     # A body that is not a turn yet (a background response), read later: (method, request,
@@ -136,6 +144,9 @@ class Dialect:
     unfinished: Callable[[str, Any, str | None, bool, bool], bool] | None = None
     # A path that asks for a stream whatever the content type (Gemini's JSON array stream).
     streams: Callable[[str], bool] | None = None
+    # Its streams' framing where the content type does not name it: "ndjson" (Ollama's, which
+    # ollama.com sends as application/json).
+    framing: Literal["ndjson"] | None = None
     # Why a rejected request was refused, read from the request and its path, where the API
     # refuses schemas whatever strict says (Gemini's Schema fields); else from strict tools.
     request_blockers: Callable[[Mapping[str, Any], str], list[str]] | None = None

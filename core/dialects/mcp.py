@@ -1,9 +1,12 @@
-"""MCP over Streamable HTTP (api "mcp"): the tool server's half of the tool loop, read passively.
+"""MCP (api "mcp"): the tool server's half of the tool loop, read passively.
 
-The client POSTs JSON-RPC 2.0 to one endpoint (a message, or a batch in protocol 2025-03-26);
-the server answers with application/json, or with a text/event-stream of JSON-RPC messages in
-which its own requests and notifications may come before the response. No path says MCP: the
-proxy watches the hosts it is told are MCP servers, and `looks_like_jsonrpc` on the request.
+Streamable HTTP: the client POSTs JSON-RPC 2.0 to one endpoint (a message, or a batch in
+protocol 2025-03-26); the server answers with application/json, or with a text/event-stream of
+JSON-RPC messages in which its own requests and notifications may come before the response.
+The legacy HTTP+SSE transport (2024-11-05) answers each POST 202 and sends the response on the
+session's GET stream: Channels (at the end of this module) pairs the two halves into the same
+exchange. No path says MCP: the proxy watches the hosts it is told are MCP servers, and on a
+recording a JSON-RPC body says it (`is_jsonrpc`), whatever its path.
 
 An exchange is no model turn: a tools/call is one call and its result. What checks it was said
 earlier in the session (initialize named the server, tools/list gave the schemas), which the
@@ -16,26 +19,44 @@ alarm:
   tooltap does not read, or on another replica, and a server without sessions may list other
   tools to another client;
 - a result is checked against the tool's outputSchema unless it is flagged isError, as the
-  SDK's own client does (the specification binds structured results, not failures).
+  SDK's own client does (the specification binds structured results, not failures);
+- an answer that is not yet the result is no result: a task handle (the 2025-11-25
+  CreateTaskResult, fastmcp 2.14's `_meta`, the 2026 tasks extension), whose result tasks/result
+  or a finished tasks/get brings later and is checked then, against the same tool; and protocol
+  2026-07-28's `resultType: input_required`, after which the client calls again (a retry that
+  carries inputResponses is the same call, counted once).
+Protocol 2026-07-28 has no initialize and no session: server/discover, and the serverInfo each
+result carries in `_meta`, name the server, and the endpoint's list is what calls are checked
+against (never unlisted-tool: another client may be listed other tools).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 from ..arguments import SchemaError, ValidatorCache, diagnose, validate
 from ..definitions import listed
 from ..errors import ApiError
 from ..hidden import scan
-from ..jsontext import dumps
+from ..jsontext import dumps, loads
 from ..loop import REPAIRS, LoopError, LoopReport, ToolResult
-from ..served import ListedTool, Served, ToolServer
+from ..served import ListedTool, Served, TaskCall, ToolServer
 from ..shapes import as_dict, as_list, as_str
+from ..sse import SSEDecoder
 from ..turn import Tool, ToolCall, Turn
 from .base import Dialect, Prior
 
 MAX_LISTED = 10_000  # tools remembered per session; a list past it is not known whole
+MAX_TASKS = 1_000  # tasks awaiting their result per session; past it the oldest is forgotten
+# Where a result names its server (protocol 2026-07-28, on every result), and where a
+# tools/call answered with a task carries it: the 2025-11-25 CreateTaskResult's `task`, the
+# 2026 tasks extension's (`resultType: "task"`), and fastmcp 2.14's `_meta` (SEP-1686's draft).
+SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+TASK_META = "modelcontextprotocol.io/task"
 STREAMED = "tooltap:messages"  # the assembled stream's key: no JSON-RPC message has it
 NO_STRUCTURED = "the tool declares an outputSchema and its result has no structuredContent"
 # JSON-RPC's codes, and MCP's own, by name (the `type` of a rejection).
@@ -61,6 +82,15 @@ def recognise_body(method: str, body: bytes) -> bool:
     return method.upper() == "POST" and looks_like_jsonrpc(body)
 
 
+def is_jsonrpc(method: str, body: bytes) -> bool:
+    """A POST whose body parses as a JSON-RPC 2.0 message or batch: what no model API sends,
+    so it is MCP whatever its path says (the legacy transport POSTs to .../messages). Pure."""
+    if not recognise_body(method, body):
+        return False
+    value, error = loads(body)
+    return error is None and any(m.get("jsonrpc") == "2.0" for m in messages_of(value))
+
+
 def messages_of(value: Any) -> list[Mapping[str, Any]]:
     """The JSON-RPC messages in a body: one object, or a batch's objects. Pure."""
     if isinstance(value, dict):
@@ -80,16 +110,73 @@ def _schema(tool: Mapping[str, Any], name: str) -> Any:
     return value if isinstance(value, dict | bool) else None
 
 
+def _named(info: Any) -> str | None:
+    """An Implementation (name, version) as logged: "name version". Pure."""
+    info = as_dict(info)
+    return " ".join(filter(None, (as_str(info.get("name")), as_str(info.get("version"))))) or None
+
+
+def _name(info: Any) -> str | None:
+    """An Implementation's name alone: what its tools' pins are kept under. Pure."""
+    return as_str(as_dict(info).get("name")) or None
+
+
+def _fixed(result: Mapping[str, Any]) -> bool:
+    """The server says its tool list does not change (tools.listChanged is not true)."""
+    tools = as_dict(as_dict(result.get("capabilities")).get("tools"))
+    return tools.get("listChanged") is not True
+
+
 def _initialized(result: Mapping[str, Any]) -> ToolServer:
     """A new session, as initialize's result describes its server."""
-    info = as_dict(result.get("serverInfo"))
-    named = " ".join(filter(None, (as_str(info.get("name")), as_str(info.get("version")))))
-    tools = as_dict(as_dict(result.get("capabilities")).get("tools"))
-    return ToolServer(
-        server=named or None,
-        name=as_str(info.get("name")) or None,
-        fixed=tools.get("listChanged") is not True,
-    )
+    info = result.get("serverInfo")
+    return ToolServer(server=_named(info), name=_name(info), fixed=_fixed(result))
+
+
+def _discovered(server: ToolServer, result: Mapping[str, Any]) -> ToolServer:
+    """The endpoint as server/discover describes it (2026-07-28: no initialize, no session);
+    what it listed before stays its list."""
+    info = as_dict(result.get("_meta")).get(SERVER_INFO)
+    named = _named(info) or server.server
+    name = _name(info) or server.name
+    return server.model_copy(update={"server": named, "name": name, "fixed": _fixed(result)})
+
+
+def _task_id(result: Mapping[str, Any]) -> str | None:
+    """The task a tools/call was answered with instead of its result, if it was. Pure."""
+    meta = as_dict(result.get("_meta")).get(TASK_META)
+    for holder in (
+        result.get("task"),
+        meta,
+        result if result.get("resultType") == "task" else None,
+    ):
+        task_id = as_dict(holder).get("taskId")
+        if isinstance(task_id, str | int) and not isinstance(task_id, bool) and str(task_id):
+            return str(task_id)
+    return None
+
+
+def _deferred(call_id: str, result: Mapping[str, Any], task: str | None) -> str | None:
+    """Why a tools/call's answer is not the tool's result, when it is not. Pure."""
+    if task is not None:
+        return (
+            f"call {call_id}: answered with task {task}, not its result: the result is "
+            "checked when tasks/result (or tasks/get) returns it"
+        )
+    kind = result.get("resultType")
+    if isinstance(kind, str) and kind not in ("complete", ""):
+        return (
+            f"call {call_id}: answered resultType {kind}, not a result (protocol "
+            "2026-07-28): the client calls again with what the server asked for"
+        )
+    return None
+
+
+def _remember_task(server: ToolServer, task: str, call: TaskCall) -> ToolServer:
+    tasks = {**server.tasks, task: call}
+    while len(tasks) > MAX_TASKS:
+        del tasks[next(iter(tasks))]
+    return server.model_copy(update={"tasks": tasks})
 
 
 def _listed(server: ToolServer, cursor: str | None, result: Mapping[str, Any]) -> ToolServer:
@@ -149,16 +236,25 @@ def _call(
                 repair=REPAIRS["unlisted-tool"],
             )
         )
-    elif server.complete and server.fixed:
-        served.unchecked.append(
-            f"call {call_id or name}: {name} is not in the list, which may be another "
-            "client's: the server keeps no sessions"
+        return None
+    # Each reason that keeps an unknown name from being a finding, the first that holds.
+    if not served.known:
+        why = "nothing of this session was seen before (or it was forgotten)"
+    elif not server.tools and not server.complete:
+        why = "no tools/list answer was seen in this session"
+    elif not server.complete:
+        why = "this session's tools/list was not seen whole"
+    elif not server.fixed:
+        why = (
+            f"{name} is not in the list seen, and the server says its list may change "
+            "(tools.listChanged)"
         )
     else:
-        served.unchecked.append(
-            f"call {call_id or name}: arguments not validated, this session's tools/list "
-            "was not seen whole"
+        why = (
+            f"{name} is not in the list seen, which may be another client's: the server "
+            "keeps no sessions"
         )
+    served.unchecked.append(f"call {call_id or name}: arguments not validated, {why}")
     return None
 
 
@@ -167,6 +263,7 @@ def _result(
     result: Mapping[str, Any],
     tool: ListedTool | None,
     validators: ValidatorCache | None,
+    name: str | None = None,
 ) -> ToolResult:
     failed = result.get("isError") is True
     errors: list[SchemaError] = []
@@ -183,8 +280,44 @@ def _result(
         outcome="error" if failed else "ok",
         schema_errors=errors,
         schema_problem=problem,
+        name=name,
         hidden=scan(said)[0],
     )
+
+
+def _task_result(
+    served: Served,
+    message_id: str,
+    method: str,
+    params: Mapping[str, Any],
+    result: Mapping[str, Any],
+    *,
+    validators: ValidatorCache | None,
+) -> None:
+    """tasks/result (2025-11-25), or a finished tasks/get (the 2026 tasks extension): the
+    result of the tools/call that made the task, checked as that call's would have been."""
+    task = as_str(params.get("taskId"))
+    if method == "tasks/get":
+        status = result.get("status")
+        known = served.server.tasks.get(task)
+        if status not in ("completed", "failed") or known is None or known.fetched:
+            return  # still working, a task of no call seen, or polled again once finished
+        failed = status == "failed" or not isinstance(result.get("result"), dict)
+        result = {"isError": True} if failed else as_dict(result.get("result"))
+    call = served.server.tasks.get(task)
+    if call is None:
+        served.unchecked.append(
+            f"task {task or message_id}: its result is not checked, the tools/call that made "
+            "it was not seen in this session"
+        )
+        return
+    if call.fetched:
+        served.unchecked.append(f"task {task}: its result was checked when first fetched")
+        return
+    tool = served.server.tools.get(call.name)
+    served.results.append(_result(call.call_id, result, tool, validators, name=call.name))
+    tasks = {**served.server.tasks, task: call.model_copy(update={"fetched": True})}
+    served.server = served.server.model_copy(update={"tasks": tasks})
 
 
 def serve(
@@ -205,7 +338,7 @@ def serve(
         for m in received
         if (key := _id(m)) is not None and ("result" in m or "error" in m) and "method" not in m
     }
-    served = Served(server=server or ToolServer())
+    served = Served(server=server or ToolServer(), known=server is not None)
     for position, message in enumerate(sent):
         method = message.get("method")
         if not isinstance(method, str):
@@ -222,8 +355,16 @@ def serve(
         result = as_dict(answer.get("result")) if answer is not None and not error else None
         params = as_dict(message.get("params"))
         index = f"{position}." if isinstance(request, list) else ""
+        info = as_dict(result.get("_meta")).get(SERVER_INFO) if result else None
+        named = _named(info)
+        if named is not None and named != served.server.server:  # 2026-07-28: on each result
+            served.server = served.server.model_copy(update={"server": named, "name": _name(info)})
         if method == "initialize" and result is not None:
             served.server = _initialized(result)
+        elif method == "server/discover" and result is not None:
+            served.server = _discovered(served.server, result)
+        elif method in ("tasks/result", "tasks/get") and result is not None:
+            _task_result(served, message_id or "", method, params, result, validators=validators)
         elif method == "tools/list" and result is not None:
             cursor = as_str(params.get("cursor")) or None
             served.announced = served.announced or served.server.announced
@@ -235,10 +376,26 @@ def serve(
             )
             served.definitions.extend(map(dict, listed(result.get("tools"))))
         elif method == "tools/call":
-            own = session is not None
-            tool = _call(index, message_id or "", params, served, validators=validators, own=own)
-            if result is not None:
-                served.results.append(_result(message_id or "", result, tool, validators))
+            call_id = message_id or ""
+            if "inputResponses" in params or "requestState" in params:
+                # A retry with the input an input_required answer asked for (2026-07-28):
+                # the same call, counted when it was first sent; only its result is new.
+                tool = served.server.tools.get(as_str(params.get("name")))
+            else:
+                own = session is not None
+                tool = _call(index, call_id, params, served, validators=validators, own=own)
+            if result is None:
+                continue
+            task = _task_id(result)
+            deferred = _deferred(call_id, result, task)
+            if deferred is not None:
+                served.unchecked.append(deferred)
+                if task is not None:
+                    name = as_str(params.get("name"))
+                    made = TaskCall(name=name, call_id=call_id)
+                    served.server = _remember_task(served.server, task, made)
+            else:
+                served.results.append(_result(call_id, result, tool, validators))
     served.repairs = _repairs(served)
     if any(m.get("method") == "notifications/tools/list_changed" for m in received):
         # The list changed: what was listed is no longer known to hold.
@@ -323,3 +480,227 @@ DIALECT = Dialect(
     recognise_body=recognise_body,
     serve=serve,
 )
+
+
+# --- the legacy HTTP+SSE transport (protocol 2024-11-05) ---------------------------------
+#
+# The client opens `GET /sse` (`Accept: text/event-stream`); the server's first event is
+# `event: endpoint`, whose data is the path to POST to with the session in its query
+# (`/messages/?session_id=...` from the Python SDK, `/message?sessionId=...` from the
+# TypeScript SDK). Every client message is POSTed there and answered `202 Accepted`; the
+# JSON-RPC responses, and the server's own requests and notifications, arrive on the GET
+# stream as `event: message`. A request and its response are paired by JSON-RPC id within the
+# session, and each pair becomes one Exchange, as if the POST had been answered with that
+# event: serve() then reads it as any Streamable HTTP exchange.
+#
+# Either half may come first: live, a response can reach the inspector before the POST it
+# answers (the 202 ends later), and in a recording the GET stream ends, and so is stored, after
+# every POST of its session. So a 202 to a request waits for its response, and a response for
+# its request, each bounded in number and bytes; what never met its other half is said when
+# the stream ends (or at close()), never dropped in silence.
+
+MAX_WAITING = 1_000  # requests awaiting their response, and responses their request, each
+MAX_BYTES = 16 << 20  # ... and the bytes they hold together
+MAX_STREAMS = 1_000  # session streams followed at once; past it the oldest is let go
+ANSWERED_ON_STREAM = 202  # what a legacy POST is answered with: the response comes on the stream
+NEVER_ANSWERED = "its response never came on the session's stream (the stream ended first)"
+LET_GO = "tooltap stopped waiting for its response on the session's stream (too many waiting)"
+_SSE = {"content-type": "text/event-stream"}
+
+
+@dataclass(frozen=True, slots=True)
+class Paired:
+    """One exchange made of a POSTed request and the response the session's stream carried;
+    `unanswered` says why no response is in it, when none is."""
+
+    exchange: Any  # an Exchange (inspection imports this module, so it cannot import it back)
+    unanswered: str | None = None
+
+
+def _endpoint(url: str) -> str:
+    """Where a POST went, as the endpoint event names it: path and query, no origin (a
+    recording may spell the host another way than the stream's URL). Pure."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    return f"{parts.path}?{parts.query}" if parts.query else parts.path
+
+
+def _rpc_id(message: Mapping[str, Any]) -> str | None:
+    value = message.get("id")
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return f"{type(value).__name__}:{value}"  # 1 and "1" are two ids
+    return None
+
+
+def is_response(message: Mapping[str, Any]) -> bool:
+    return "method" not in message and ("result" in message or "error" in message)
+
+
+def _event_bytes(data: str) -> bytes:
+    """One SSE message event carrying data, as the server wrote it."""
+    lines = "".join(f"data: {line}\n" for line in data.split("\n"))
+    return f"event: message\n{lines}\n".encode()
+
+
+@dataclass(slots=True)
+class _Waiting:
+    exchange: Any  # the POST's Exchange
+    message: Mapping[str, Any]
+    size: int
+
+
+class _Stream:
+    """One GET stream: its decoder, and the endpoint its first event named."""
+
+    __slots__ = ("decoder", "endpoint", "url")
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.decoder = SSEDecoder()
+        self.endpoint: str | None = None
+
+
+class Channels:
+    """The legacy sessions in flight: streams by key, requests and responses waiting by
+    (endpoint, JSON-RPC id). Not thread-safe: one owner."""
+
+    def __init__(self, waiting: int = MAX_WAITING, limit: int = MAX_BYTES) -> None:
+        self.waiting = waiting
+        self.limit = limit
+        self.held = 0
+        self._streams: OrderedDict[str, _Stream] = OrderedDict()
+        self._requests: OrderedDict[tuple[str, str], _Waiting] = OrderedDict()
+        self._responses: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._requests) + len(self._responses)
+
+    def posted(self, exchange: Any, request: Any) -> list[Paired] | None:
+        """A POST to an MCP server and its parsed body. None: not one the session's stream
+        answers (inspect it as it is); else the exchanges it completes, maybe none yet."""
+        if exchange.status != ANSWERED_ON_STREAM:
+            return None
+        asked = [m for m in messages_of(request) if isinstance(m.get("method"), str)]
+        asked = [m for m in asked if _rpc_id(m) is not None]
+        if not asked:
+            return None  # notifications and answers: the 202 is the whole of it
+        endpoint = _endpoint(exchange.url)
+        paired: list[Paired] = []
+        for message in asked:
+            key = (endpoint, _rpc_id(message) or "")
+            response = self._responses.pop(key, None)
+            if response is not None:
+                self.held -= response[1]
+                paired.append(Paired(_exchange(exchange, message, response[0])))
+                continue
+            size = len(exchange.request_body) // len(asked)
+            stale = self._requests.pop(key, None)
+            if stale is not None:  # the same id again: the first is not answered now
+                self.held -= stale.size
+                paired.append(Paired(_exchange(stale.exchange, stale.message), NEVER_ANSWERED))
+            self._requests[key] = _Waiting(exchange, message, size)
+            self.held += size
+        return paired + self._trim()
+
+    def stream(
+        self, key: str, url: str, data: bytes, *, ended: bool = False, lost: bool = False
+    ) -> list[Paired]:
+        """Bytes of a GET stream on an MCP server (key: which stream), cut anywhere; ended: it
+        closed after them; lost: bytes before them went by unread (the event they cut is
+        dropped, and reading starts again at the next). The exchanges its responses complete."""
+        stream = self._streams.get(key)
+        if stream is None:
+            stream = self._streams[key] = _Stream(url)
+        elif lost:
+            stream.decoder = SSEDecoder()
+        self._streams.move_to_end(key)
+        events = stream.decoder.feed(data)
+        if ended:
+            events += stream.decoder.close()
+        paired: list[Paired] = []
+        for event in events:
+            if event.event == "endpoint" and stream.endpoint is None:
+                stream.endpoint = _endpoint(urljoin(stream.url, event.data.strip()))
+            elif event.event in ("message", "") and stream.endpoint is not None:
+                paired += self._received(stream.endpoint, event.data)
+        if ended:
+            del self._streams[key]
+            paired += self._ended(stream.endpoint)
+        while len(self._streams) > MAX_STREAMS:
+            _, oldest = self._streams.popitem(last=False)
+            paired += self._ended(oldest.endpoint)
+        return paired + self._trim()
+
+    def close(self) -> list[Paired]:
+        """Everything still waiting, said: the end of a recording."""
+        paired = [
+            Paired(_exchange(w.exchange, w.message), NEVER_ANSWERED)
+            for w in self._requests.values()
+        ]
+        self._requests.clear()
+        self._responses.clear()
+        self._streams.clear()
+        self.held = 0
+        return paired
+
+    def _received(self, endpoint: str, data: str) -> list[Paired]:
+        value, error = loads(data)
+        if error is not None:
+            return []
+        paired: list[Paired] = []
+        for message in messages_of(value):
+            rpc_id = _rpc_id(message)
+            if rpc_id is None or not is_response(message):
+                continue  # the server's own requests and notifications: no call of the client's
+            key = (endpoint, rpc_id)
+            waiting = self._requests.pop(key, None)
+            text = dumps(message) if isinstance(value, list) else data
+            if waiting is not None:
+                self.held -= waiting.size
+                paired.append(Paired(_exchange(waiting.exchange, waiting.message, text)))
+            else:
+                stale = self._responses.pop(key, None)
+                self.held += len(text) - (stale[1] if stale else 0)
+                self._responses[key] = (text, len(text))
+        return paired
+
+    def _ended(self, endpoint: str | None) -> list[Paired]:
+        """The session's stream closed: its requests will get no response."""
+        if endpoint is None:
+            return []
+        paired = []
+        for key in [k for k in self._requests if k[0] == endpoint]:
+            waiting = self._requests.pop(key)
+            self.held -= waiting.size
+            paired.append(Paired(_exchange(waiting.exchange, waiting.message), NEVER_ANSWERED))
+        for key in [k for k in self._responses if k[0] == endpoint]:
+            self.held -= self._responses.pop(key)[1]
+        return paired
+
+    def _trim(self) -> list[Paired]:
+        """Past the bounds, the oldest waiting go: a request said, a response dropped."""
+        paired = []
+        while self._requests and (len(self._requests) > self.waiting or self.held > self.limit):
+            _, waiting = self._requests.popitem(last=False)
+            self.held -= waiting.size
+            paired.append(Paired(_exchange(waiting.exchange, waiting.message), LET_GO))
+        while self._responses and (len(self._responses) > self.waiting or self.held > self.limit):
+            _, (_, size) = self._responses.popitem(last=False)
+            self.held -= size
+        return paired
+
+
+def _exchange(posted: Any, message: Mapping[str, Any], response: str | None = None) -> Any:
+    """The POST's exchange with one of its requests, answered by the stream's event (or not)."""
+    return posted.model_copy(
+        update={
+            "request_body": dumps(message).encode(),
+            "request_headers": {
+                k: v for k, v in posted.request_headers.items() if k.lower() != "content-encoding"
+            },
+            "response_headers": _SSE if response is not None else {},
+            "response_body": _event_bytes(response) if response is not None else b"",
+        }
+    )

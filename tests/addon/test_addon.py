@@ -148,6 +148,46 @@ async def test_a_large_declared_body_is_streamed_through_rather_than_buffered(ha
     assert flow.response.stream is True
 
 
+@pytest.mark.parametrize(
+    ("path", "headers", "streamed"),
+    [
+        ("/sse", (("content-type", "text/event-stream"),), True),  # an MCP server's GET stream
+        ("/poll", (("transfer-encoding", "chunked"),), True),  # a long poll
+        ("/events", (("content-type", "application/x-ndjson"),), True),  # ended by its close
+        ("/v1/embeddings", (("content-type", "application/json"),), False),  # a known length
+    ],
+)
+async def test_a_stream_nobody_inspects_still_flows_as_it_comes(harness, path, headers, streamed):
+    # I1: a response of unknown length is streamed whether or not tooltap reads it; the
+    # regular-mode host and the reverse mode decide nothing here.
+    for host in ("example.com", "api.openai.com"):
+        flow = make_flow(path, None, b"{}", headers=headers, host=host, method="GET")
+        if path == "/events":
+            del flow.response.headers["content-length"]
+        harness.addon.request(flow)
+        harness.addon.responseheaders(flow)
+        assert flow.response.stream is streamed
+
+
+async def test_an_inspected_body_of_unknown_length_is_tapped_as_it_flows(harness):
+    body = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
+    flow = make_flow(
+        "/v1/chat/completions", CHAT_REQUEST, b"", headers=(("transfer-encoding", "chunked"),)
+    )
+    harness.addon.request(flow)
+    harness.addon.responseheaders(flow)
+    assert callable(flow.response.stream)
+    assert [flow.response.stream(body[:50]), flow.response.stream(body[50:])] == [
+        body[:50],
+        body[50:],
+    ]
+    flow.response.content = None  # as mitmproxy leaves a streamed response
+    harness.addon.response(flow)
+    assert harness.addon.flush(5)
+    turn = next(e for e in harness.events() if e["event"] == "turn")
+    assert (turn["outcome"], turn["stream"], turn["state"]) == ("inspected", False, "strict-void")
+
+
 async def test_other_hosts_and_endpoints_are_not_inspected(harness):
     await harness.tctx.cycle(
         harness.addon, make_flow("/v1/chat/completions", CHAT_REQUEST, b"{}", host="example.com")
@@ -372,6 +412,71 @@ async def test_a_client_that_hangs_up_mid_stream_is_inspected_and_says_so(harnes
     assert turn["reason"] == "the stream ended before its final event (Client disconnected.)"
 
 
+async def test_a_client_that_hangs_up_before_any_answer_is_client_gone_not_upstream_error(harness):
+    flow = make_flow("/v1/chat/completions", CHAT_REQUEST, b"")
+    harness.addon.request(flow)
+    flow.response = None  # nothing had come back
+    flow.error = tflow.terr("Client disconnected.")
+    harness.addon.error(flow)
+    assert harness.addon.flush(5)
+    turn = next(e for e in harness.events() if e["event"] == "turn")
+    assert (turn["outcome"], turn["reason"]) == (
+        "client_gone",
+        "the client hung up before the answer (Client disconnected.)",
+    )
+    assert harness.value("tooltap_flows_total", api="chat", outcome="client_gone") == 1
+    assert harness.value("tooltap_flows_total", api="chat", outcome="upstream_error") == 0
+
+
+async def test_an_mcp_get_stream_is_read_piece_by_piece_and_pairs_its_posts(harness):
+    harness.tctx.configure(harness.addon, tooltap_mcp_hosts=["tools.example.com"])
+    stream = make_flow("/sse", None, b"", headers=tuple(SSE.items()), host="tools.example.com",
+                       method="GET")  # fmt: skip
+    harness.addon.request(stream)
+    harness.addon.responseheaders(stream)
+    tap = stream.response.stream
+    assert callable(tap)
+    endpoint = b"event: endpoint\ndata: /messages/?session_id=s9\n\n"
+    assert tap(endpoint) == endpoint
+    call = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "t0"}}
+    post = make_flow("/messages/?session_id=s9", call, b"Accepted", host="tools.example.com",
+                     headers=(("content-type", "text/plain"),))  # fmt: skip
+    post.response.status_code = 202
+    await harness.cycle(post)
+    answer = b'event: message\ndata: {"jsonrpc":"2.0","id":4,"result":{"content":[]}}\n\n'
+    assert tap(answer[:20]) + tap(answer[20:]) == answer  # handed over as it passes
+    assert harness.addon.flush(5)
+    (turn,) = [e for e in harness.events() if e["event"] == "turn"]
+    assert (turn["api"], turn["path"], turn["rpc"], turn["stream"], turn["reason"]) == (
+        "mcp",
+        "/messages/",
+        ["tools/call"],
+        True,
+        None,
+    )
+    stream.error = tflow.terr("Client disconnected.")
+    harness.addon.error(stream)
+    assert harness.addon.flush(5)
+    assert len([e for e in harness.events() if e["event"] == "turn"]) == 1  # no flow of its own
+
+
+async def test_on_an_mcp_host_mcp_wins_over_the_path_and_mcp_method_says_mcp(harness):
+    harness.tctx.configure(harness.addon, tooltap_mcp_hosts=["tools.example.com"])
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    legacy = make_flow("/messages/?session_id=s1", call, b"{}", host="tools.example.com")
+    modern = make_flow("/mcp", None, b"{}", host="tools.example.com")
+    modern.request.raw_content = b"\x1f\x8b compressed"  # no JSON-RPC to see at a glance
+    modern.request.headers["mcp-method"] = "tools/list"
+    anthropic = make_flow("/v1/messages", {"model": "m"}, b"{}", host="api.anthropic.com")
+    for flow in (legacy, modern, anthropic):
+        harness.addon.request(flow)
+    assert [harness.addon._flows[f.id].api for f in (legacy, modern, anthropic)] == [
+        "mcp",
+        "mcp",
+        "messages",
+    ]
+
+
 async def test_a_body_mitmproxy_starts_streaming_after_our_hook_is_skipped_not_unparseable(harness):
     # Regression: stream_large_bodies on a chunked body switches to streaming
     # after responseheaders; the body was never seen, and used to be logged as
@@ -572,3 +677,41 @@ async def test_two_quick_settings_changes_end_with_one_inspection_on_the_latest(
         old.join(5)  # the inspections the two changes replaced end
     workers = [t for t in threading.enumerate() if t.name == "tooltap-worker"]
     assert workers == [current]
+
+
+OLLAMA_STREAM = b"".join(
+    json.dumps(line).encode() + b"\n"
+    for line in (
+        {"model": "qwen3:8b", "message": {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_ab12cd34", "function": {"index": 0, "name": "get_weather",
+                                                 "arguments": {"city": "Paris"}}}]}, "done": False},
+        {"model": "qwen3:8b", "message": {"role": "assistant", "content": ""}, "done": True,
+         "done_reason": "stop"},
+    )
+)  # fmt: skip
+
+
+async def test_a_users_own_ollama_named_by_host_and_port_is_tapped_line_by_line(harness):
+    harness.tctx.configure(harness.addon, tooltap_hosts=["localhost:11434"])
+    request = {"model": "qwen3:8b", "messages": [{"role": "user", "content": "Paris?"}]}
+    headers = (("content-type", "application/x-ndjson"),)
+    flows = [make_flow("/api/chat", request, b"", headers=headers, host="localhost")
+             for _ in range(2)]  # fmt: skip
+    flows[0].request.port, flows[1].request.port = 11434, 8000  # another port: not named
+    for flow in flows:
+        harness.addon.request(flow)
+        harness.addon.responseheaders(flow)
+    tap = flows[0].response.stream
+    assert callable(tap) and not callable(flows[1].response.stream)
+    lines = OLLAMA_STREAM.splitlines(keepends=True)
+    assert b"".join(tap(line) for line in lines) + tap(b"") == OLLAMA_STREAM
+    flows[0].response.content = None  # as mitmproxy leaves a streamed response
+    harness.addon.response(flows[0])
+    assert harness.addon.flush(5)
+    (turn,) = [e for e in harness.events() if e["event"] == "turn"]
+    assert (turn["api"], turn["stream"], turn["calls"], turn["state"]) == (
+        "ollama",
+        True,
+        1,
+        "no-tools",
+    )

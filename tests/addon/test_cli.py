@@ -51,6 +51,8 @@ def test_each_upstream_gets_the_next_port_and_its_own_hint():
         "http://10.0.0.5:8000",
         "--upstream",
         "gemini",
+        "--upstream",
+        "ollama",
         "--listen",
         "0.0.0.0:9000",
     )
@@ -60,9 +62,11 @@ def test_each_upstream_gets_the_next_port_and_its_own_hint():
         "reverse:https://api.anthropic.com@9001",
         "reverse:http://10.0.0.5:8000@9002",
         "reverse:https://generativelanguage.googleapis.com@9003",
+        "reverse:http://localhost:11434@9004",  # the user's own Ollama
     ]
     assert "ANTHROPIC_BASE_URL=http://0.0.0.0:9001" in hints[1]
     assert "GOOGLE_GEMINI_BASE_URL=http://0.0.0.0:9003" in hints[3]
+    assert "OLLAMA_HOST=http://0.0.0.0:9004" in hints[4]
 
 
 def test_any_free_port_takes_one_upstream_only():

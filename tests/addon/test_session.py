@@ -83,7 +83,8 @@ def test_mcp_sessions_are_remembered_up_to_their_count_and_the_bytes_of_their_li
         session.inspect(listing(name, ["t0"]))
     assert len(session.tool_servers) == 2
     assert session.inspect(call("a")).unchecked == [  # forgotten: not validated, and said so
-        "call 3: arguments not validated, this session's tools/list was not seen whole"
+        "call 3: arguments not validated, nothing of this session was seen before (or it was "
+        "forgotten)"
     ]
     assert [e.path for e in session.inspect(call("c")).calls[0].schema_errors] == ["$"]
 

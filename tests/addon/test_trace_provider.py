@@ -22,6 +22,8 @@ from tooltap.addon.sinks.traces import provider_name
         ("gemini", "us-central1-aiplatform.googleapis.com", "gcp.vertex_ai"),
         ("gemini", "127.0.0.1", "gcp.gemini"),  # reverse mode: the API says it
         ("chat", "generativelanguage.googleapis.com", "gcp.gemini"),  # its OpenAI-compatible API
+        ("ollama", "localhost:11434", "ollama"),  # no well-known value: its own name
+        ("ollama", "ollama.com", "ollama"),
     ],
 )
 def test_the_provider_is_read_from_the_host_then_the_api(api, host, provider):

@@ -333,3 +333,18 @@ def test_a_hosted_mcp_list_is_defined_under_its_server_label():
     (hosted,) = verdict.definitions.declared
     assert hosted.origin == Origin(kind="mcp", server="deepwiki")
     assert json.loads(hosted.canonical)["annotations"] == {"readOnlyHint": True}
+
+
+def test_ollama_declares_its_tools_with_their_descriptions_and_scans_its_results():
+    url = "http://127.0.0.1:11434/api/chat"
+    body = {"model": "llama3.2", "stream": False, "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": {}}}]},
+        {"role": "tool", "tool_name": "f", "content": f"ok{TAG_TEXT}"}],
+        "tools": [{"type": "function", "function": {"name": "f", "description": "F.", "parameters": {"type": "object"}}}]}  # fmt: skip
+    answer = {"model": "llama3.2", "message": {"role": "assistant", "content": "ok"}, "done": True}
+    verdict = inspect(exchange(url, body, answer).model_copy(update={"api": "ollama"}))
+    assert verdict.definitions is not None
+    (declared,) = verdict.definitions.declared
+    assert json.loads(declared.canonical)["description"] == "F."
+    assert [(h.part, h.spelled) for h in verdict.hidden_text] == [("result", "obey")]

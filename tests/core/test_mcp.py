@@ -168,12 +168,17 @@ def test_a_call_is_unlisted_only_against_a_whole_fixed_list():
     ]
     changing = listed(initialized(list_changed=True), [tool("t0")]).tool_server
     partial = listed(initialized(), [tool("t0")], next_="p2").tool_server
-    for server in (changing, partial, None):
+    # Each call says the reason that held: the true one, not one for all.
+    for server, why in (
+        (changing, "zz is not in the list seen, and the server says its list may change "
+                   "(tools.listChanged)"),
+        (partial, "this session's tools/list was not seen whole"),
+        (None, "nothing of this session was seen before (or it was forgotten)"),
+        (initialized(), "no tools/list answer was seen in this session"),
+    ):  # fmt: skip
         verdict = call(server, "zz", {})
         assert verdict.loop_errors == []
-        assert verdict.unchecked == [
-            "call 3: arguments not validated, this session's tools/list was not seen whole"
-        ]
+        assert verdict.unchecked == [f"call 3: arguments not validated, {why}"]
 
 
 def test_a_list_changed_notification_forgets_the_list():
@@ -250,12 +255,17 @@ def test_a_batch_answers_each_call_by_its_id():
     assert [(r.call_id, r.outcome) for r in verdict.tool_results] == [("7", "ok"), ("x8", "error")]
 
 
-def test_mcp_is_recognised_by_its_body_only_where_no_path_names_an_api():
+def test_mcp_is_recognised_by_its_json_rpc_body_whatever_the_path():
     body = json.dumps(rpc("tools/list")).encode()
     assert detect_api("POST", URL, body) == "mcp"
     assert detect_api("POST", URL) is None  # the proxy asks with no body
     assert detect_api("GET", URL, body) is None
-    assert detect_api("POST", "https://api.openai.com/v1/responses", body) == "responses"
+    # The legacy transport POSTs to .../messages: JSON-RPC is no Anthropic request.
+    assert detect_api("POST", "http://tools.example.com/messages/?session_id=ab", body) == "mcp"
+    assert detect_api("POST", "https://api.anthropic.com/v1/messages", body) == "mcp"
+    # A model request that merely holds the word (a tool's property) stays the path's.
+    named = {"model": "m", "tools": [{"input_schema": {"properties": {"jsonrpc": {}}}}]}
+    assert detect_api("POST", "https://x/v1/messages", json.dumps(named).encode()) == "messages"
     assert detect_api("POST", URL, b'{"model": "x"}') is None
     assert mcp.looks_like_jsonrpc(b'  [{"jsonrpc": "2.0"}]')
     assert not mcp.looks_like_jsonrpc(b'"jsonrpc"')
@@ -407,10 +417,34 @@ def test_a_stream_is_whole_only_once_a_response_came():
             "response_headers": {"content-type": "text/event-stream"},
         }
     )
-    assert (inspect(empty).outcome, inspect(empty).reason) == (
-        "unparseable",
-        "stream carried no JSON events",
+    # A keep-alive comment, or the priming event a 2025-11-25 server opens each stream with (an
+    # id and an empty data line), is no message: a stream of nothing else was cut before its
+    # response (the client cancelled), and nothing in it is malformed.
+    for said in (b": keep-alive\n\n", b"id: 0\ndata: \n\n", b"id: e1\nretry: 500\ndata:\n\n"):
+        cut = inspect(empty.model_copy(update={"response_body": said}))
+        assert (cut.outcome, cut.reason, cut.stream, cut.stream_errors) == (
+            "inspected",
+            "the stream ended before its response",
+            True,
+            [],
+        )
+        assert [c.name for c in cut.calls] == ["t0"]
+
+
+def test_a_priming_event_before_the_answer_is_no_error():
+    # The TypeScript SDK's server (protocol 2025-11-25) primes every SSE answer this way.
+    request = rpc("tools/call", 3, name="t0", arguments={"q": "a"})
+    body = (
+        b"id: 5b1e_0\ndata: \n\nretry: 1000\n\n: ping\n\nevent: message\nid: 5b1e_1\ndata: "
+        + json.dumps(answer(3, {"content": []})).encode()
+        + b"\n\n"
     )
+    primed = exchange(request).model_copy(
+        update={"response_body": body, "response_headers": {"content-type": "text/event-stream"}}
+    )
+    verdict = inspect(primed)
+    assert (verdict.outcome, verdict.reason, verdict.stream_errors) == ("inspected", None, [])
+    assert [r.outcome for r in verdict.tool_results] == ["ok"]
 
 
 def test_an_output_schema_that_cannot_be_applied_is_said_and_two_bad_calls_are_named():
@@ -444,9 +478,231 @@ def test_a_server_without_sessions_never_makes_a_call_unlisted():
     verdict = sessionless(rpc("tools/call", 3, name="zz", arguments={}), answer(3, {}), server)
     assert (verdict.session, verdict.loop_errors) == (None, [])
     assert verdict.unchecked == [
-        "call 3: zz is not in the list, which may be another client's: the server keeps no sessions"
+        "call 3: arguments not validated, zz is not in the list seen, which may be another "
+        "client's: the server keeps no sessions"
     ]
     checked = sessionless(
         rpc("tools/call", 4, name="t0", arguments={"q": 1}), answer(4, {}), server
     )
     assert [e.path for e in checked.calls[0].schema_errors] == ["$.q"]
+
+
+# --- tasks (2025-11-25, fastmcp 2.14, the 2026 tasks extension) ---------------------------
+
+
+TASK = {"taskId": "tk-1", "status": "working", "createdAt": "2026-01-01T00:00:00Z", "ttl": 60000}
+
+
+def test_a_call_answered_with_a_task_is_no_result_and_tasks_result_is_checked_as_its_result():
+    server = listed(initialized(), [tool("t0")]).tool_server
+    handles = (
+        {"task": TASK},  # the specification's CreateTaskResult
+        {"_meta": {"modelcontextprotocol.io/task": TASK}, "content": [], "isError": False},
+        {"resultType": "task", "taskId": "tk-1", "status": "working"},  # the 2026 extension
+    )
+    for handle in handles:
+        made = call(server, "t0", {"q": "a"}, handle)
+        assert (made.tool_results, findings(made), len(made.calls)) == ([], [], 1)
+        assert made.unchecked == [
+            "call 3: answered with task tk-1, not its result: the result is checked when "
+            "tasks/result (or tasks/get) returns it"
+        ]
+        after = made.tool_server
+        assert after is not None and after.tasks["tk-1"].name == "t0"
+        off = {"content": [], "structuredContent": {"n": "three"}}
+        fetched = inspect(
+            exchange(rpc("tasks/result", 4, taskId="tk-1"), answer(4, off)), tool_server=after
+        )
+        (result,) = fetched.tool_results
+        assert (result.call_id, result.name, findings(fetched)) == ("3", "t0", ["result-schema"])
+        # Fetched again: the same result, not counted again.
+        again = inspect(
+            exchange(rpc("tasks/result", 5, taskId="tk-1"), answer(5, off)),
+            tool_server=fetched.tool_server,
+        )
+        assert (again.tool_results, again.unchecked) == (
+            [],
+            ["task tk-1: its result was checked when first fetched"],
+        )
+
+
+def test_a_finished_tasks_get_carries_the_result_and_a_task_of_no_seen_call_is_said():
+    server = listed(initialized(), [tool("t0")]).tool_server
+    made = call(server, "t0", {"q": "a"}, {"resultType": "task", "taskId": "tk-2"}).tool_server
+    working = inspect(
+        exchange(rpc("tasks/get", 4, taskId="tk-2"), answer(4, {"status": "working"})),
+        tool_server=made,
+    )
+    assert (working.tool_results, working.unchecked) == ([], [])
+    done = {"status": "completed", "result": {"content": [], "structuredContent": {"n": 2}}}
+    finished = inspect(
+        exchange(rpc("tasks/get", 5, taskId="tk-2"), answer(5, done)), tool_server=made
+    )
+    assert [(r.call_id, r.outcome, r.schema_errors) for r in finished.tool_results] == [
+        ("3", "ok", [])
+    ]
+    failed = inspect(
+        exchange(rpc("tasks/get", 5, taskId="tk-2"), answer(5, {"status": "failed"})),
+        tool_server=made,
+    )
+    assert [r.outcome for r in failed.tool_results] == ["error"]
+    stray = inspect(
+        exchange(rpc("tasks/result", 6, taskId="tk-9"), answer(6, {"content": []})),
+        tool_server=made,
+    )
+    assert (stray.tool_results, stray.unchecked) == (
+        [],
+        ["task tk-9: its result is not checked, the tools/call that made it was not seen in "
+         "this session"],
+    )  # fmt: skip
+
+
+def test_tasks_awaiting_their_result_are_bounded():
+    server = listed(initialized(), [tool("t0")]).tool_server
+    for n in range(mcp.MAX_TASKS + 2):
+        server = call(server, "t0", {"q": "a"}, {"task": {"taskId": f"k{n}"}}).tool_server
+    assert server is not None and len(server.tasks) == mcp.MAX_TASKS
+    assert "k0" not in server.tasks and f"k{mcp.MAX_TASKS + 1}" in server.tasks
+
+
+# --- protocol 2026-07-28 ---------------------------------------------------------------
+
+
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "2.3.0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+STAMP = {"io.modelcontextprotocol/serverInfo": {"name": "modern", "version": "2.3.0"}}
+
+
+def test_server_discover_names_the_server_and_an_input_required_answer_is_no_result():
+    discover = inspect(
+        exchange(
+            rpc("server/discover", 1, _meta=META),
+            answer(1, {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                       "_meta": STAMP, "resultType": "complete"}),
+            session="",
+        )
+    )  # fmt: skip
+    assert (discover.server, discover.session) == ("modern 2.3.0", None)
+    server = discover.tool_server
+    assert server is not None and server.fixed
+    listing = answer(2, {"tools": [tool("t0")], "_meta": STAMP, "resultType": "complete"})
+    server = inspect(exchange(rpc("tools/list", 2, _meta=META), listing, session=""),
+                     tool_server=server).tool_server  # fmt: skip
+    asked = {
+        "resultType": "input_required",
+        "inputRequests": {"q": {"method": "elicitation/create"}},
+    }
+    first = call(server, "t0", {"q": "a"}, asked, session="")
+    assert (first.tool_results, findings(first), len(first.calls)) == ([], [], 1)
+    assert first.unchecked == [
+        "call 3: answered resultType input_required, not a result (protocol 2026-07-28): the "
+        "client calls again with what the server asked for"
+    ]
+    retry = rpc("tools/call", 4, name="t0", arguments={"q": "a"}, inputResponses={"q": {}})
+    off = answer(4, {"content": [], "structuredContent": {"n": "x"}, "resultType": "complete"})
+    again = inspect(exchange(retry, off, session=""), tool_server=first.tool_server)
+    assert (again.calls, findings(again)) == ([], ["result-schema"])  # counted once, checked
+    # Without a session the list may be another client's: an unknown name is no finding.
+    unknown = call(first.tool_server, "zz", {}, session="")
+    assert (unknown.loop_errors, unknown.server) == ([], "modern 2.3.0")
+
+
+# --- the legacy HTTP+SSE transport: Channels pairs POSTs with the stream's responses -------
+
+
+BASE = "http://tools.example.com:8000"
+POSTS = f"{BASE}/messages/?session_id=ab12"
+
+
+def posted(message: dict[str, Any]) -> tuple[Exchange, dict[str, Any]]:
+    post = Exchange(
+        method="POST",
+        url=POSTS,
+        request_body=json.dumps(message).encode(),
+        status=202,
+        response_headers={"content-type": "text/plain"},
+        response_body=b"Accepted",
+        api="mcp",
+    )
+    return post, message
+
+
+def event(message: dict[str, Any], name: str = "message") -> bytes:
+    return f"event: {name}\ndata: {json.dumps(message)}\n\n".encode()
+
+
+ENDPOINT = b"event: endpoint\ndata: /messages/?session_id=ab12\n\n"
+
+
+def test_a_post_and_its_answer_on_the_stream_pair_whichever_comes_first():
+    init = rpc("initialize", 1)
+    reply = answer(1, {"serverInfo": {"name": "legacy", "version": "1"}, "capabilities": {}})
+    for post_first in (True, False):
+        channels = mcp.Channels()
+        assert channels.stream("get", f"{BASE}/sse", b": ping\n\n" + ENDPOINT) == []
+        if post_first:
+            assert channels.posted(*posted(init)) == []
+            wire = event(reply)  # cut anywhere: the answer is whole only with its last byte
+            assert channels.stream("get", f"{BASE}/sse", wire[:9]) == []
+            (pair,) = channels.stream("get", f"{BASE}/sse", wire[9:])
+        else:
+            assert channels.stream("get", f"{BASE}/sse", event(reply)) == []
+            (pair,) = channels.posted(*posted(init))
+        assert pair.unanswered is None and len(channels) == 0
+        verdict = inspect(pair.exchange)
+        assert (verdict.rpc, verdict.server, verdict.stream, verdict.status) == (
+            ["initialize"],
+            "legacy 1",
+            True,
+            202,
+        )
+        assert verdict.session == session_tag("ab12")  # the session the POST's query names
+
+
+def test_a_notification_is_its_202_and_a_request_never_answered_is_said_when_the_stream_ends():
+    channels = mcp.Channels()
+    channels.stream("get", f"{BASE}/sse", ENDPOINT)
+    notice = rpc("notifications/initialized", None)
+    assert channels.posted(*posted(notice)) is None  # inspected as it is: 202 is all of it
+    alone = inspect(posted(notice)[0])
+    assert (alone.outcome, alone.reason, alone.rpc) == (
+        "inspected",
+        None,
+        ["notifications/initialized"],
+    )
+    assert channels.posted(*posted(rpc("tools/call", 7, name="t0", arguments={}))) == []
+    # The server's own messages on the stream answer nothing of the client's.
+    request = {"jsonrpc": "2.0", "id": 7, "method": "roots/list"}
+    assert channels.stream("get", f"{BASE}/sse", event(request)) == []
+    (cut,) = channels.stream("get", f"{BASE}/sse", b"", ended=True)
+    assert cut.unanswered == mcp.NEVER_ANSWERED
+    assert [c.name for c in inspect(cut.exchange).calls] == ["t0"]
+    assert len(channels) == 0
+
+
+def test_a_recording_pairs_posts_stored_before_their_stream_and_what_waits_is_said_at_close():
+    channels = mcp.Channels()
+    for n in (1, 2, 3):
+        assert channels.posted(*posted(rpc("tools/call", n, name="t0", arguments={}))) == []
+    stream = ENDPOINT + event(answer(2, {"content": []})) + event(answer(1, {"content": []}))
+    paired = channels.stream(f"{BASE}/sse", f"{BASE}/sse", stream)
+    assert [json.loads(p.exchange.request_body)["id"] for p in paired] == [2, 1]  # stream order
+    (left,) = channels.close()
+    assert (json.loads(left.exchange.request_body)["id"], left.unanswered) == (
+        3,
+        mcp.NEVER_ANSWERED,
+    )
+
+
+def test_what_waits_is_bounded_and_a_lost_piece_restarts_the_reading():
+    channels = mcp.Channels(waiting=2)
+    said = [p for n in range(4) for p in channels.posted(*posted(rpc("ping", n))) or []]
+    assert [p.unanswered for p in said] == [mcp.LET_GO] * 2 and len(channels) == 2
+    channels = mcp.Channels()
+    channels.stream("get", f"{BASE}/sse", ENDPOINT + b'event: message\ndata: {"jsonr')
+    channels.posted(*posted(rpc("ping", 5)))
+    (pair,) = channels.stream("get", f"{BASE}/sse", event(answer(5, {})), lost=True)
+    assert pair.unanswered is None

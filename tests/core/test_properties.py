@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from tooltap.core import Exchange, StreamReader, inspect, parallel, schema, subsets
 from tooltap.core.loop import check_loop
+from tooltap.core.ndjson import NDJSONDecoder
 from tooltap.core.sse import SSEDecoder
 from tooltap.core.wire import read_turn
 
@@ -59,6 +60,11 @@ KEYS = st.sampled_from(
         "format",
         "minItems",
         "allOf",
+        "done",
+        "tool_name",
+        "prompt",
+        "response",
+        "thinking",
     ]
 ) | st.text(max_size=5)
 # Values that steer the readers into their branches (item types, roles, choices, statuses).
@@ -101,11 +107,12 @@ JSON = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(KEYS, children, max_size=5),
     max_leaves=40,
 )
-APIS = st.sampled_from(["responses", "chat", "messages"])
+APIS = st.sampled_from(["responses", "chat", "messages", "ollama"])
 URL = {
     "responses": "https://api.openai.com/v1/responses",
     "chat": "https://api.openai.com/v1/chat/completions",
     "messages": "https://api.anthropic.com/v1/messages",
+    "ollama": "http://localhost:11434/api/chat",
 }
 HEADERS = st.sampled_from(
     [
@@ -115,6 +122,7 @@ HEADERS = st.sampled_from(
         {"content-type": "text/event-stream", "content-encoding": "gzip"},
         {"content-encoding": "br"},
         {"content-encoding": "zstd, deflate"},
+        {"content-type": "application/x-ndjson"},
     ]
 )
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -186,25 +194,33 @@ def test_inspect_never_raises_on_any_bytes(api, request, response, status, heade
     APIS,
     st.lists(st.binary(max_size=40), max_size=20),
     st.sampled_from([None, "gzip", "br", "zstd", "x"]),
+    st.sampled_from(["sse", "ndjson"]),
 )
-def test_stream_readers_take_any_bytes_in_any_pieces(api, pieces, encoding):
-    reader = StreamReader(api, encoding)
+def test_stream_readers_take_any_bytes_in_any_pieces(api, pieces, encoding, framing):
+    whole, split = (
+        StreamReader(api, encoding, framing=framing),
+        StreamReader(api, encoding, framing=framing),
+    )
+    whole.feed(b"".join(pieces))
     for piece in pieces:
-        reader.feed(piece)
-    reader.close()
-    decoder = SSEDecoder()
-    for piece in pieces:
-        decoder.feed(piece)
-    decoder.close()
+        split.feed(piece)
+    assert whole.close() == split.close()
+    for decoder in (SSEDecoder(), NDJSONDecoder()):
+        for piece in pieces:
+            decoder.feed(piece)
+        decoder.close()
 
 
 @SETTINGS
-@given(APIS, st.lists(JSON, max_size=12), st.data())
-def test_any_json_events_in_any_split_reassemble_the_same(api, events, data):
-    wire = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+@given(APIS, st.lists(JSON, max_size=12), st.data(), st.sampled_from(["sse", "ndjson"]))
+def test_any_json_events_in_any_split_reassemble_the_same(api, events, data, framing):
+    if framing == "sse":
+        wire = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    else:
+        wire = b"".join(json.dumps(e).encode() + b"\n" for e in events)
     cut = sorted(data.draw(st.sets(st.integers(0, len(wire)), max_size=10)))
     pieces = [wire[a:b] for a, b in zip([0, *cut], [*cut, len(wire)], strict=True)]
-    whole, split = StreamReader(api), StreamReader(api)
+    whole, split = StreamReader(api, framing=framing), StreamReader(api, framing=framing)
     whole.feed(wire)
     for piece in pieces:
         split.feed(piece)

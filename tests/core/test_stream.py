@@ -445,6 +445,8 @@ def test_sse_framing_follows_the_spec(size):
         b"event: y\n data: not a field\ndata:  spaced \n\n"  # leading space in a name; two spaces kept minus one
         b"id: 7\rdata: cr only\r\r"
         b"retry: 10\nunknown: z\n\n"  # no data: nothing dispatched
+        b"id: 8\nevent: primed\ndata:\n\n"  # an empty data buffer: nothing dispatched either
+        b"data:\ndata:\n\n"  # two empty lines are one line break, dispatched
         b"data: caf\xc3\xa9\n\n"
         b"data: tail without blank line"
     )
@@ -452,9 +454,24 @@ def test_sse_framing_follows_the_spec(size):
         Event("x", "one\ntwo", None),
         Event("y", " spaced ", None),
         Event("message", "cr only", "7"),
-        Event("message", "café", "7"),
-        Event("message", "tail without blank line", "7"),
+        Event("message", "\n", "8"),
+        Event("message", "café", "8"),
+        Event("message", "tail without blank line", "8"),
     ]
+
+
+def test_a_priming_event_in_any_dialects_stream_is_no_malformed_event():
+    name = "chat_stream_single_tool_call.sse"
+    primed = inspect(
+        stream_exchange(
+            name,
+            "chat",
+            response_body=b"id: 0\ndata: \n\n: ping\nretry: 300\n\n" + stream_bytes(name),
+        )
+    )
+    plain = inspect(stream_exchange(name, "chat"))
+    assert primed.stream_errors == plain.stream_errors == []
+    assert (primed.state, primed.reason, len(primed.calls)) == (plain.state, None, 1)
 
 
 def test_a_crlf_split_between_chunks_is_one_line_end():

@@ -79,6 +79,8 @@ CONVERSE, CONVERSE_STREAM = f"/model/{NOVA}/converse", f"/model/{NOVA}/converse-
 GEMINI = "gemini-2.5-flash"
 GENERATE = f"/v1beta/models/{GEMINI}:generateContent"
 GENERATE_STREAM = f"/v1beta/models/{GEMINI}:streamGenerateContent"
+# Ollama's own API: the model is in the body; a stream is NDJSON.
+OLLAMA, QWEN = "/api/chat", "qwen3:8b"
 API_OF_PATH = {
     CHAT: "chat",
     RESPONSES: "responses",
@@ -87,6 +89,7 @@ API_OF_PATH = {
     CONVERSE_STREAM: "converse",
     GENERATE: "gemini",
     GENERATE_STREAM: "gemini",
+    OLLAMA: "ollama",
 }
 
 # Models. A: mostly void; B: at-risk only (exposure 0, the `or ... * 0` arm); C: half and half,
@@ -112,7 +115,7 @@ VOID, AT_RISK = 5, 6  # strict-void and strict-at-risk turns per pass that rate(
 EXPOSURE = VOID / (VOID + AT_RISK)  # 5/11
 EXPOSURE_BY_MODEL = {A: 4 / 5, B: 0.0, C: 1 / 2, GPT54: 0.0, GPT51: 0.0}  # E, F: none
 EXPOSURE_BY_API = {"chat": 5 / 9, "responses": 0.0}  # messages: never void, no series
-FLOWS = 25  # requests per pass
+FLOWS = 27  # requests per pass
 
 
 def _function(name: str, properties: dict[str, Any], strict: bool = True) -> dict[str, Any]:
@@ -256,6 +259,28 @@ def gemini_stream_reply() -> Reply:
     return Reply(headers=SSE_HEADERS, chunks=[chunk], delay=0.002)
 
 
+OLLAMA_ASK = {"model": QWEN, "messages": [{"role": "user", "content": "Weather in Paris?"}],
+              "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
+                  "type": "object", "properties": {"city": {"type": "string"}},
+                  "required": ["city"]}}}]}  # fmt: skip
+OLLAMA_CALL = {"id": "call_e2e0q7rx", "function": {"index": 0, "name": "get_weather",
+                                                   "arguments": {"city": "Paris"}}}  # fmt: skip
+
+
+def ollama_line(message: dict[str, Any], done: bool) -> dict[str, Any]:
+    line = {"model": QWEN, "created_at": "2026-12-01T10:00:00Z",
+            "message": {"role": "assistant", "content": ""} | message, "done": done}  # fmt: skip
+    return line | (
+        {"done_reason": "stop", "prompt_eval_count": 30, "eval_count": 9} if done else {}
+    )
+
+
+def ollama_stream_reply() -> Reply:
+    lines = [ollama_line({"tool_calls": [OLLAMA_CALL]}, False), ollama_line({}, True)]
+    chunks = [json.dumps(line).encode() + b"\n" for line in lines]
+    return Reply(headers=[("content-type", "application/x-ndjson")], chunks=chunks, delay=0.002)
+
+
 @dataclass(frozen=True)
 class Step:
     """One scripted request, its reply, and what the proxy must make of it (per pass)."""
@@ -365,6 +390,11 @@ SCRIPT: list[Step] = [
     Step("gemini-stream", GENERATE_STREAM + "?alt=sse",
          GEMINI_ASK | {"toolConfig": {"functionCallingConfig": {"mode": "ANY"}}},
          gemini_stream_reply(), GEMINI, "strict-serialised", 1),
+    # --- Ollama's own API: no strict tools; streamed as NDJSON and not ----------------------
+    Step("ollama", OLLAMA, OLLAMA_ASK | {"stream": False},
+         json_reply(json.dumps(ollama_line({"tool_calls": [OLLAMA_CALL]}, True)).encode()),
+         QWEN, "no-strict-declared", 1),
+    Step("ollama-stream", OLLAMA, OLLAMA_ASK, ollama_stream_reply(), QWEN, "no-strict-declared", 1),
 ]  # fmt: skip
 BY_SCENARIO = {step.scenario: step for step in SCRIPT}
 
@@ -895,7 +925,7 @@ def _close(got: float, want: float) -> bool:
 
 def is_stream(reply: Reply) -> bool:
     kind = dict(reply.headers).get("content-type", "")
-    return "text/event-stream" in kind or "vnd.amazon.eventstream" in kind
+    return any(t in kind for t in ("text/event-stream", "vnd.amazon.eventstream", "x-ndjson"))
 
 
 def test_the_script_is_the_known_mix():
@@ -998,12 +1028,12 @@ def test_the_exposure_rate_equals_the_scripted_void_over_at_risk_ratio(run):
 
 def test_the_model_variable_offers_every_scripted_model(run):
     models = {series["metric"]["model"] for series in run.results["tooltap/$model"]}
-    assert models == {A, B, C, D, E, F, GPT54, GPT51, HAIKU, SONNET4, SONNET37, NOVA, GEMINI}
+    assert models == {A, B, C, D, E, F, GPT54, GPT51, HAIKU, SONNET4, SONNET37, NOVA, GEMINI, QWEN}
 
 
-def test_the_api_variable_offers_every_api_converse_gemini_and_mcp_too(run):
+def test_the_api_variable_offers_every_api_converse_gemini_mcp_and_ollama_too(run):
     apis = {series["metric"]["api"] for series in run.results["tooltap/$api"]}
-    assert apis == {"chat", "responses", "messages", "realtime", "converse", "gemini", "mcp"}
+    assert apis == APIS
 
 
 def test_every_rule_and_panel_expression_has_an_expectation():

@@ -21,7 +21,7 @@ RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
 DASHBOARDS = ROOT / "grafana" / "dashboards"
 
 ANY = None  # a label whose values are open (model, status, le, ...)
-APIS = {"responses", "chat", "messages", "realtime", "converse", "gemini", "mcp"}
+APIS = {"responses", "chat", "messages", "realtime", "converse", "gemini", "mcp", "ollama"}
 # realtime is only ever a WebSocket; mcp is a tool server's (tests/system/test_mcp_clients.py)
 HTTP_APIS = APIS - {"realtime", "mcp"}
 TURN_STATES = {
@@ -51,7 +51,7 @@ LOOP_RULES = {
     "missing-thought-signature",
     "unlisted-tool",
 }
-FLOW_OUTCOMES = {"inspected", "skipped", "unparseable", "upstream_error", "dropped"}
+FLOW_OUTCOMES = {"inspected", "skipped", "unparseable", "upstream_error", "client_gone", "dropped"}
 
 # DESIGN.md's table: metric -> label -> allowed values (ANY when open).
 COUNTERS: dict[str, dict[str, set[str] | None]] = {

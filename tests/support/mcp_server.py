@@ -12,7 +12,14 @@ serves, on 127.0.0.1:PORT,
   pages (nextCursor):
   t0 returns structuredContent that breaks its outputSchema, t1 returns none though it declares
   one, t2 is right; an unknown tool is a JSON-RPC -32602 error;
-- /stateless/mcp: MCPServer without sessions, JSON answers: the same bytes for the same request.
+- /stateless/mcp: MCPServer without sessions, JSON answers: the same bytes for the same request;
+- /roots/mcp: the weather tools and `where`, which needs the client's roots (protocol
+  2026-07-28: answered input_required first);
+- /legacy/sse: MCPServer "weather-tools" on the legacy HTTP+SSE transport (2024-11-05): GET
+  /legacy/sse names /legacy/messages/?session_id=... to POST to, answered 202, the responses on
+  the GET stream.
+
+`running()` starts it in a child process for a test module.
 """
 
 from __future__ import annotations
@@ -21,22 +28,20 @@ import contextlib
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
+from typing import Annotated
 
 import anyio
 import httpx
 import mcp_types as types
 import uvicorn
 from mcp.server.lowlevel.server import Server
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 from starlette.applications import Starlette
 
 from tooltap.addon.commands.demo_mcp import mounted
-from tooltap.addon.harness.launch import free_port
 
 CHATTY_PAUSE = 0.5  # between chatty's notifications and its result
 
@@ -47,8 +52,22 @@ class Weather(BaseModel):
     conditions: str
 
 
-def weather_tools() -> MCPServer:
+def workspace() -> ListRoots:
+    """A resolver that asks the client for its roots (module level: the tool's annotation
+    names it, and annotations are evaluated in the module's namespace)."""
+    return ListRoots()
+
+
+def weather_tools(roots: bool = False) -> MCPServer:
     app = MCPServer("weather-tools", version="1.4.0")
+
+    if roots:
+
+        @app.tool()
+        async def where(folders: Annotated[types.ListRootsResult, Resolve(workspace)]) -> str:
+            """The client's first root: on protocol 2026-07-28 the server answers
+            input_required first, and the client calls again with its roots."""
+            return str(folders.roots[0].uri) if folders.roots else "none"
 
     @app.tool()
     def add(a: int, b: int) -> int:
@@ -131,18 +150,22 @@ def app() -> Starlette:
         "/stateless": weather_tools().streamable_http_app(
             streamable_http_path="/mcp", json_response=True, stateless_http=True
         ),
+        "/legacy": weather_tools().sse_app(),
+        "/roots": weather_tools(roots=True).streamable_http_app(streamable_http_path="/mcp"),
     }
 
     return mounted(mounts)
 
 
 @contextlib.contextmanager
-def running(script: Path) -> Iterator[str]:
-    """A server script (`python SCRIPT PORT`) on a free loopback port: its URL once it answers;
-    stopped on exit."""
+def running(script: str = __file__) -> Iterator[str]:
+    """A server script (this one by default) in a child process on a free loopback port, until
+    the block ends: its URL."""
+    from tooltap.addon.harness.launch import free_port
+
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [sys.executable, script, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     try:
         deadline = time.monotonic() + 30
@@ -152,28 +175,12 @@ def running(script: Path) -> Iterator[str]:
                 break
             except httpx.TransportError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the MCP server {script.name} did not start") from None
+                    raise RuntimeError("the MCP server did not start") from None
                 time.sleep(0.05)
         yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()
         process.wait(10)
-
-
-def in_session(url: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
-    """Run work in one MCP session of the SDK's own client."""
-    from mcp.client.session import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
-
-    async def run() -> Any:
-        async with (
-            streamable_http_client(url) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            return await work(session)
-
-    return anyio.run(run)
 
 
 if __name__ == "__main__":

@@ -108,7 +108,8 @@ def rewrite(source: Path, target: Path, form: str) -> Path:
         request, response = interaction["request"], interaction["response"]
         body = response["body"]["string"]
         body = body if isinstance(body, bytes) else body.encode()  # an event stream is !!binary
-        json_body = "json" in str(response["headers"].get("content-type", ""))
+        kind = str(response["headers"].get("content-type", ""))
+        json_body = "json" in kind and "ndjson" not in kind  # NDJSON is lines, not one value
         if form == "binary":  # base64 !!binary, both ways
             response["body"]["string"] = body
             request["body"] = (

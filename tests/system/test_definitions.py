@@ -29,6 +29,7 @@ import openai
 import pytest
 from junitparser import JUnitXml
 from mcp.client.session import ClientSession
+from support.mcp_client import in_session
 from support.mcp_definitions_server import (
     ALERTS,
     ALERTS_LATER,
@@ -37,7 +38,7 @@ from support.mcp_definitions_server import (
     RUG,
     SPELLED,
 )
-from support.mcp_server import in_session, running
+from support.mcp_server import running
 from support.prom import sample, scrape
 
 from tooltap.addon.commands.cli import main
@@ -52,7 +53,7 @@ WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "requir
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    with running(SERVER) as url:
+    with running(str(SERVER)) as url:
         yield url
 
 

@@ -23,24 +23,24 @@ def test_the_demo_summary_matches_the_scripted_scenario():
         "strict-void": 2,
         "strict-at-risk": 3,
         "strict-serialised": 1,
-        "fanout-no-strict": 3,
+        "fanout-no-strict": 4,
         "no-strict-declared": 2,
         "no-tools": 1,
     }
     assert summary.exposure == 2 / 5
     assert summary.unguaranteed == 5
-    assert summary.formats == {"free-text": 11, "advisory-schema": 1}
+    assert summary.formats == {"free-text": 12, "advisory-schema": 1}
     # MCP adds a schema and a result_schema error, an unlisted-tool, two ok results and an
     # isError one, and a JSON-RPC -32602.
-    assert summary.argument_errors == {"schema": 4, "parse": 1, "result_schema": 1}
+    assert summary.argument_errors == {"schema": 5, "parse": 1, "result_schema": 1}
     assert summary.loop_errors == {
-        "unanswered-call": 3,
+        "unanswered-call": 4,
         "orphan-result": 1,
         "missing-thought-signature": 1,
         "unlisted-tool": 1,
     }
     # The headlines server adds two ok results, a changed tool and hidden text.
-    assert summary.tool_results == {"ok": 11, "error": 3}
+    assert summary.tool_results == {"ok": 12, "error": 3}
     assert summary.rejected == {"400": 5, "-32602": 1}
     assert summary.mcp_calls == {"forecast-tools 0.3.1": 4, "headlines 1.2.0": 2}
     assert summary.tool_changes == {"headlines": 1}
@@ -83,6 +83,23 @@ def test_the_demo_summary_matches_the_scripted_scenario():
     assert re.search(
         r"\] loop_error .* api=gemini ids=\['8hd01vsf'\] .*"
         r"rule=missing-thought-signature where=contents\.1\.parts\.0",
+        text,
+    )
+    # Ollama, through the ollama client, streamed as NDJSON: a call off its schema, and the
+    # history's call left unanswered, named by its tool (ollama-python sends no call ids).
+    assert re.search(
+        r"\] turn .* api=ollama calls=2 .* model=qwen3:8b .*path=/api/chat .*"
+        r"state=fanout-no-strict status=200 stream=True",
+        text,
+    )
+    assert re.search(
+        r"\] tool_call .* api=ollama arguments_raw='\{\"city\":\"Bergen\",\"country\":\"NO\","
+        r"\"units\":\"kelvin\"\}' call_id=call_w3k9d0qa .*name=get_weather .*schema_errors=\[\{'path': "
+        r"'\$\.units', 'message': '\"kelvin\" is not one of \"c\" or \"f\"'\}\]",
+        text,
+    )
+    assert re.search(
+        r"\] loop_error .* api=ollama ids=\['get_weather'\] .*rule=unanswered-call where=messages\.1",
         text,
     )
     # MCP, through the SDK's client to the SDK's low-level Server: arguments off the

@@ -12,7 +12,6 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,8 @@ import mcp_types as types
 import psutil
 import pytest
 from mcp.client.session import ClientSession
-from support.mcp_server import CHATTY_PAUSE, in_session, running
+from support.mcp_client import attempt, in_session
+from support.mcp_server import CHATTY_PAUSE, running
 from support.prom import sample, scrape
 
 from tooltap.addon.harness.launch import Proxy
@@ -40,7 +40,7 @@ TAG = re.compile(r"[0-9a-f]{16}")
 
 @pytest.fixture(scope="module")
 def server():
-    with running(SERVER) as url:
+    with running() as url:
         yield url
 
 
@@ -55,14 +55,6 @@ def proxy(server, recorded):
     extra = ("--set", f"save_stream_file={recorded}", "--set", "store_streamed_bodies=true")
     with Proxy.tooltap([f"mcp:{server}"], "--log-format", "json", extra=extra) as running:
         yield running
-
-
-async def attempt(call: Awaitable[types.CallToolResult]) -> bool | str:
-    """A call's isError, or what the client raised (it validates structured results)."""
-    try:
-        return (await call).is_error
-    except Exception as exc:  # noqa: BLE001 - the client's refusal is the outcome here
-        return type(exc).__name__
 
 
 def picked(events: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:

@@ -58,6 +58,7 @@ DEMO_FLOWS = [
         RED,
         "tooltap: missing-thought-signature, rejected",
     ),
+    ("/api/chat", RED, "tooltap: fanout-no-strict, argument-schema, unanswered-call"),
 ]
 # The MCP step's flows, after the others: the GET that opens the server's own event stream is
 # no exchange tooltap reads (and may come before or after the notification).

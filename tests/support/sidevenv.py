@@ -1,0 +1,76 @@
+"""Pinned side environments for tests that need a library tooltap's own venv cannot hold.
+
+The official `mcp` SDK 1.x and 2.x cannot share one venv, nor fastmcp 2.x and 4.x: each pin set
+gets a venv of its own under build/venvs/, named by a digest of its pins, created once and
+reused (pip's cache makes a re-creation on a fresh clone quick). The TypeScript SDK and the
+everything server are installed from tests/support/mcp_node's package-lock.json into
+build/mcp-node, again once per lock. A lock file serialises two test processes that ask for
+the same environment at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "build"
+NODE_SOURCE = Path(__file__).with_name("mcp_node")
+STAMP = ".tooltap-ready"
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def python(*pins: str) -> Path:
+    """The interpreter of a venv holding exactly these pins (and their dependencies)."""
+    key = hashlib.sha256("\n".join(sorted(pins)).encode()).hexdigest()[:12]
+    venv = BUILD / "venvs" / key
+    with _locked(venv):
+        stamp = venv / STAMP
+        if not stamp.exists() or stamp.read_text() != "\n".join(pins):
+            shutil.rmtree(venv, ignore_errors=True)
+            base = getattr(sys, "_base_executable", sys.executable)
+            subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=120)
+            done = subprocess.run(
+                [venv / "bin" / "python", "-m", "pip", "install", "--quiet",
+                 "--disable-pip-version-check", *pins],
+                capture_output=True, text=True, timeout=600, check=False,
+            )  # fmt: skip
+            if done.returncode != 0:
+                raise RuntimeError(f"pip install {' '.join(pins)} failed:\n{done.stderr[-3000:]}")
+            stamp.write_text("\n".join(pins))
+    return venv / "bin" / "python"
+
+
+def node_modules() -> Path:
+    """build/mcp-node, with the TypeScript SDK and the everything server as the lock pins them."""
+    target = BUILD / "mcp-node"
+    lock = (NODE_SOURCE / "package-lock.json").read_bytes()
+    digest = hashlib.sha256(lock + (NODE_SOURCE / "drive.mjs").read_bytes()).hexdigest()
+    with _locked(target):
+        stamp = target / STAMP
+        if not stamp.exists() or stamp.read_text() != digest:
+            target.mkdir(parents=True, exist_ok=True)
+            for name in ("package.json", "package-lock.json", "drive.mjs"):
+                shutil.copyfile(NODE_SOURCE / name, target / name)
+            subprocess.run(
+                ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=target, check=True, timeout=600, capture_output=True,
+            )  # fmt: skip
+            stamp.write_text(digest)
+    return target
