@@ -263,7 +263,7 @@ def hidden_in(declared: Iterable[Declared]) -> list[HiddenText]:
     for item in declared:
         if item.canonical.isascii():
             continue
-        hidden, _ = scan(orjson.loads(item.canonical))
+        hidden, _ = scan(parsed(item.canonical))
         found.extend(
             HiddenText(**h.model_dump(), part="definition", tool=item.name) for h in hidden
         )
@@ -359,7 +359,7 @@ def _walk(before: Any, after: Any, path: str, key: str, out: list[str]) -> None:
 
 def diff(before: str, after: str) -> list[str]:
     """What differs between two canonical forms, a line each, by JSON path. Pure and total."""
-    old, new = _loads(before), _loads(after)
+    old, new = parsed(before), parsed(after)
     out: list[str] = []
     _walk(old, new, "$", "", out)
     if len(out) > MAX_DIFF:
@@ -367,11 +367,15 @@ def diff(before: str, after: str) -> list[str]:
     return out
 
 
-def _loads(form: str) -> Any:
+def parsed(form: str) -> Any:
+    """A canonical form read back. Pure and total."""
     try:
         return orjson.loads(form)
-    except orjson.JSONDecodeError:
-        return json.loads(form) if form else {}
+    except orjson.JSONDecodeError:  # a lone surrogate, which only the standard library writes
+        try:
+            return json.loads(form)
+        except ValueError:
+            return {}
 
 
 # --- the lock file ---------------------------------------------------------------------------
@@ -477,7 +481,7 @@ def lock_of(entries: Iterable[tuple[Declared, str | None]]) -> Lock:
             application=application,
             name=declared.name,
             sha256=declared.fingerprint,
-            definition=dict(as_dict(_loads(declared.canonical))),
+            definition=dict(as_dict(parsed(declared.canonical))),
         )
     ordered = sorted(kept.values(), key=lambda e: (e.source.kind, e.source.server or "",
                                                   e.source.endpoint or "", e.application or "", e.name))  # fmt: skip

@@ -41,10 +41,12 @@ from tooltap.core.definitions import (
     ToolList,
     canonical,
     diff,
+    parsed,
     read_lock,
     short,
     show,
 )
+from tooltap.core.shapes import as_dict
 
 from ..options import BY_NAME
 from .state import FAILED, NAMESPACE, RedisState, State
@@ -392,7 +394,7 @@ class _Said:
         )
 
     def appeared(self, declared: Declared, against: str) -> ToolChange:
-        description = orjson.loads(declared.canonical).get("description")
+        description = as_dict(parsed(declared.canonical)).get("description")
         details = [f"$.description: {show(description)}"] if description is not None else []
         return self._change(
             declared.name,

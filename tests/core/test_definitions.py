@@ -348,3 +348,12 @@ def test_ollama_declares_its_tools_with_their_descriptions_and_scans_its_results
     (declared,) = verdict.definitions.declared
     assert json.loads(declared.canonical)["description"] == "F."
     assert [(h.part, h.spelled) for h in verdict.hidden_text] == [("result", "obey")]
+
+
+def test_a_lone_surrogate_is_fingerprinted_scanned_and_diffed_without_raising():
+    from tooltap.core.definitions import hidden_in  # noqa: PLC0415
+
+    odd = declare(Origin(kind="app"), definition("x", description="a\ud800b\u200bc"))
+    assert len(odd.fingerprint) == 64
+    assert [h.chars for h in hidden_in([odd])] == [["U+200B"]]
+    assert len(diff(canonical({"description": "a\ud800"}), canonical({"description": "b"}))) == 1
