@@ -351,7 +351,7 @@ def test_ollama_declares_its_tools_with_their_descriptions_and_scans_its_results
 
 
 def test_a_lone_surrogate_is_fingerprinted_scanned_and_diffed_without_raising():
-    from tooltap.core.definitions import hidden_in  # noqa: PLC0415
+    from tooltap.core.definitions import hidden_in
 
     odd = declare(Origin(kind="app"), definition("x", description="a\ud800b\u200bc"))
     assert len(odd.fingerprint) == 64
