@@ -1,4 +1,4 @@
-"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,stream,memory,core,profile,websocket,web,traces,state,definitions,stress,why]`.
+"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,stream,memory,core,profile,websocket,live,web,traces,state,definitions,stress,why]`.
 
 Results go to bench/out/<name>.json (bench/out/quick/ for --quick,
 bench/out/smoke/ for --smoke, or --out); the report step then writes
@@ -26,6 +26,7 @@ from . import (
     core_cost,
     definitions,
     json_load,
+    live,
     memory,
     profile_worker,
     report,
@@ -49,6 +50,7 @@ ALL = (
     "core",
     "profile",
     "websocket",
+    "live",
     "web",
     "traces",
     "state",
@@ -56,7 +58,7 @@ ALL = (
     "stress",
     "why",
 )
-QUICK = ALL[:10]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
+QUICK = ALL[:11]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
 
 
 def _git(*args: str) -> str:
@@ -196,6 +198,7 @@ def main() -> int:
         "core": lambda: core_cost.run(size),
         "profile": lambda: profile_worker.run(size, out),
         "websocket": lambda: asyncio.run(websocket.run(size)),
+        "live": lambda: live.run(size),
         "web": lambda: asyncio.run(web.run(size)),
         "traces": lambda: traces.run(size),
         "state": lambda: state.run(size),

@@ -353,6 +353,31 @@ def websocket_section(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def live_section(data: dict[str, Any]) -> str:
+    rows = data["rows"]
+    lines = [
+        f"### Gemini Live beside Realtime and a Chat stream ({data['rounds']} rounds of the same"
+        " content a socket: two calls, their results, a ten-piece answer)",
+        "",
+        "Look: the proxy's tap on each socket message (on mitmproxy's event loop). Inspect: the"
+        " inspector's session reader and inspect() on each turn, per turn.",
+        "",
+        "| API | messages | held | look µs/message | look µs/turn | inspect µs/turn |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for api, row in rows.items():
+        cells = [row["messages"], row.get("held", "-"), row.get("look_us_per_message", "-"),
+                 row.get("look_us_per_turn", "-"), row["inspect_us_per_turn"]]  # fmt: skip
+        lines.append(f"| {api} | " + " | ".join(str(c) for c in cells) + " |")
+    lines += [
+        "",
+        f"Gemini Live against Realtime: {data['live_to_realtime']}x the inspector's cost per"
+        f" turn, {data['look_live_to_realtime']}x the tap's; against the Chat stream:"
+        f" {data['live_to_chat']}x.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def web_section(data: dict[str, Any]) -> str:
     rows = data["rows"]
     plan = data["settings"]
@@ -575,6 +600,7 @@ def write(out: Path, here: Path, readme: bool) -> None:
     for name, render_plain in (
         ("profile", profile_section),
         ("websocket", websocket_section),
+        ("live", live_section),
         ("web", web_section),
         ("traces", traces_section),
         ("state", state_section),

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
 from .definitions import HiddenText, ToolChange, ToolDefinitions, declared_in, hidden_in, served_in
-from .dialects import dialect, path_of, streamed_path
+from .dialects import NOT_AN_ENDPOINT, dialect, path_of, shared_path, streamed_path
 from .dialects.base import Serve
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .eventstream import looks_like_eventstream
@@ -30,7 +30,9 @@ from .wire import Api, Turn, detect_api, read_turn
 
 EVENTSTREAM = "application/vnd.amazon.eventstream"
 NDJSON = "application/x-ndjson"
-Outcome = Literal["inspected", "skipped", "unparseable", "upstream_error", "client_gone"]
+Outcome = Literal[
+    "inspected", "skipped", "unparseable", "upstream_error", "client_gone", "not_read"
+]
 Transport = Literal["http", "websocket"]
 Scope = Literal["turn", "session", "tool"]
 # The work on one exchange is bounded: one pathological response must not stall the rest.
@@ -94,8 +96,10 @@ class Verdict(BaseModel):
     api: Api | None
     """responses, chat or messages (the `api` label); None for an upstream refused at connect."""
     outcome: Outcome
-    """inspected, skipped, unparseable, upstream_error, or client_gone (the client hung up
-    before any answer came): what became of the flow."""
+    """inspected, skipped, unparseable, upstream_error, client_gone (the client hung up before
+    any answer came) or not_read (an exchange whose body no dialect reads: not a tool-calling
+    endpoint, or a model family with no tool calls tooltap reads; the reason says which): what
+    became of the flow."""
     transport: Transport = "http"
     """http, or websocket for a turn of a Responses WebSocket or a Realtime session."""
     scope: Scope = "turn"
@@ -422,6 +426,20 @@ def _inspect_served(
     return Verdict(**found)
 
 
+def _not_read(exchange: Exchange, why: str | None, model: str | None = None) -> Verdict:
+    """An exchange no dialect reads: said, with why, and counted; its bodies are not read."""
+    content_type = header(exchange.response_headers, "content-type").lower()
+    return Verdict(
+        api=None,
+        outcome="not_read",
+        reason=why,
+        status=exchange.status,
+        stream="text/event-stream" in content_type or EVENTSTREAM in content_type,
+        model=model,
+        request_model=model,
+    )
+
+
 def inspect(
     exchange: Exchange,
     prior: Mapping[str, Sequence[str]] | None = None,
@@ -437,18 +455,30 @@ def inspect(
     continue it with previous_response_id; tool_server is what an MCP session said
     before this exchange (the proxy owns both memories).
     """
-    api = exchange.api or detect_api(exchange.method, exchange.url, exchange.request_body)
-    if api is None:
-        return Verdict(api=None, outcome="skipped", reason="not a tool-calling endpoint")
-    serve = dialect(api).serve
-    if serve is not None:
-        return _inspect_served(
-            api, exchange, serve, server=tool_server, validators=validators, max_decoded=max_decoded
-        )
-
-    request = _read_request(exchange)
-    in_path = dialect(api).model_in_path
-    named = in_path(path_of(exchange.url) or "") if in_path is not None else None
+    path = path_of(exchange.url) or ""
+    shared = None if exchange.api else shared_path(exchange.method, exchange.url)
+    if shared is not None:  # the model the path names, or the body's shape, says who reads it
+        request = _read_request(exchange)
+        chosen = shared.reading(path, request.value if isinstance(request.value, dict) else None)
+        if chosen.api is None and chosen.why is None:
+            return Verdict(api=None, outcome="unparseable", reason=request.problem)
+        if chosen.api is None:
+            return _not_read(exchange, chosen.why, chosen.model)
+        api, named = chosen.api, chosen.model
+    else:
+        known = exchange.api or detect_api(exchange.method, exchange.url, exchange.request_body)
+        if known is None:
+            return _not_read(exchange, NOT_AN_ENDPOINT)
+        api = known
+        serve = dialect(api).serve
+        if serve is not None:
+            return _inspect_served(
+                api, exchange, serve, server=tool_server, validators=validators,
+                max_decoded=max_decoded,
+            )  # fmt: skip
+        request = _read_request(exchange)
+        in_path = dialect(api).model_in_path
+        named = in_path(path) if in_path is not None else None
     if named and isinstance(request.value, dict):  # the path says which model, whatever the body
         request.value = {**request.value, "model": named}
     loop = check_loop(api, request.value, prior) if request.value is not None else LoopReport()
@@ -489,9 +519,7 @@ def inspect(
             status=exchange.status,
             type=error.type,
             message=error.message,
-            blockers=explain(as_dict(request.value), path_of(exchange.url) or "")
-            if explain
-            else _blockers(turn, limits),
+            blockers=explain(as_dict(request.value), path) if explain else _blockers(turn, limits),
         )
         found["request_model"] = turn.request_model
         return Verdict(**found | {"model": turn.model, "rejected": rejected})

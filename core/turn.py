@@ -17,9 +17,20 @@ from .hidden import Hidden
 from .jsontext import dumps
 from .shapes import as_dict, as_list, as_str
 
-Api = Literal["responses", "chat", "messages", "realtime", "converse", "gemini", "mcp", "ollama"]
+Api = Literal[
+    "responses",
+    "chat",
+    "messages",
+    "realtime",
+    "converse",
+    "gemini",
+    "mcp",
+    "ollama",
+    "gemini_live",
+]
 APIS: tuple[Api, ...] = (
     "responses", "chat", "messages", "realtime", "converse", "gemini", "mcp", "ollama",
+    "gemini_live",
 )  # fmt: skip
 
 

@@ -122,11 +122,12 @@ def variables() -> list[Any]:
         label(
             "api",
             "API",
-            "label_values(tooltap_flows_total, api)",
+            'label_values(tooltap_flows_total{api!="none"}, api)',
             "Which model API: responses (over HTTP or WebSocket), chat (Chat Completions),"
             " messages (Anthropic, on Bedrock and Vertex AI too), realtime (the Realtime API),"
-            " converse (Bedrock Converse), gemini, ollama (Ollama's own API) or mcp (tool"
-            " servers).",
+            " converse (Bedrock Converse), gemini, gemini_live (the Gemini Live API), ollama"
+            " (Ollama's own API) or mcp (tool servers). All also counts the flows no API names"
+            " (not read, or refused before any request).",
         ),
         label(
             "model",
@@ -502,12 +503,13 @@ def health_panels() -> list[Any]:
         ),
         series(
             "Flows by outcome",
-            "What became of each request/response pair on a tool-calling endpoint, per"
+            "What became of each request/response pair on a watched host, per"
             " second. inspected: classified. skipped: body above tooltap_max_body, or"
             " tooltap_memory_budget full."
             " unparseable: not the expected JSON or stream. upstream_error: the API or network"
             " failed. client_gone: the client hung up before any answer. dropped: the"
-            " inspection queue was full.",
+            " inspection queue was full. not_read: no dialect reads its body (another endpoint,"
+            " a model family without tool calls; the log says why).",
             [
                 query(
                     f"sum by (outcome) (rate(tooltap_flows_total{{{API}}}[$__rate_interval]))",

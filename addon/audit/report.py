@@ -29,6 +29,7 @@ class Case:
     item: Item
     failing: list[tuple[str, str]] = field(default_factory=list)  # (finding, what and repair)
     error: str | None = None  # why it could not be read
+    not_read: str | None = None  # why no dialect reads it
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Report:
     max_exposure: float | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
     read: int = 0
+    not_read: Counter[str] = field(default_factory=Counter)  # exchanges no dialect reads, by why
     findings: int = 0  # over the budget: these fail the audit
     baselined: int = 0
     seen: Counter[Key] = field(default_factory=Counter)  # every finding named by --fail-on
@@ -64,6 +66,9 @@ class Report:
         self.line(f"{outcome:<19} {item.label}  {item.unreadable}")
 
     def verdict(self, item: Item, verdict: Verdict) -> None:
+        if verdict.outcome == "not_read":
+            self._not_read(item, verdict)
+            return
         self.read += 1
         label = verdict.response_id or item.label
         if verdict.state is not None:
@@ -89,6 +94,17 @@ class Report:
                 self._command("error", f"tooltap: {name}", f"{label}: {message}", item)
         else:
             self._text(label, verdict)
+
+    def _not_read(self, item: Item, verdict: Verdict) -> None:
+        """An exchange no dialect reads: counted by why, a row of its own, never a finding."""
+        why = verdict.reason or ""
+        self.not_read[why] += 1
+        self.cases.append(Case(item, not_read=why))
+        if self.format == "json":
+            row = {"label": item.label, "finding": False, "failing": []}
+            print(json.dumps({**row, **verdict.to_dict()}), file=self.out)
+        elif self.show_all:
+            self.line(f"{'not read':<19} {item.label}  {why}")
 
     def _text(self, label: str, v: Verdict) -> None:
         """One verdict as lines: each finding (state, id, detail) with its repairs under it."""
@@ -138,6 +154,8 @@ class Report:
             out = {
                 "summary": True,
                 "read": self.read,
+                "not_read": self.not_read.total(),
+                "not_read_by_reason": dict(self.not_read.most_common()),
                 "findings": self.findings,
                 "baselined": self.baselined,
                 "exposure_over_budget": over,
@@ -171,10 +189,13 @@ class Report:
             if over:
                 self.line(f"  over the budget of {self.max_exposure:.1%}")
         self.line(self._counts())
+        for why, count in self.not_read.most_common():
+            self.line(f"  not read: {count} {why}")
 
     def _counts(self) -> str:
         known = f" ({self.baselined} more in the baseline)" if self.baseline is not None else ""
-        return f"{self.read} response(s) read, {self.findings} finding(s){known}"
+        unread = f", {self.not_read.total()} not read" if self.not_read else ""
+        return f"{self.read} response(s) read{unread}, {self.findings} finding(s){known}"
 
     def _command(self, level: str, title: str, message: str, item: Item | None) -> None:
         """A GitHub Actions workflow command: an annotation on the file and line, if known."""
@@ -203,6 +224,8 @@ class Report:
             element = ElementTree.SubElement(suite, "testcase", attributes)
             if case.error is not None:
                 ElementTree.SubElement(element, "error", message=case.error, type="unreadable")
+            elif case.not_read is not None:
+                ElementTree.SubElement(element, "skipped", message=f"not read: {case.not_read}")
             elif case.failing:
                 failure = ElementTree.SubElement(
                     element,
@@ -222,7 +245,8 @@ class Report:
             suite.set("tests", str(len(cases)))
             suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
             suite.set("errors", str(sum(1 for c in cases if c.find("error") is not None)))
-        for name in ("tests", "failures", "errors"):
+            suite.set("skipped", str(sum(1 for c in cases if c.find("skipped") is not None)))
+        for name in ("tests", "failures", "errors", "skipped"):
             root.set(name, str(sum(int(suite.get(name, "0")) for suite in root)))
         ElementTree.indent(root)
         text = ElementTree.tostring(root, encoding="unicode", xml_declaration=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -180,7 +181,7 @@ def run(console: Console, serve: bool = False, web: bool = False) -> Summary:
 
 def drive(console: Console, proxy: Proxy) -> int:
     """Every step through the proxy with the official SDKs, its log shown as it arrives."""
-    clients = Clients(proxy.url)
+    clients = Clients(proxy.url, ca=os.path.join(proxy.confdir, "mitmproxy-ca-cert.pem"))
     errors = client_errors()
     shown = turns = 0
     for number, step in enumerate(STEPS, 1):

@@ -12,10 +12,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tooltap.core.wire import detect_socket
+
 from ..harness import eventstream
 from ..harness.replay import Reply, Seen
 from ..harness.sockets import Step as SocketStep
-from . import demo_mcp, demo_ollama
+from . import demo_live, demo_mcp, demo_ollama
 
 JSON = [("content-type", "application/json"), ("x-request-id", "req_demo")]
 SSE = [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache")]
@@ -427,13 +429,15 @@ class Clients:
         base_url: str,
         headers: Mapping[str, str] | None = None,
         made: Mapping[str, Any] | None = None,  # SDK clients made elsewhere, by property name
+        ca: str | None = None,  # the proxy's CA, for a client that speaks TLS to it
     ) -> None:
         self.base_url = base_url
         self.headers = dict(headers or {})
         self._made: dict[str, Any] = dict(made or {})
+        self.ca = ca
 
     def with_headers(self, headers: Mapping[str, str]) -> Clients:
-        copy = Clients(self.base_url, {**self.headers, **headers})
+        copy = Clients(self.base_url, {**self.headers, **headers}, ca=self.ca)
         copy._made = self._made
         return copy
 
@@ -492,6 +496,25 @@ class Clients:
         if key not in self._made:
             options = types.HttpOptions(
                 base_url=self.base_url, api_version="v1beta", headers=dict(self.headers)
+            )
+            self._made[key] = genai.Client(api_key="AIza-demo-not-a-real-key", http_options=options)
+        return self._made[key]
+
+    @property
+    def gemini_live(self) -> Any:
+        """google-genai's client for the Live API. It always speaks wss://, so it connects to
+        the proxy's port over TLS (mitmproxy answers TLS there too) and trusts the proxy's CA."""
+        import ssl  # noqa: PLC0415
+
+        from google import genai  # noqa: PLC0415
+        from google.genai import types  # noqa: PLC0415
+
+        key = "gemini_live " + json.dumps(self.headers, sort_keys=True)
+        if key not in self._made:
+            options = types.HttpOptions(
+                base_url=self.base_url,
+                headers=dict(self.headers),
+                async_client_args={"ssl": ssl.create_default_context(cafile=self.ca)},
             )
             self._made[key] = genai.Client(api_key="AIza-demo-not-a-real-key", http_options=options)
         return self._made[key]
@@ -588,7 +611,8 @@ SOCKET_STEPS = {
                 | {"previous_response_id": SOCKET_FIRST}
             ),
         ),
-    ]
+    ],
+    "gemini-live": demo_live.SCRIPT,
 }
 
 
@@ -1035,6 +1059,14 @@ STEPS: list[Step] = [
         expect_error=True,
     ),
     Step(
+        "gemini-live",
+        "Gemini Live: a voice agent's session; an argument off its schema, a NON_BLOCKING"
+        " booking answered turns later",
+        None,
+        lambda c: demo_live.session(c.gemini_live),
+        turns=demo_live.TURNS,
+    ),
+    Step(
         "ollama-stream",
         "Ollama's own API (the ollama client, NDJSON): two calls, one off its schema, after a"
         " history that answered one of two calls by tool_name",
@@ -1073,10 +1105,13 @@ DEFAULTS = {
 
 
 def socket_route(path: str, headers: dict[str, str]) -> list[SocketStep]:
-    """What a WebSocket plays: its step's script, or WebSocket mode's for any /responses socket."""
+    """What a WebSocket plays: its step's script, else WebSocket mode's for any /responses
+    socket and the Live step's for any Gemini Live one."""
     name = headers.get("x-demo-step", "")
     if name not in SOCKET_STEPS and path.partition("?")[0].rstrip("/").endswith("/responses"):
         name = "responses-websocket"
+    elif name not in SOCKET_STEPS and detect_socket(path) == "gemini_live":
+        name = "gemini-live"
     return list(SOCKET_STEPS.get(name, []))
 
 

@@ -77,7 +77,9 @@ class Record:
     event loop.
     """
 
-    api: Api | None  # None: the upstream was unreachable before any request
+    # None: no path names the API (a shared path, whose body will; a path no dialect reads),
+    # or there was no request (the upstream refused the connection: no method either).
+    api: Api | None
     method: str = ""
     scheme: str = "http"
     host: str = ""
@@ -111,6 +113,11 @@ class Record:
             request_headers=request.headers.fields,
             **{"started": request.timestamp_start or 0.0, **fields},
         )
+
+    @property
+    def connection_refused(self) -> bool:
+        """No request was made: the upstream refused the connection (reverse mode)."""
+        return not self.method
 
     @property
     def url(self) -> str:

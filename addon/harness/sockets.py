@@ -24,6 +24,8 @@ from websockets.http11 import Request
 from websockets.protocol import State
 from websockets.server import ServerProtocol
 
+from tooltap.core.dialects.gemini_live import camel
+
 
 @dataclass(frozen=True)
 class Close:
@@ -38,7 +40,7 @@ Frame = str | bytes | Close  # a text message, a binary message, or the end
 
 @dataclass
 class Step:
-    trigger: str | None  # the type of the client message that plays it; None: on connect
+    trigger: str | None  # the type (or key) of the client message that plays it; None: on connect
     frames: list[Frame]
 
 
@@ -57,14 +59,17 @@ Script = Callable[[str, dict[str, str]], list[Step]]  # (path, headers) -> one c
 
 
 def message_type(message: str | bytes) -> str | None:
-    """The `type` of a JSON text message, or None."""
-    if isinstance(message, bytes):
-        return None
+    """What a JSON message is: its `type` (OpenAI's events), else its first key in camelCase
+    (Gemini Live's `setup`, `clientContent`, `toolResponse`, in either spelling); or None."""
     try:
         value = json.loads(message)
     except ValueError:
         return None
-    return value.get("type") if isinstance(value, dict) else None
+    if not isinstance(value, dict) or not value:
+        return None
+    if "type" in value:
+        return value["type"] if isinstance(value["type"], str) else None
+    return camel(next(iter(value)))
 
 
 class SocketSession:

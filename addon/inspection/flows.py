@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tooltap.core import REQUEST_HEADERS, Exchange
-from tooltap.core.sockets import SocketTurn, leading_type, needed, socket_reader
+from tooltap.core.sockets import SocketTurn, socket_reader, wanted
 from tooltap.core.wire import detect_socket
 
 from ..options import BY_NAME
@@ -43,7 +43,7 @@ def socket_turns(flow: Any) -> list[SocketTurn]:
     reader = socket_reader(api, flow.request.url, BY_NAME["tooltap_max_body"].default)
     turns: list[SocketTurn] = []
     for message in ws.messages:
-        if message.is_text and needed(api, message.content, leading_type(message.content)):
+        if wanted(api, message.content, message.is_text):
             turns += reader.feed(message.content, message.from_client)
     if ws.timestamp_end is None:  # saved while open: what was in flight had not ended
         turns += reader.lost("the socket was still open when the flow was saved")

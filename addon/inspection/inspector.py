@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from urllib.parse import urlsplit
 
-from tooltap.core import Exchange, Verdict
+from tooltap.core import Exchange, Verdict, detect_api
 
 from ..handover.record import Record
 from ..options import BY_NAME
@@ -72,11 +72,13 @@ class Inspector:
             )
             self._emit_all(record, paired, started)
             return
-        if record.api is None:
+        if record.connection_refused:
             verdict = Verdict(api=None, outcome="upstream_error", reason=record.failure)
         elif record.skipped is not None and record.failure is None:
+            # A shared path's API is its body's to say: its label here is what the path says.
+            api = record.api or detect_api(record.method, record.url)
             verdict = Verdict(
-                api=record.api, outcome="skipped", reason=record.skipped, status=record.status
+                api=api, outcome="skipped", reason=record.skipped, status=record.status
             )
         else:
             exchange = record.exchange()

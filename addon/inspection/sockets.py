@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 
 from tooltap.core import Api, Verdict
-from tooltap.core.sockets import RealtimeSocket, ResponsesSocket, SocketTurn, socket_reader
+from tooltap.core.sockets import Reader, SocketTurn, socket_reader
 
 from ..handover.record import SocketBatch
 from .session import Session, with_ending
 
 MAX_SOCKETS = 10_000
-Reader = ResponsesSocket | RealtimeSocket
 
 
 class Sockets:

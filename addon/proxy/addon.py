@@ -27,6 +27,7 @@ from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 from mitmproxy.utils import asyncio_utils
 
 from tooltap.core import Api, detect_api
+from tooltap.core.dialects import shared_path
 from tooltap.core.dialects.mcp import looks_like_jsonrpc
 from tooltap.core.wire import detect_socket, streamed_path
 
@@ -68,10 +69,11 @@ Fault = Callable[[str], None]
 
 @dataclass(slots=True)
 class _Pending:
-    api: Api
+    api: Api | None  # None: no path names the API (a shared path's body will, or nothing does)
     client: str = ""  # the client connection's id
     tap: StreamTap | None = None
     too_large: bool = False
+    counted: bool = False  # no dialect reads it: followed to be counted as not read, no body kept
 
 
 @dataclass
@@ -204,13 +206,21 @@ def mcp_stream(flow: http.HTTPFlow, hosts: Sequence[str]) -> bool:
     )
 
 
+def socket_upgrade(request: http.Request) -> bool:
+    """Is a request the upgrade of a WebSocket tooltap follows (by its socket hooks)?"""
+    upgrade = request.headers.get("upgrade", "").lower() == "websocket"
+    return upgrade and detect_socket(request.path) is not None
+
+
 def flow_api(flow: http.HTTPFlow, hosts: Sequence[str], mcp_hosts: Sequence[str]) -> Api | None:
     """The API a flow speaks, if tooltap follows it: a model API's path on a watched host
-    (every host of a reverse proxy), or MCP on an MCP host."""
+    (every host of a reverse proxy; on a shared path, as its body says), or MCP on an MCP
+    host."""
     request = flow.request
     if mcp_server(request, mcp_hosts):
         return "mcp"
-    api = detect_api(request.method, request.path)
+    shared = shared_path(request.method, request.path) is not None
+    api = detect_api(request.method, request.path, (request.raw_content or b"") if shared else None)
     if api is not None:
         mode = flow.client_conn.proxy_mode
         return api if watched(mode, request.pretty_host, hosts, request.port) else None
@@ -388,14 +398,24 @@ class Tooltap:
 
     @_guarded
     def request(self, flow: http.HTTPFlow) -> None:
-        api: Api | None = "mcp" if mcp_server(flow.request, ctx.options.tooltap_mcp_hosts) else None
+        # Every exchange on a watched host is accounted for: read by its dialect, or counted
+        # as not read (with why). On an MCP host MCP wins over any path (the legacy transport
+        # POSTs to .../messages). A path several dialects share is read whole: its body says
+        # which dialect it speaks. A WebSocket's turns are its socket hooks'; an MCP server's
+        # traffic besides its JSON-RPC POSTs (its GET stream, a DELETE) is MCP's to read.
+        request = flow.request
+        mcp_hosts = ctx.options.tooltap_mcp_hosts
+        counted = False
+        api: Api | None = "mcp" if mcp_server(request, mcp_hosts) else None
         if api is None:
-            api = detect_api(flow.request.method, flow.request.path)
-            if api is None or not self._watched(
-                flow.client_conn.proxy_mode, flow.request.pretty_host, flow.request.port
-            ):
+            shared = shared_path(request.method, request.path) is not None
+            api = None if shared else detect_api(request.method, request.path)
+            if not self._watched(flow.client_conn.proxy_mode, request.pretty_host, request.port):
                 return
-        self._flows[flow.id] = _Pending(api, flow.client_conn.id)
+            counted = api is None and not shared
+            if counted and (socket_upgrade(request) or mcp_host(request, mcp_hosts)):
+                return
+        self._flows[flow.id] = _Pending(api, flow.client_conn.id, counted=counted)
         if len(self._flows) > MAX_TRACKED:
             _, forgotten = self._flows.popitem(last=False)
             if forgotten.tap is not None:
@@ -421,6 +441,11 @@ class Tooltap:
             elif not response.stream and unbounded(flow):
                 response.stream = True
             return
+        if pending.counted:
+            # Not read: kept for its count only, and never held either.
+            if not response.stream and unbounded(flow):
+                response.stream = True
+            return
         limit = ctx.options.tooltap_max_body
         length = response.headers.get("content-length", "")
         if length.isdigit() and int(length) > limit:
@@ -431,7 +456,7 @@ class Tooltap:
         elif not callable(response.stream) and (
             response.stream is True
             or unbounded(flow)
-            or streamed_path(pending.api, flow.request.path)
+            or (pending.api is not None and streamed_path(pending.api, flow.request.path))
         ):
             # A stream (SSE, AWS's event stream, NDJSON, any body of unknown length) must flow
             # as it comes; a body mitmproxy already chose to stream (stream_large_bodies) is
@@ -510,6 +535,22 @@ class Tooltap:
             pending.tap.release()
             return
         request, response = flow.request, flow.response
+        error = flow.error.msg if flow.error is not None else None
+        failed = _upstream_failed(flow)
+        record = Record.of(
+            pending.api,
+            request,
+            failure=error if failed else None,
+            note=None if failed else error,
+            ended=(response.timestamp_end if response is not None else None)
+            or (flow.error.timestamp if flow.error is not None else 0.0),
+        )
+        if response is not None:
+            record.status = response.status_code
+            record.response_headers = response.headers.fields
+        if pending.counted:  # not read: its path says so, no body is needed
+            self._hand_over(record)
+            return
         self._bodies += len(request.raw_content or b"") + (
             pending.tap.size
             if pending.tap is not None
@@ -518,24 +559,12 @@ class Tooltap:
             else 0
         )
         limit = ctx.options.tooltap_max_body
-        error = flow.error.msg if flow.error is not None else None
-        failed = _upstream_failed(flow)
-        record = Record.of(
-            pending.api,
-            request,
-            request_body=request.raw_content or b"",
-            failure=error if failed else None,
-            note=None if failed else error,
-            ended=(response.timestamp_end if response is not None else None)
-            or (flow.error.timestamp if flow.error is not None else 0.0),
-        )
+        record.request_body = request.raw_content or b""
         if request.raw_content is None:
             record.skipped = "request body streamed by mitmproxy, not inspected"
         elif len(request.raw_content) > limit:
             record.skipped = "request body above tooltap_max_body"
         if response is not None:
-            record.status = response.status_code
-            record.response_headers = response.headers.fields
             if pending.tap is not None and pending.tap.over_budget:
                 record.skipped = OVER_BUDGET
             elif pending.too_large or (pending.tap is not None and pending.tap.overflow):

@@ -14,7 +14,7 @@ from collections import Counter
 from mitmproxy import http
 
 from tooltap.core import Api
-from tooltap.core.sockets import ENDS, leading_type, needed
+from tooltap.core.sockets import ends_turn, kind_of, needed, readable
 
 from ..handover.budget import Budget, MiB
 from ..handover.record import Record, SocketBatch
@@ -47,11 +47,11 @@ class SocketTap:
             return False
         message = websocket.messages[-1]
         self.seen += 1
-        if not message.is_text:
+        if not readable(self.api, message.is_text):
             self.skipped["binary"] += 1
             return False
         content = message.content
-        kind = leading_type(content)
+        kind = kind_of(self.api, content)
         if not needed(self.api, content, kind):
             return False
         if not budget.take(len(content)):
@@ -67,7 +67,11 @@ class SocketTap:
         self.messages.append(content)
         self.sources.append(message.from_client)
         self.held += len(content)
-        return kind in ENDS or len(self.messages) >= BATCH_MESSAGES or self.held >= BATCH_BYTES
+        return (
+            ends_turn(self.api, content, kind)
+            or len(self.messages) >= BATCH_MESSAGES
+            or self.held >= BATCH_BYTES
+        )
 
     def batch(self, ended: bool = False, let_go: str | None = None) -> Record:
         """The held messages as a record, which now owns them and their budget.

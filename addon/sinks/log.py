@@ -174,11 +174,12 @@ class LogSink:
             )
         if verdict.scope == "session":
             return  # no turn: the session's own lines above are the whole of it
-        # A finding, or an exchange that could not be read whole, is worth a warning.
+        # A finding, or an exchange that could not be read whole, is worth a warning; one no
+        # dialect reads (a model list, a family without tool calls) is said, and no more.
         warn = (
             any(name in DEFAULT for name in findings(verdict))
             or bool(verdict.stream_errors)
-            or verdict.outcome != "inspected"
+            or verdict.outcome not in ("inspected", "not_read")
         )
         (log.warning if warn else log.info)(
             "turn",

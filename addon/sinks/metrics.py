@@ -18,8 +18,10 @@ from tooltap.core.loop import RULES
 from tooltap.core.sockets import READER_SKIPS
 
 OUTCOMES = ("inspected", "skipped", "unparseable", "upstream_error", "client_gone", "dropped")
+# An exchange whose body no dialect reads has no API to label it with: api="none".
+NOT_READ = ("none", "not_read")
 WHERE = ("hook", "tap", "worker")
-SOCKET_APIS = ("responses", "realtime")  # the APIs that have a WebSocket transport
+SOCKET_APIS = ("responses", "realtime", "gemini_live")  # the APIs that have a WebSocket transport
 # Why a WebSocket message went unused: in the proxy (binary frames, the budget or the queue
 # full), then in the inspector's readers.
 SOCKET_SKIPS = ("binary", "over_budget", "queue_full", *READER_SKIPS)
@@ -110,8 +112,8 @@ class Metrics:
         )
         self.session_errors = Counter(
             "tooltap_session_errors_total",
-            "Errors a Realtime session sent that refused no request, by their code "
-            "(the first 50 codes; later ones count as other).",
+            "Errors a Realtime or Gemini Live session sent that refused no request (and Gemini"
+            " Live's goAway), by their code (the first 50 codes; later ones count as other).",
             ["api", "type"],
             registry=r,
         )
@@ -124,7 +126,8 @@ class Metrics:
         )
         self.flows = Counter(
             "tooltap_flows_total",
-            "Flows seen on tool-calling endpoints, by what became of them.",
+            "Flows seen on watched hosts, by what became of them (not_read: no dialect reads "
+            "the body; the log says why).",
             ["api", "outcome"],
             registry=r,
         )
@@ -217,6 +220,7 @@ class Metrics:
             self.tool_changes.labels(api, "")
             for where in HIDDEN_WHERE:
                 self.hidden_text.labels(api, where)
+        self.flows.labels(*NOT_READ)
         for where in WHERE:
             self.internal_errors.labels(where)
         for outcome in ("exported", "dropped"):

@@ -65,7 +65,7 @@ def provider_name(api: str | None, host: str) -> str:
         host.startswith("aiplatform.") and host.endswith(".rep.googleapis.com")
     ):
         return Provider.GCP_VERTEX_AI.value
-    if host == "generativelanguage.googleapis.com" or api == "gemini":
+    if host == "generativelanguage.googleapis.com" or api in ("gemini", "gemini_live"):
         return Provider.GCP_GEMINI.value
     if api == "messages":
         return Provider.ANTHROPIC.value
@@ -202,8 +202,8 @@ class TraceSink:
     ) -> None:
         """One span for one model call (or a WebSocket turn), in the caller's trace if named;
         for a tool server's exchange (MCP), one `execute_tool` span per call."""
-        if verdict.scope == "session":
-            return  # a session's findings outside its turns are no model call
+        if verdict.scope == "session" or verdict.outcome == "not_read":
+            return  # a session's findings outside its turns, or a body not read: no call known
         carrier = {
             key.decode("latin-1").lower(): value.decode("latin-1")
             for key, value in headers

@@ -23,7 +23,7 @@ from typing import Any
 from mitmproxy import ctx, hooks, http
 
 from tooltap.core import Api, Exchange, Verdict
-from tooltap.core.sockets import leading_type, needed, socket_reader
+from tooltap.core.sockets import socket_reader, wanted
 from tooltap.core.wire import detect_socket
 
 from ..inspection.applications import Applications
@@ -122,7 +122,7 @@ class WebAnnotations:
             return
         message = flow.websocket.messages[-1]
         content = message.content
-        if not message.is_text or not needed(reader.api, content, leading_type(content)):
+        if not wanted(reader.api, content, message.is_text):
             return
         if self.waiting >= MAX_WAITING:  # the worker is behind: this turn goes unread
             self._lagging.add(flow.id)

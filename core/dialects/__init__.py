@@ -5,23 +5,44 @@ become a Turn, its stream assembler, its tool-loop reading, its strict subset an
 (tooltap.core.dialects.base says what each states). The rules (parallel, schema, arguments,
 findings, inspection) never name a dialect: they ask this table. Adding a dialect is a module
 and a row.
+
+Some paths serve several dialects' bodies (Bedrock's InvokeModel serves each model family's
+own): a shared path's room says which dialect reads an exchange there, from the model its path
+names or the body's own shape, or why none does (tooltap.core.dialects.base.SharedPath).
 """
 
 from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from ..jsontext import loads
 from ..turn import Api
-from . import chat, converse, gemini, mcp, messages, ollama, realtime, responses
-from .base import Dialect
+from . import (
+    chat,
+    converse,
+    gemini,
+    gemini_live,
+    invoke,
+    mcp,
+    messages,
+    ollama,
+    realtime,
+    responses,
+)
+from .base import Dialect, Reading, SharedPath
 
 __all__ = [
     "DIALECTS",
+    "NOT_AN_ENDPOINT",
+    "SHARED",
     "Dialect",
+    "Reading",
+    "SharedPath",
     "detect_api",
     "detect_socket",
     "dialect",
     "path_of",
+    "shared_path",
     "streamed_path",
 ]
 
@@ -36,8 +57,14 @@ DIALECTS: dict[str, Dialect] = {
         gemini.DIALECT,
         mcp.DIALECT,
         ollama.DIALECT,
+        gemini_live.DIALECT,
     )
 }
+
+
+SHARED: tuple[SharedPath, ...] = (invoke.SHARED,)
+# Why an exchange on a watched host is not read when no dialect and no shared path names it.
+NOT_AN_ENDPOINT = "not a tool-calling endpoint"
 
 
 def dialect(api: str) -> Dialect:
@@ -53,17 +80,33 @@ def path_of(url: str) -> str | None:
         return None
 
 
+def shared_path(method: str, url: str) -> SharedPath | None:
+    """The path several dialects share that a request is on (Bedrock InvokeModel), if any.
+    Pure."""
+    path = path_of(url)
+    if path is None:
+        return None
+    return next((s for s in SHARED if s.recognise(method, path)), None)
+
+
 def detect_api(method: str, url: str, body: bytes | None = None) -> Api | None:
-    """Which API a request speaks, from its method and path, else (given its body) from the
-    body of a request no path names (MCP's JSON-RPC). Pure."""
+    """Which API a request speaks, from its method and path; on a shared path, from the model
+    the path names or (given the body) the body's shape; else (given its body) from the body of
+    a request no path names (MCP's JSON-RPC). Pure."""
     path = path_of(url)
     if path is None:
         return None
     by_path = next((d.api for d in DIALECTS.values() if d.recognise(method, path)), None)
     if body is not None and by_path is not None and mcp.is_jsonrpc(method, body):
         return "mcp"  # JSON-RPC is MCP's wherever it is POSTed (the legacy /messages/)
-    if by_path is not None or body is None:
+    if by_path is not None:
         return by_path
+    shared = shared_path(method, url)
+    if shared is not None:
+        request = loads(body)[0] if body else None
+        return shared.reading(path, request if isinstance(request, dict) else None).api
+    if body is None:
+        return None
     return next(
         (d.api for d in DIALECTS.values() if d.recognise_body and d.recognise_body(method, body)),
         None,
@@ -74,7 +117,8 @@ def detect_socket(url: str) -> Api | None:
     """Which API a WebSocket speaks, from its upgrade request's path. Pure.
 
     .../responses is the Responses WebSocket mode (OpenAI, Azure, compatible
-    hosts); .../realtime is the Realtime API (Azure's too).
+    hosts); .../realtime is the Realtime API (Azure's too); ...BidiGenerateContent is
+    the Gemini Live API (Vertex AI's too).
     """
     path = path_of(url)
     if path is None:

@@ -123,6 +123,29 @@ Serve = Callable[[Any, Any, ToolServer | None, ValidatorCache | None, str | None
 
 
 @dataclass(frozen=True)
+class Reading:
+    """Who reads an exchange on a path several dialects share: a dialect, with the model the
+    path names; or none, and why (said, and counted as not read). Neither: the path alone does
+    not say, and the request body will."""
+
+    api: Api | None = None
+    model: str | None = None
+    why: str | None = None
+
+
+@dataclass(frozen=True)
+class SharedPath:
+    """A path that serves several dialects' bodies (Bedrock's InvokeModel serves each model
+    family's own): the model it names, else the request body's own shape, says which dialect
+    reads an exchange there, or why none does. Both fields are pure."""
+
+    recognise: Callable[[str, str], bool]  # (method, path)
+    # (path, the request body parsed, or None when not known yet) -> who reads it. Without a
+    # body, what the path alone says; the proxy follows every exchange on such a path.
+    reading: Callable[[str, Mapping[str, Any] | None], Reading]
+
+
+@dataclass(frozen=True)
 class Dialect:
     """One API's reading. Every field is pure."""
 
@@ -137,7 +160,7 @@ class Dialect:
     format_repairs: Callable[..., list[str]] = openai_format_repairs
     parallel_voids_strict: bool = True  # only OpenAI documents that parallel calls void strict
     argument_repair: str = ARGUMENT_REPAIR  # for calls with bad arguments ({calls}: their ids)
-    socket_path: str | None = None  # a WebSocket to a path ending so speaks it
+    socket_path: str | tuple[str, ...] | None = None  # a WebSocket to a path ending so speaks it
     model_in_path: Callable[[str], str | None] | None = None  # where the body names none
     # A body that is not a turn yet (a background response), read later: (method, request,
     # status, stream read whole or not) -> whether to wait for it.

@@ -30,6 +30,7 @@ What Google documents, and what is read from it:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Iterator, Mapping
@@ -37,7 +38,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..errors import ApiError, api_error
-from ..jsontext import dumps
+from ..jsontext import dumps, loads
 from ..loop import Checker, LoopReport, error_payload
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_dict, as_int, as_list, as_str
@@ -55,14 +56,16 @@ _FINISH = {1: "STOP", 2: "MAX_TOKENS"}
 _TYPES = {1: "string", 2: "number", 3: "integer", 4: "boolean", 5: "array", 6: "object", 7: "null"}
 
 
+@functools.cache  # the names are the code's own: a bounded set
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
 
 
 def field(value: Any, name: str) -> Any:
     """A field under its camelCase name or its snake_case one (the API reads both). Pure."""
-    holder = as_dict(value)
-    return holder[name] if name in holder else holder.get(_snake(name))
+    if not isinstance(value, dict):
+        return None
+    return value[name] if name in value else value.get(_snake(name))
 
 
 def model_in_path(path: str) -> str | None:
@@ -249,6 +252,8 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         types.append(kind)
         call = as_dict(field(part, "functionCall"))
         name = as_str(call.get("name")).strip()
+        if "args" not in call and field(call, "partialArgs") is not None:
+            call = {**call, "args": partial_args(field(call, "partialArgs"))}  # sent whole
         if name:
             calls.append(
                 ToolCall(
@@ -297,9 +302,8 @@ class Assembler:
     concatenated in order (a call arrives whole, in one chunk), consecutive plain text parts
     joined; the last chunk's finishReason ends the stream, and its usage and ids are kept.
 
-    Vertex AI's streamed arguments (`streamFunctionCallArguments`): a functionCall opens with
-    its name and `willContinue`, its `partialArgs` set values by JSON path (a string continued
-    while `willContinue` says so), and a functionCall part with neither closes it.
+    Vertex AI's streamed arguments (`streamFunctionCallArguments`) are put together as
+    StreamedCalls says, into the object the same call holds unstreamed.
     """
 
     def __init__(self) -> None:
@@ -307,8 +311,7 @@ class Assembler:
         self.top: dict[str, Any] = {}
         self.errors: list[ApiError] = []
         self.done = False
-        self._open: dict[str, Any] | None = None  # a call whose arguments are still coming
-        self._continued: str | None = None  # the JSON path whose string goes on
+        self._streamed: dict[int, StreamedCalls] = {}  # per candidate
 
     def done_marker(self) -> None:
         """An OpenAI `[DONE]` line: not part of a Gemini stream."""
@@ -325,72 +328,145 @@ class Assembler:
             if field(event, key) is not None:
                 self.top[key] = field(event, key)
         for candidate in map(as_dict, as_list(field(event, "candidates"))):
-            held = self.candidates.setdefault(
-                as_int(candidate.get("index")), {"content": {"role": "model", "parts": []}}
-            )
+            index = as_int(candidate.get("index"))
+            held = self.candidates.setdefault(index, {"content": {"role": "model", "parts": []}})
+            streamed = self._streamed.setdefault(index, StreamedCalls())
             for part in map(as_dict, as_list(field(field(candidate, "content"), "parts"))):
-                self._part(held["content"]["parts"], part)
+                if not streamed.take(held["content"]["parts"], part):
+                    _add(held["content"]["parts"], part)
             reason = field(candidate, "finishReason")
             if reason is not None:
                 held["finishReason"] = reason
                 self.done = True
-
-    def _part(self, parts: list[dict[str, Any]], part: Mapping[str, Any]) -> None:
-        call = field(part, "functionCall")
-        if isinstance(call, Mapping) and "args" not in call and self._streamed(parts, part, call):
-            return
-        if set(part) == {"text"} and parts and set(parts[-1]) == {"text"}:
-            parts[-1] = {"text": as_str(parts[-1]["text"]) + as_str(part["text"])}
-        else:
-            parts.append(dict(part))
-
-    def _streamed(
-        self, parts: list[dict[str, Any]], part: Mapping[str, Any], call: Mapping[str, Any]
-    ) -> bool:
-        """A piece of a call whose arguments stream (partialArgs): True when it was taken."""
-        going_on = field(call, "willContinue") is True
-        if self._open is None:
-            if not (going_on and as_str(call.get("name"))):
-                return False
-            self._open = {**call, "args": {}}
-            self._open.pop("willContinue", None)
-            self._open.pop("will_continue", None)
-            parts.append({**part, "functionCall": self._open})
-        for piece in map(as_dict, as_list(field(call, "partialArgs"))):
-            self._apply(self._open["args"], piece)
-        if not going_on:
-            self._open = self._continued = None
-        return True
-
-    def _apply(self, args: dict[str, Any], piece: Mapping[str, Any]) -> None:
-        """One partialArg: its value set at its JSON path ($.a.b[0]), a string continued."""
-        path = as_str(field(piece, "jsonPath"))
-        steps: list[str | int] = [
-            name or int(position)
-            for name, position in re.findall(r"\.([^.\[]+)|\[(\d+)\]", path.removeprefix("$"))
-        ]
-        if not steps:
-            return
-        value = next(
-            (None if key == "nullValue" else field(piece, key) for key in _VALUES
-             if field(piece, key) is not None),
-            None,
-        )  # fmt: skip
-        holder: Any = args
-        for step, following in itertools.pairwise(steps):
-            holder = _child(holder, step, [] if isinstance(following, int) else {})
-        current = _child(holder, steps[-1], None)
-        if self._continued == path and isinstance(current, str) and isinstance(value, str):
-            value = current + value
-        _put(holder, steps[-1], value)
-        self._continued = path if field(piece, "willContinue") is True else None
 
     def result(self) -> dict[str, Any]:
         candidates = [{"index": index, **held} for index, held in sorted(self.candidates.items())]
         return {"candidates": candidates, **self.top}
 
 
+def _add(parts: list[dict[str, Any]], part: Mapping[str, Any]) -> None:
+    """A part in order; consecutive plain text parts joined."""
+    if set(part) == {"text"} and parts and set(parts[-1]) == {"text"}:
+        parts[-1] = {"text": as_str(parts[-1]["text"]) + as_str(part["text"])}
+    else:
+        parts.append(dict(part))
+
+
+_STREAMING = {"willContinue", "will_continue", "partialArgs", "partial_args"}
+
+
+class StreamedCalls:
+    """Calls whose arguments stream (Vertex AI's `streamFunctionCallArguments`), part by part.
+
+    A call opens with a part that names it: with `willContinue` (more parts follow), or with
+    all of its `partialArgs` at once and no `willContinue`. Each `partialArgs` piece sets a
+    value (stringValue, numberValue, boolValue, nullValue) at its JSON path; a string whose
+    piece says `willContinue` goes on in the next piece at that path. A part without
+    `willContinue` closes the call (often an empty `functionCall: {}`); a part naming another
+    call closes it too. Pieces in a nameless part after a call closed are that call's (split
+    over parts that said no `willContinue`).
+    """
+
+    def __init__(self) -> None:
+        self.open: dict[str, Any] | None = None  # the call whose arguments are still coming
+        self.last: dict[str, Any] | None = None  # the last call put together this way
+        self.continued: set[str] = set()  # JSON paths whose string goes on
+
+    def take(self, parts: list[dict[str, Any]], part: Mapping[str, Any]) -> bool:
+        """A part carrying a piece of a streamed call: True when it was taken."""
+        call = field(part, "functionCall")
+        if not isinstance(call, Mapping) or "args" in call:
+            return False
+        going_on = field(call, "willContinue") is True
+        pieces = [as_dict(p) for p in as_list(field(call, "partialArgs"))]
+        name = as_str(call.get("name"))
+        if self.open is not None and name and name != self.open.get("name"):
+            self.open = None  # a new call began before the last one said it ended
+        if self.open is None:
+            if name and (going_on or pieces):
+                self.open = {k: v for k, v in call.items() if k not in _STREAMING} | {"args": {}}
+                self.last, self.continued = self.open, set()
+                parts.append({**part, "functionCall": self.open})
+            elif not name and pieces and self.last is not None:
+                self.open = self.last
+            else:
+                return False
+        for piece in pieces:
+            put_partial(self.open["args"], piece, self.continued)
+        if not going_on:
+            self.open = None
+        return True
+
+
+def partial_args(pieces: Any) -> dict[str, Any]:
+    """The arguments object a call's `partialArgs` spell, all given at once. Pure."""
+    args: dict[str, Any] = {}
+    continued: set[str] = set()
+    for piece in map(as_dict, as_list(pieces)):
+        put_partial(args, piece, continued)
+    return args
+
+
 _VALUES = ("stringValue", "numberValue", "boolValue", "nullValue")
+# RFC 9535 steps as the API writes them: .name, [index], ['name'] or ["name"].
+_STEP = re.compile(
+    r"\.(?P<name>[^.\[\]]+)|\[\s*(?P<index>\d+)\s*\]"
+    r"|\[\s*(?P<quoted>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\s*\]"
+)
+
+
+def json_path(path: str) -> list[str | int] | None:
+    """The steps of a JSON path ($.a.b[0]['c d']); None for one that is not of that form. Pure."""
+    if not path.startswith("$"):
+        return None
+    steps: list[str | int] = []
+    at = 1
+    while at < len(path):
+        found = _STEP.match(path, at)
+        if found is None:
+            return None
+        if found["name"] is not None:
+            steps.append(found["name"])
+        elif found["index"] is not None:
+            steps.append(int(found["index"]))
+        else:
+            name = _unquote(found["quoted"])
+            if name is None:
+                return None
+            steps.append(name)
+        at = found.end()
+    return steps or None
+
+
+def _unquote(quoted: str) -> str | None:
+    """A quoted name of a JSON path: JSON's escapes, and `\\'` in single quotes. Pure."""
+    body = quoted[1:-1]
+    if quoted[0] == "'":
+        body = re.sub(r"\\'|\\.|\"", lambda m: {"\\'": "'", '"': '\\"'}.get(m[0], m[0]), body)
+    value, error = loads(f'"{body}"')
+    return value if error is None and isinstance(value, str) else None
+
+
+def put_partial(args: dict[str, Any], piece: Mapping[str, Any], continued: set[str]) -> None:
+    """One partialArg: its value set at its JSON path in args, a string continued where the
+    last piece at that path said willContinue. Pure but for args and continued."""
+    path = as_str(field(piece, "jsonPath"))
+    steps = json_path(path)
+    kind = next((key for key in _VALUES if key in piece or _snake(key) in piece), None)
+    if steps is None or kind is None:
+        return
+    value = None if kind == "nullValue" else field(piece, kind)
+    holder: Any = args
+    for step, following in itertools.pairwise(steps):
+        holder = _child(holder, step, [] if isinstance(following, int) else {})
+    current = _child(holder, steps[-1], None)
+    if path in continued and isinstance(current, str) and isinstance(value, str):
+        value = current + value
+    _put(holder, steps[-1], value)
+    if field(piece, "willContinue") is True:
+        continued.add(path)
+    else:
+        continued.discard(path)
 
 
 def _child(holder: Any, step: str | int, empty: Any) -> Any:

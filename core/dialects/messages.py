@@ -1,7 +1,8 @@
-"""Anthropic Messages: `POST .../messages`, wherever Anthropic serves it: on Bedrock
-(`/model/{model}/invoke` and `/invoke-with-response-stream`, the stream in AWS's event stream)
-and on Vertex AI (`.../publishers/anthropic/models/{model}:rawPredict` and
-`:streamRawPredict`), where the body names no model and the path does.
+"""Anthropic Messages: `POST .../messages`, wherever Anthropic serves it: on Vertex AI
+(`.../publishers/anthropic/models/{model}:rawPredict` and `:streamRawPredict`), where the body
+names no model and the path does, and on Bedrock's InvokeModel, whose room
+(tooltap.core.dialects.invoke) hands Claude's Messages bodies here, the stream in AWS's event
+stream.
 
 Messages responses do not echo tools: tools and settings come from the request.
 `tool_choice.disable_parallel_tool_use: true` is the analogue of `parallel_tool_calls: false`,
@@ -27,31 +28,21 @@ from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import HostedResult, Tool, ToolCall, Turn, callable_names, make_call
 from .base import Dialect, Prior, advisory_tools_repairs, fanout_repairs, text_of
 
-# Anthropic served elsewhere, the model in the path: Bedrock's InvokeModel (the model id
-# URL-encoded, a cross-region profile or an ARN) and Vertex AI's rawPredict.
-_BEDROCK = re.compile(r"/model/(?P<model>[^/]+)/(?:invoke|invoke-with-response-stream)$")
+# Anthropic on Vertex AI, the model in the path.
 _VERTEX = re.compile(
     r"/publishers/anthropic/models/(?P<model>[^/:]+):(?:rawPredict|streamRawPredict)$"
 )
 
 
 def model_in_path(path: str) -> str | None:
-    """The model a Bedrock or Vertex AI path names, for a body that names none. Pure.
-
-    On Bedrock only a model id that names Anthropic is read as Messages: InvokeModel serves
-    every provider's body, and an application inference profile's ARN names no model.
-    """
-    found = _BEDROCK.search(path)
-    if found is not None:
-        model = unquote(found["model"])
-        return model if "anthropic" in model.lower() else None
+    """The model a Vertex AI path names, for a body that names none. Pure."""
     found = _VERTEX.search(path)
     return None if found is None or found["model"] == "count-tokens" else unquote(found["model"])
 
 
 def recognise(method: str, path: str) -> bool:
-    """POST .../messages (`?beta=true` too), and Anthropic on Bedrock or Vertex AI; not
-    OpenAI's Assistants .../threads/{id}/messages. Pure."""
+    """POST .../messages (`?beta=true` too), and Anthropic on Vertex AI; not OpenAI's
+    Assistants .../threads/{id}/messages. Pure."""
     if method.upper() != "POST":
         return False
     if path.endswith("/messages"):

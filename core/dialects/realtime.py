@@ -89,7 +89,14 @@ def state_repairs(state: Any) -> list[str]:
     return parallel.repair_lines(state)
 
 
-def owed_at_close(went_on: Sequence[str], cut_short: Sequence[str], where: str) -> list[LoopError]:
+def owed_at_close(
+    went_on: Sequence[str],
+    cut_short: Sequence[str],
+    where: str,
+    *,
+    unanswered: str = UNANSWERED,
+    at_close: str = REPAIRS["unanswered-at-close"],
+) -> list[LoopError]:
     """The Realtime calls still owed their output when the socket closed. Pure.
 
     went_on: calls the conversation went on without (a later response completed
@@ -97,11 +104,12 @@ def owed_at_close(went_on: Sequence[str], cut_short: Sequence[str], where: str) 
     cut_short: calls whose tools were still running when the session ended, with
     no response after them (a hang-up while a tool ran): unanswered-at-close,
     which is reported and fails no audit by default.
+    unanswered, at_close: their repairs, in another API's words (Gemini Live's).
     """
     errors = []
     if went_on:
         errors.append(
-            LoopError(rule="unanswered-call", ids=list(went_on), where=where, repair=UNANSWERED)
+            LoopError(rule="unanswered-call", ids=list(went_on), where=where, repair=unanswered)
         )
     if cut_short:
         errors.append(
@@ -109,7 +117,7 @@ def owed_at_close(went_on: Sequence[str], cut_short: Sequence[str], where: str) 
                 rule="unanswered-at-close",
                 ids=list(cut_short),
                 where=where,
-                repair=REPAIRS["unanswered-at-close"],
+                repair=at_close,
             )
         )
     return errors

@@ -188,13 +188,80 @@ async def test_an_inspected_body_of_unknown_length_is_tapped_as_it_flows(harness
     assert (turn["outcome"], turn["stream"], turn["state"]) == ("inspected", False, "strict-void")
 
 
-async def test_other_hosts_and_endpoints_are_not_inspected(harness):
+async def test_other_hosts_are_not_followed(harness):
     await harness.tctx.cycle(
         harness.addon, make_flow("/v1/chat/completions", CHAT_REQUEST, b"{}", host="example.com")
     )
-    await harness.cycle(make_flow("/v1/embeddings", {"input": "x"}, b"{}"))
     assert harness.addon.flush(5)
     assert harness.stream.getvalue() == ""
+
+
+async def test_other_endpoints_of_a_watched_host_are_said_and_counted_as_not_read(harness):
+    """Nothing unaccounted: a model list, embeddings, a stream no dialect reads. Their bodies
+    are never held, and a stream still flows event by event."""
+    assert harness.value("tooltap_flows_total", api="none", outcome="not_read") == 0
+    listing = make_flow("/v1/models", None, b'{"data": []}', method="GET")
+    embeddings = make_flow("/v1/embeddings", {"input": "x"}, b'{"data": []}')
+    stream = make_flow("/v1/audio/speech", {"input": "x"}, b"data: {}\n\n",
+                       headers=(("content-type", "text/event-stream"),))  # fmt: skip
+    for flow in (listing, embeddings):
+        await harness.cycle(flow)
+    harness.addon.request(stream)
+    harness.addon.responseheaders(stream)
+    assert stream.response.stream is True  # passed through, neither held nor tapped
+    harness.addon.response(stream)
+    assert harness.addon.flush(5)
+    turns = [e for e in harness.events() if e["event"] == "turn"]
+    assert [(t["path"], t["outcome"], t["reason"], t["level"], t["stream"]) for t in turns] == [
+        ("/v1/models", "not_read", "not a tool-calling endpoint", "info", False),
+        ("/v1/embeddings", "not_read", "not a tool-calling endpoint", "info", False),
+        ("/v1/audio/speech", "not_read", "not a tool-calling endpoint", "info", True),
+    ]
+    assert harness.value("tooltap_flows_total", api="none", outcome="not_read") == 3
+    assert harness.addon.budget.peak == 0  # no body was kept for them
+
+
+async def test_an_invoke_model_stream_is_tapped_whole_and_its_body_says_who_reads_it(harness):
+    """Claude 2's Text Completions and a Messages stream share one model id and one path: the
+    proxy keeps the body, and the inspection reads which it is (never Messages by the id)."""
+    from tooltap.addon.harness.eventstream import CONTENT_TYPE, chunk
+
+    completion = {"prompt": "\n\nHuman: Hi\n\nAssistant:", "max_tokens_to_sample": 300}
+    wire = chunk({"completion": " Hello", "stop_reason": None}) + chunk(
+        {"completion": "!", "stop_reason": "stop_sequence"}
+    )
+    flow = make_flow("/model/anthropic.claude-v2/invoke-with-response-stream", completion, b"",
+                     headers=(("content-type", CONTENT_TYPE),),
+                     host="bedrock-runtime.us-east-1.amazonaws.com")  # fmt: skip
+    harness.addon.request(flow)
+    harness.addon.responseheaders(flow)
+    assert callable(flow.response.stream)
+    assert flow.response.stream(wire) + flow.response.stream(b"") == wire
+    flow.response.content = None
+    harness.addon.response(flow)
+    assert harness.addon.flush(5)
+    turn = next(e for e in harness.events() if e["event"] == "turn")
+    assert (turn["api"], turn["outcome"], turn["stream"], turn["level"]) == (
+        None, "not_read", True, "info"
+    )  # fmt: skip
+    assert turn["reason"].startswith("Anthropic Text Completions on InvokeModel")
+
+
+async def test_an_mcp_servers_traffic_besides_its_json_rpc_posts_is_left_to_mcp(harness):
+    host = "tools.example.com"
+    harness.tctx.configure(harness.addon, tooltap_hosts=[host], tooltap_mcp_hosts=[host])
+    for method in ("GET", "DELETE"):
+        await harness.cycle(make_flow("/mcp", None, b"", method=method, host=host))
+    assert harness.addon.flush(5)
+    assert harness.value("tooltap_flows_total", api="none", outcome="not_read") == 0
+
+
+async def test_a_websocket_upgrade_is_left_to_the_socket_hooks(harness):
+    upgrade = make_flow("/v1/realtime", None, b"", method="GET")
+    upgrade.request.headers["upgrade"] = "websocket"
+    await harness.cycle(upgrade)
+    assert harness.addon.flush(5)
+    assert harness.value("tooltap_flows_total", api="none", outcome="not_read") == 0
 
 
 @pytest.mark.parametrize(

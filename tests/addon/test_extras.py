@@ -23,6 +23,8 @@ DEMO_ONLY = {
     "tooltap.addon.commands.demo",
     "tooltap.addon.commands.demo_steps",
     "tooltap.addon.commands.demo_mcp",
+    "tooltap.addon.commands.demo_live",
+    "tooltap.addon.harness.live",
     "tooltap.addon.commands.demo_ollama",
     "tooltap.addon.harness.replay",
     "tooltap.addon.harness.sockets",

@@ -116,10 +116,11 @@ def test_the_rules_never_name_a_dialect_they_ask_the_table():
         assert named == imported == set(), (module, named, imported)
 
 
-def test_each_dialect_is_a_module_of_its_own_and_a_row_of_the_table():
-    from tooltap.core.dialects import DIALECTS
+def test_each_dialect_and_each_shared_path_is_a_module_of_its_own_and_a_row_of_the_table():
+    from tooltap.core.dialects import DIALECTS, SHARED
 
     rooms = {p.stem for p in (ROOT / "core" / "dialects").glob("*.py")} - {"__init__", "base"}
-    assert rooms == set(DIALECTS)
+    shared = {path.reading.__module__.rpartition(".")[2] for path in SHARED}
+    assert rooms == set(DIALECTS) | shared and not shared & set(DIALECTS)
     for api, dialect in DIALECTS.items():
         assert dialect.api == api and dialect.read_turn.__module__.endswith(f"dialects.{api}")

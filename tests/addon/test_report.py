@@ -117,3 +117,37 @@ def test_a_session_error_is_a_finding_with_its_message_in_every_format():
     assert json.loads(report(verdict, "json"))["failing"] == ["session-error"]
     assert f"session-error       recorded.jsonl#1  {said}" in report(verdict, "text")
     assert report(verdict, "github").endswith(f"::recorded.jsonl#1: {said}\n")
+
+
+def test_an_exchange_not_read_is_counted_by_why_in_every_format_and_is_never_a_finding():
+    titan = "Amazon Titan Text on InvokeModel (inputText): no tool calls"
+    unread = [
+        Verdict(api=None, outcome="not_read", reason=why, status=200)
+        for why in (titan, "not a tool-calling endpoint", titan)
+    ]
+    read = Verdict(api="chat", outcome="inspected", state="no-tools")
+
+    def audit(form: str, show_all: bool = False) -> str:
+        out = io.StringIO()
+        report = Report(format=form, out=out, fail_on=EVERY, show_all=show_all)
+        for number, verdict in enumerate([*unread, read], 1):
+            report.verdict(Item(f"recorded.jsonl#{number}", source="recorded.jsonl"), verdict)
+        report.summary()
+        return out.getvalue()
+
+    *rows, summary = map(json.loads, audit("json").splitlines())
+    assert [(r["outcome"], r["reason"], r["failing"]) for r in rows[:3]] == [
+        ("not_read", titan, []), ("not_read", "not a tool-calling endpoint", []),
+        ("not_read", titan, []),
+    ]  # fmt: skip
+    assert (summary["read"], summary["not_read"], summary["findings"]) == (1, 3, 0)
+    assert summary["not_read_by_reason"] == {titan: 2, "not a tool-calling endpoint": 1}
+    text = audit("text")
+    assert "1 response(s) read, 3 not read, 0 finding(s)" in text
+    assert f"  not read: 2 {titan}" in text and "recorded.jsonl#1" not in text
+    assert f"not read            recorded.jsonl#1  {titan}" in audit("text", show_all=True)
+    root = ElementTree.fromstring(audit("junit"))
+    skipped = root.findall("testsuite/testcase/skipped")
+    assert [s.get("message") for s in skipped] == [f"not read: {v.reason}" for v in unread]
+    assert (root.get("skipped"), root.get("failures")) == ("3", "0")
+    assert "3 not read" in audit("github")

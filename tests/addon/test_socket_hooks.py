@@ -256,3 +256,35 @@ async def test_each_turn_on_a_socket_is_a_span_of_its_own_timed_by_its_messages(
     for span in spans:
         assert min(times) * 1e9 - 1e6 <= span.start_time_unix_nano <= span.end_time_unix_nano
         assert span.end_time_unix_nano <= max(times) * 1e9 + 1e6
+
+
+async def test_gemini_live_binary_frames_are_held_audio_is_not_and_a_tool_call_goes_at_once(
+    harness,
+):
+    from tooltap.addon.harness import live
+
+    path = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
+    flow = socket_flow(path, host="generativelanguage.googleapis.com")
+    harness.addon.websocket_start(flow)
+    tap = harness.addon._sockets[flow.id]
+    setup = frame({"setup": {"model": "models/gemini-live-2.5-flash-preview",
+                             "tools": [{"functionDeclarations": [{"name": "get_weather"}]}]}})  # fmt: skip
+    audio_in = frame({"realtime_input": {"audio": {"data": live.SILENCE * 10}}})
+    relay(harness.addon, flow, [(True, setup), (False, live.setup_complete()), (True, audio_in)])
+    relay(harness.addon, flow, [(False, live.audio()), (False, live.audio())])
+    assert tap.messages == [setup.encode()]
+    assert tap.skipped == {}  # binary frames hold Gemini Live's JSON: none skipped as binary
+    relay(harness.addon, flow, [(False, live.tool_call(("fc_1", "get_weather", {})))])
+    assert tap.messages == []  # the batch went at the call
+    before = states(flow)
+    harness.addon.websocket_end(flow)
+    assert harness.addon.flush(5)
+    assert states(flow) == before
+    (turn,) = [e for e in harness.events() if e["event"] == "turn"]
+    assert (turn["api"], turn["calls"], turn["model"]) == (
+        "gemini_live", 1, "gemini-live-2.5-flash-preview",
+    )  # fmt: skip
+    (owed,) = [e for e in harness.events() if e["event"] == "loop_error"]
+    assert (owed["rule"], owed["ids"], owed["level"]) == ("unanswered-at-close", ["fc_1"], "info")
+    assert harness.value("tooltap_flows_total", api="gemini_live", outcome="inspected") == 1
+    assert harness.addon.budget.used == 0

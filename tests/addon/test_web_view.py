@@ -284,6 +284,38 @@ async def test_an_mcp_server_named_in_tooltap_mcp_hosts_has_its_calls_and_result
     assert annotations._followed(elsewhere, http_api=True) is False
 
 
+async def test_invoke_model_is_shown_as_its_body_says_nova_by_converse_claude_2_not_at_all(web):
+    """Bedrock's InvokeModel: Nova's body is read by the Converse room; Claude 2's Text
+    Completions is no model call the view reads, whatever its model id names."""
+    from tooltap.addon.proxy.addon import flow_api
+
+    annotations, _ = web
+    annotations.running()
+    host = "bedrock-runtime.us-east-1.amazonaws.com"
+    ask = {
+        "messages": [{"role": "user", "content": [{"text": "Paris?"}]}],
+        "toolConfig": {
+            "tools": [
+                {"toolSpec": {"name": "get_weather", "inputSchema": {"json": {"type": "object"}}}}
+            ]
+        },
+    }
+    answer = {"output": {"message": {"role": "assistant", "content": [
+        {"toolUse": {"toolUseId": "t1", "name": "get_weather", "input": {"city": "Paris"}}}]}},
+        "stopReason": "tool_use"}  # fmt: skip
+    nova = make_flow("/model/amazon.nova-micro-v1%3A0/invoke", ask, json.dumps(answer).encode(),
+                     host=host)  # fmt: skip
+    legacy = make_flow(
+        "/model/anthropic.claude-v2/invoke",
+        {"prompt": "\n\nHuman: Hi"},
+        b'{"completion": " Hello", "stop_reason": "stop_sequence"}',
+        host=host,
+    )
+    assert [flow_api(f, [host], []) for f in (nova, legacy)] == ["converse", None]
+    await annotated(annotations, nova)
+    assert "CALLS (1)" in pretty(nova).text.splitlines()
+
+
 async def test_a_tool_that_changed_and_a_description_that_hides_text_are_marked_and_shown(web):
     annotations, tctx = web
     tctx.options.update(tooltap_mcp_hosts=["tools.example.com"])

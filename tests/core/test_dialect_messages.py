@@ -492,19 +492,8 @@ VERTEX = "/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-s
 @pytest.mark.parametrize(
     "path, model",
     [
-        (f"{BEDROCK}/invoke", "anthropic.claude-3-5-sonnet-20240620-v1:0"),
-        (f"{BEDROCK}/invoke-with-response-stream", "anthropic.claude-3-5-sonnet-20240620-v1:0"),
-        # A cross-region inference profile names Anthropic too, in any case.
-        (
-            "/model/us.Anthropic.claude-sonnet-4-20250514-v1%3A0/invoke",
-            "us.Anthropic.claude-sonnet-4-20250514-v1:0",
-        ),
-        # InvokeModel serves every provider; an application profile's ARN names no model.
-        ("/model/meta.llama3-70b-instruct-v1%3A0/invoke", None),
-        (
-            "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Aapplication-inference-profile%2Fx/invoke",
-            None,
-        ),
+        # Bedrock's InvokeModel is its own room's (test_invoke): it serves every family.
+        (f"{BEDROCK}/invoke", None),
         (f"{BEDROCK}/converse", None),
         (f"{BEDROCK}/invoke/extra", None),
         (f"{VERTEX}:rawPredict", "claude-sonnet-4@20250514"),

@@ -283,6 +283,132 @@ def test_vertex_streamed_arguments_are_put_together_by_json_path():
     }  # fmt: skip
 
 
+def streamed(parts_by_chunk: list[list[dict[str, Any]]]) -> Any:
+    """A Vertex AI stream of these chunks' parts, then a closing text chunk, inspected."""
+    chunks = [reply(parts, finish=None) for parts in parts_by_chunk] + [reply([{"text": "."}])]
+    body = b"".join(b"data: " + json.dumps(c).encode() + b"\r\n\r\n" for c in chunks)
+    return inspect(exchange(ask(), body, VERTEX + ":streamGenerateContent?alt=sse",
+                            "text/event-stream"))  # fmt: skip
+
+
+def test_a_call_sent_whole_in_one_part_of_partial_args_holds_its_arguments():
+    """js-genai's recording (Vertex AI, gemini-3-pro-preview): the name and every partialArg
+    in one part, with no willContinue at all."""
+    divide = {"functionCall": {"name": "customDivide", "partialArgs": [
+        {"jsonPath": "$.denominator", "numberValue": 2},
+        {"jsonPath": "$.numerator", "numberValue": 100}]}}  # fmt: skip
+    for verdict in (streamed([[divide]]), unary(ask(), [divide])):
+        assert [(c.name, c.arguments_raw, c.parse_error) for c in verdict.calls] == [
+            ("customDivide", '{"denominator":2,"numerator":100}', None)
+        ]
+
+
+def test_a_null_a_quoted_path_and_a_closing_part_that_names_the_call_again():
+    """python-genai's shapes: nullValue as NULL_VALUE, and a last part that repeats the name."""
+    verdict = streamed([
+        [{"functionCall": {"name": "plan", "willContinue": True}}],
+        [{"functionCall": {"partialArgs": [
+            {"jsonPath": "$['two words']", "stringValue": "a"},
+            {"jsonPath": "$.tags[0]", "stringValue": "x"}], "willContinue": True}}],
+        [{"functionCall": {"name": "plan", "partialArgs": [
+            {"jsonPath": "$.country", "nullValue": "NULL_VALUE"}], "willContinue": False}}],
+    ])  # fmt: skip
+    assert [json.loads(c.arguments_raw) for c in verdict.calls] == [
+        {"two words": "a", "tags": ["x"], "country": None}
+    ]
+
+
+# Any JSON object a function may be called with, but empty containers: partialArgs set values
+# at paths, so an empty object or array has no path to be sent by.
+ARGUMENT_KEYS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1,
+                        max_size=6)  # fmt: skip
+ARGUMENTS = st.dictionaries(
+    ARGUMENT_KEYS,
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers(-(10**6), 10**6)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(max_size=12),
+        lambda inner: (
+            st.lists(inner, min_size=1, max_size=3)
+            | st.dictionaries(ARGUMENT_KEYS, inner, min_size=1, max_size=3)
+        ),
+        max_leaves=8,
+    ),
+    max_size=4,
+)
+
+
+def leaves(value: Any, path: str = "$") -> list[tuple[str, Any]]:
+    """(JSON path, scalar) for every scalar in value, in document order."""
+    if isinstance(value, dict):
+        steps = {key: f".{key}" if key.isidentifier() else f"[{json.dumps(key)}]" for key in value}
+        return [leaf for key, sub in value.items() for leaf in leaves(sub, path + steps[key])]
+    if isinstance(value, list):
+        return [leaf for i, sub in enumerate(value) for leaf in leaves(sub, f"{path}[{i}]")]
+    return [(path, value)]
+
+
+def piece(path: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {"jsonPath": path, "nullValue": "NULL_VALUE"}
+    kind = {bool: "boolValue", str: "stringValue"}.get(type(value), "numberValue")
+    return {"jsonPath": path, kind: value}
+
+
+@settings(max_examples=150, deadline=None)
+@given(ARGUMENTS, st.data())
+def test_streamed_arguments_split_any_way_give_the_object_the_call_holds_unstreamed(args, data):
+    # Each string in pieces (the last says no willContinue), the paths' pieces interleaved in
+    # any order that keeps each path's own in order.
+    queues = []
+    for path, value in leaves(args):
+        if isinstance(value, str):
+            cuts = sorted(data.draw(st.lists(st.integers(0, len(value)), max_size=3)))
+            texts = [value[a:b] for a, b in zip([0, *cuts], [*cuts, len(value)], strict=True)]
+            queues.append([piece(path, t) | {"willContinue": True} for t in texts[:-1]]
+                          + [piece(path, texts[-1])])  # fmt: skip
+        else:
+            queues.append([piece(path, value)])
+    pieces: list[dict[str, Any]] = []
+    while queues:
+        queue = queues[data.draw(st.integers(0, len(queues) - 1))]
+        pieces.append(queue.pop(0))
+        queues = [q for q in queues if q]
+    # The pieces over parts, the parts over chunks, the call opened and closed either way.
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(pieces) - 1)), max_size=4)))
+    groups = [pieces[a:b] for a, b in zip([0, *cuts], [*cuts, len(pieces)], strict=True)]
+    groups = [g for g in groups if g]
+    # (A call of no arguments streams as its name and willContinue, then an empty part: sent
+    # in one part, with no willContinue, it is a call sent with no args field at all.)
+    styles = ["name alone", "name with the first", "no willContinue"] if pieces else ["name alone"]
+    style = data.draw(st.sampled_from(styles))
+    head = {"name": "plan", "id": "p1"}
+    if style == "name alone":
+        calls = [head | {"willContinue": True}]
+        calls += [{"partialArgs": g, "willContinue": True} for g in groups] + [{}]
+    elif style == "name with the first":
+        calls = [{"partialArgs": g, "willContinue": True} for g in groups]
+        calls[0] = calls[0] | head
+        if data.draw(st.booleans()):
+            calls.append({})  # an empty part ends it
+        else:
+            calls[-1] = {k: v for k, v in calls[-1].items() if k != "willContinue"}
+    else:
+        calls = [{"partialArgs": g} for g in groups]
+        calls[0] = calls[0] | head
+    parts = [{"functionCall": c} for c in calls]
+    split = sorted(data.draw(st.sets(st.integers(1, len(parts)), max_size=3)))
+    chunks = [parts[a:b] for a, b in zip([0, *split], [*split, len(parts)], strict=True)]
+    verdict = streamed([c for c in chunks if c])
+    whole = unary(ask(), [{"functionCall": head | {"args": args}}])
+    assert [(c.call_id, c.name) for c in verdict.calls] == [("p1", "plan")]
+    assert json.loads(verdict.calls[0].arguments_raw) == args
+    assert json.loads(whole.calls[0].arguments_raw) == args
+    assert verdict.reason is None
+
+
 def test_an_error_is_read_with_its_status_in_any_framing():
     body = {"error": {"code": 400, "message": "API key not valid.", "status": "INVALID_ARGUMENT"}}
     for raw, content_type in ((json.dumps(body), "application/json"),

@@ -300,7 +300,7 @@ def test_a_wrong_content_type_is_sniffed_rather_than_trusted():
     assert (verdict.outcome, verdict.stream, verdict.output_types) == ("inspected", True, ["text"])
 
 
-def test_other_endpoints_are_skipped():
+def test_other_endpoints_are_not_read_and_say_so():
     verdict = inspect(
         Exchange(
             method="POST",
@@ -311,7 +311,7 @@ def test_other_endpoints_are_skipped():
             response_body=b"{}",
         )
     )
-    assert (verdict.api, verdict.outcome) == (None, "skipped")
+    assert (verdict.api, verdict.outcome, verdict.status) == (None, "not_read", 200)
 
 
 def test_the_verdict_is_json_ready_and_its_keys_are_the_log_fields():
@@ -489,9 +489,9 @@ GOOD = ("call_1", "lookup_order", '{"order_id": "A-1", "channel": null}')
 REPLY = chat_reply(GOOD)
 
 
-def test_an_endpoint_that_calls_no_tools_is_skipped_and_says_why():
+def test_an_endpoint_that_calls_no_tools_is_not_read_and_says_why():
     verdict = inspect(Exchange(method="GET", url="https://api.openai.com/v1/models", status=200))
-    assert (verdict.outcome, verdict.reason) == ("skipped", "not a tool-calling endpoint")
+    assert (verdict.outcome, verdict.reason) == ("not_read", "not a tool-calling endpoint")
 
 
 def test_a_turn_carries_its_status_both_models_and_its_usage():

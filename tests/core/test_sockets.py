@@ -19,6 +19,7 @@ from support.sockets import (
     RESPONSES_CASSETTE,
     call_item,
     frame,
+    read_to_the_close,
     realtime_session,
     realtime_turn,
     recording,
@@ -897,14 +898,7 @@ def test_audio_and_images_are_never_held():
     ),
 )
 def test_any_messages_in_any_order_are_read_without_raising(api, messages):
-    reader = socket_reader(api, REALTIME_URL, 4_096)
-    turns = []
-    for from_client, message in messages:
-        turns += reader.feed(message, from_client)
-    turns += reader.close()
-    for turn in turns:
-        inspect(turn.exchange, turn.prior)
-    assert reader.held == 0
+    read_to_the_close(socket_reader(api, REALTIME_URL, 4_096), messages)
 
 
 @pytest.mark.parametrize("api", ["responses", "realtime"])

@@ -429,12 +429,13 @@ def expected_samples(buckets: list[float], passes: int = 1) -> Samples:
     found: Counter[tuple[str, Labels]] = Counter()
     # Label sets the proxy creates at 0, so panels and alerts have a series before any event.
     for api in APIS:
-        for outcome in FLOW_OUTCOMES:
+        for outcome in FLOW_OUTCOMES - {"not_read"}:
             found[("tooltap_flows_total", _labels(api=api, outcome=outcome))] += 0
         for rule in LOOP_RULES:
             found[("tooltap_loop_errors_total", _labels(api=api, rule=rule))] += 0
         for outcome in ("ok", "error"):
             found[("tooltap_tool_results_total", _labels(api=api, outcome=outcome))] += 0
+    found[("tooltap_flows_total", _labels(api="none", outcome="not_read"))] += 0
     for where in ("hook", "tap", "worker"):
         found[("tooltap_internal_errors_total", _labels(where=where))] += 0
     skips = COUNTERS["tooltap_websocket_messages_skipped_total"]
@@ -828,8 +829,16 @@ def expectations(buckets: list[float]) -> dict[str, Expect]:
         found = aggregate(one, name, by, **match)
         return Expect("counts", {k: v for k, v in found.items() if v > 0 or not positive})
 
-    def raw(name: str) -> Expect:
-        return Expect("raw", {labels: v for (n, labels), v in two.items() if n == name})
+    def raw(name: str, **unless: str) -> Expect:
+        """The series of a metric, but those with a label of the given value."""
+        return Expect(
+            "raw",
+            {
+                labels: v
+                for (n, labels), v in two.items()
+                if n == name and not set(unless.items()) & set(labels)
+            },
+        )
 
     strict_states = "strict-void|strict-at-risk|fanout-no-strict"
     void_by_model = exposure(one, ("model",))
@@ -899,7 +908,7 @@ def expectations(buckets: list[float]) -> dict[str, Expect]:
         board + "Inspection latency/A": Expect("quantile"),
         board + "Inspection latency/B": Expect("quantile"),
         board + "Inspection latency/C": Expect("quantile"),
-        board + "$api": raw("tooltap_flows_total"),
+        board + "$api": raw("tooltap_flows_total", api="none"),  # the picker offers APIs only
         board + "$model": raw("tooltap_turns_total"),
     }
 

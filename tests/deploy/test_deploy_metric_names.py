@@ -51,7 +51,9 @@ LOOP_RULES = {
     "missing-thought-signature",
     "unlisted-tool",
 }
-FLOW_OUTCOMES = {"inspected", "skipped", "unparseable", "upstream_error", "client_gone", "dropped"}
+FLOW_OUTCOMES = {
+    "inspected", "skipped", "unparseable", "upstream_error", "client_gone", "dropped", "not_read"
+}  # fmt: skip
 
 # DESIGN.md's table: metric -> label -> allowed values (ANY when open).
 COUNTERS: dict[str, dict[str, set[str] | None]] = {
@@ -69,7 +71,7 @@ COUNTERS: dict[str, dict[str, set[str] | None]] = {
     "tooltap_tool_results_total": {"api": APIS, "outcome": {"ok", "error"}},
     "tooltap_rejected_requests_total": {"api": APIS, "status": ANY},
     "tooltap_session_errors_total": {"api": {"realtime"}, "type": ANY},
-    "tooltap_flows_total": {"api": APIS, "outcome": FLOW_OUTCOMES},
+    "tooltap_flows_total": {"api": APIS | {"none"}, "outcome": FLOW_OUTCOMES},
     "tooltap_internal_errors_total": {"where": {"hook", "tap", "worker"}},
     "tooltap_inspector_restarts_total": {},
     "tooltap_state_errors_total": {},

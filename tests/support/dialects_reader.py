@@ -15,7 +15,15 @@ from urllib.parse import urlsplit
 
 from botocore.eventstream import EventStreamBuffer
 
-from support.realworld_reader import Call, compact, messages_body, messages_stream, sse_events
+from support.realworld_reader import (
+    Call,
+    chat_body,
+    chat_stream,
+    compact,
+    messages_body,
+    messages_stream,
+    sse_events,
+)
 
 BEDROCK = re.compile(
     r"/model/([^/]+)/(invoke|invoke-with-response-stream|converse|converse-stream)$"
@@ -38,10 +46,14 @@ def body(record: dict[str, Any]) -> bytes:
 
 
 def aws_events(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
-    """(event type, payload) of each event-stream message, as botocore parses them."""
+    """(event type, payload) of each event-stream message, as botocore parses them; an
+    exception's type for an exception."""
     buffer = EventStreamBuffer()
     buffer.add_data(raw)
-    return [(m.headers[":event-type"], json.loads(m.payload)) for m in buffer]
+    return [
+        (m.headers.get(":event-type") or m.headers[":exception-type"], json.loads(m.payload))
+        for m in buffer
+    ]
 
 
 def converse_body(value: dict[str, Any]) -> list[Call]:
@@ -71,7 +83,9 @@ def converse_stream(events: list[tuple[str, dict[str, Any]]]) -> list[Call]:
 
 
 def expected_calls(record: dict[str, Any]) -> list[Call]:
-    """The client tool calls in this exchange's 2xx response, in order."""
+    """The client tool calls in this exchange's 2xx response, in order. InvokeModel carries each
+    model family's own body: read here by the response's own shape (Messages, Converse as Nova
+    sends it, Chat Completions); any other family's has no calls to read."""
     op, raw = operation(record["url"]), body(record)
     if op == "converse":
         return converse_body(json.loads(raw))
@@ -83,10 +97,19 @@ def expected_calls(record: dict[str, Any]) -> list[Call]:
             for kind, payload in aws_events(raw)
             if kind == "chunk"
         ]
-        return _with_whole_inputs(chunks)
+        if any("choices" in c for c in chunks):
+            return chat_stream(chunks, [])
+        if any(key in c for c in chunks for key in ("messageStart", "contentBlockDelta")):
+            return converse_stream([kind for c in chunks for kind in c.items()])
+        return _with_whole_inputs(chunks) if any("type" in c for c in chunks) else []
     if op == "streamRawPredict":
         return _with_whole_inputs(sse_events(raw.decode()))
-    return messages_body(json.loads(raw))
+    value = json.loads(raw)
+    if "choices" in value:
+        return chat_body(value)
+    if "output" in value:
+        return converse_body(value)
+    return messages_body(value)
 
 
 def _with_whole_inputs(events: list[Any]) -> list[Call]:

@@ -19,6 +19,7 @@ import yaml
 
 from support.captures import WIRE
 from tooltap.addon.harness.sockets import Frame, Step
+from tooltap.core import inspect
 
 RESPONSES_CASSETTE = "pydanticai_responses_websocket_tools.yaml"
 REALTIME_CASSETTE = "pydanticai_realtime_tool_call_round.yaml"
@@ -232,6 +233,17 @@ def realtime_turn(response_id: str, calls: list[tuple[str, str, str]], text: str
         output.append(item)
     events.append({"type": "response.done", "event_id": event_id(), "response": done})
     return [frame(e) for e in events]
+
+
+def read_to_the_close(reader: Any, messages: list[tuple[bool, bytes]]) -> None:
+    """A socket read to its close and every turn inspected: nothing raises, nothing stays held."""
+    turns = []
+    for from_client, message in messages:
+        turns += reader.feed(message, from_client)
+    turns += reader.close()
+    for turn in turns:
+        inspect(turn.exchange, turn.prior)
+    assert reader.held == 0
 
 
 def script(*steps: tuple[str | None, list[Frame]]) -> list[Step]:

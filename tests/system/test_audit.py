@@ -234,6 +234,8 @@ def test_json_output_carries_the_live_log_fields(api, capsys):
     assert summary == {
         "summary": True,
         "read": 1,
+        "not_read": 0,
+        "not_read_by_reason": {},
         "findings": 1,
         "baselined": 0,
         "exposure_over_budget": False,
@@ -369,3 +371,42 @@ def test_a_socket_saved_while_open_skips_its_turn_in_flight_rather_than_call_it_
     ]
     assert turns[1]["reason"] == "the socket was still open when the flow was saved"
     assert summary["read"] == 1
+
+
+def test_a_realtime_session_error_that_refused_nothing_is_audited_from_a_flow_file(
+    tmp_path, capsys
+):
+    """An empty audio buffer committed: the session's own error, said as a session-error in
+    every format (it once stopped the audit: "zip() argument 2 is shorter")."""
+    from mitmproxy import io
+    from mitmproxy.websocket import WebSocketMessage
+    from support.flows import socket_flow
+    from support.sockets import frame, realtime_session
+    from wsproto.frame_protocol import Opcode
+
+    flow = socket_flow("/v1/realtime?model=gpt-realtime")
+    said = "Error committing input audio buffer: buffer too small. Expected at least 100ms."
+    error = {"type": "invalid_request_error", "code": "input_audio_buffer_commit_empty",
+             "message": said, "param": None, "event_id": None}  # fmt: skip
+    messages = [
+        (False, realtime_session([])[0]),
+        (True, frame({"type": "input_audio_buffer.commit", "event_id": "event_c1"})),
+        (False, frame({"type": "error", "event_id": "event_e1", "error": error})),
+    ]
+    for from_client, content in messages:
+        flow.websocket.messages.append(WebSocketMessage(Opcode.TEXT, from_client, content.encode()))
+    flow.websocket.closed_by_client, flow.websocket.close_code = True, 1000
+    flow.websocket.timestamp_end = flow.request.timestamp_start + 1
+    path = tmp_path / "realtime.mitm"
+    with path.open("wb") as handle:
+        io.FlowWriter(handle).add(flow)
+    assert main(["audit", "-r", str(path), "--format", "json"]) == 0  # routine: fails nothing
+    *rows, summary = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["label"], r["scope"], r["session_errors"]) for r in rows] == [
+        ("WS /v1/realtime (session)", "session",
+         [{"type": "input_audio_buffer_commit_empty", "message": said}])
+    ]  # fmt: skip
+    assert (summary["read"], summary["findings"]) == (1, 0)
+    assert main(["audit", "-r", str(path), "--fail-on", "session-error"]) == 1
+    text = capsys.readouterr().out
+    assert f"the session said input_audio_buffer_commit_empty: {said}" in text

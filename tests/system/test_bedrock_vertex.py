@@ -1,11 +1,13 @@
-"""Anthropic on Bedrock and Vertex AI, and Bedrock Converse, through a real `tooltap run` with
-the clients teams use: boto3's bedrock-runtime, and the anthropic SDK's AnthropicBedrock and
-AnthropicVertex.
+"""Anthropic on Bedrock and Vertex AI, Bedrock Converse, and InvokeModel's other model families
+(Nova, gpt-oss, Titan, Claude 2's Text Completions), through a real `tooltap run` with the
+clients teams use: boto3's bedrock-runtime, and the anthropic SDK's AnthropicBedrock and
+AnthropicVertex; then the same exchanges audited from the flow file and the HAR the proxy saved,
+with the live findings.
 
 SigV4 signs the Host header, so Bedrock goes through tooltap in regular mode (an explicit HTTPS
 proxy whose CA the client trusts), as docs/running.md says; Vertex AI too, here. The upstream is
 a loopback TLS server answering with recorded bodies from the dialects corpus (event streams
-sent a frame at a time). Credentials are dummies.
+sent a frame at a time), by operation and model family. Credentials are dummies.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import anthropic
 import boto3
@@ -26,19 +28,25 @@ import httpx
 import pytest
 from botocore.config import Config
 from mitmproxy import io
+from support.prom import sample, scrape
 from support.tls import regular_proxy, upstream_tls
 
 from tooltap.addon.harness.replay import ReplayServer, Reply, Seen
 
-CORPUS = Path(__file__).parents[1] / "corpus" / "dialects" / "exchanges.jsonl"
-LINES = CORPUS.read_text(encoding="utf-8").splitlines()
+CORPUS = Path(__file__).parents[1] / "corpus" / "dialects"
+LINES = (CORPUS / "exchanges.jsonl").read_text(encoding="utf-8").splitlines()
+SECOND = (CORPUS / "exchanges-2.jsonl").read_text(encoding="utf-8").splitlines()
 CLAUDE = "anthropic.claude-3-sonnet-20240229-v1:0"
 NOVA_CLAUDE = "anthropic.claude-3-5-sonnet-20240620-v1:0"
 VERTEX_CLAUDE = "claude-sonnet-4-5@20250929"
+NOVA = "amazon.nova-micro-v1:0"
+GPT_OSS = "openai.gpt-oss-120b-1:0"
+TITAN = "amazon.titan-text-express-v1"
+CLAUDE_2 = "anthropic.claude-v2"
 
 
-def recorded(line: int) -> dict[str, Any]:
-    return json.loads(LINES[line])
+def recorded(line: int, lines: list[str] = LINES) -> dict[str, Any]:
+    return json.loads(lines[line])
 
 
 def frames(body: bytes) -> list[bytes]:
@@ -74,9 +82,39 @@ REPLIES = {
 }
 
 
+GPT_OSS_REPLY = {
+    "id": "chatcmpl-4f1c", "object": "chat.completion", "created": 1764633600, "model": GPT_OSS,
+    "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": "<reasoning>Two cities: two calls.</reasoning>",
+        "tool_calls": [
+            {"id": "chatcmpl-tool-a1", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'}},
+            {"id": "chatcmpl-tool-b2", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"location": "Oslo", "unit": 3}'}},
+        ]}}],
+    "usage": {"prompt_tokens": 180, "completion_tokens": 52, "total_tokens": 232},
+}  # fmt: skip
+# InvokeModel by model family: the recorded replies (exchanges-2.jsonl lines 289, 305, 334 and
+# 336), and a gpt-oss one in AWS's documented shape (a Chat Completions response).
+FAMILIES = {
+    (NOVA, "invoke"): reply_of(recorded(289, SECOND)),
+    (NOVA, "invoke-with-response-stream"): reply_of(recorded(305, SECOND)),
+    (TITAN, "invoke"): reply_of(recorded(334, SECOND)),
+    (CLAUDE_2, "invoke-with-response-stream"): reply_of(recorded(336, SECOND)),
+    (GPT_OSS, "invoke"): Reply(
+        headers=[("content-type", "application/json")], chunks=[json.dumps(GPT_OSS_REPLY).encode()]
+    ),
+}
+
+
 def route(seen: Seen) -> Reply:
     operation = seen.path.rsplit("/", 1)[-1].rsplit(":", 1)[-1]
-    return REPLIES.get(operation) or Reply(404, chunks=[b'{"message": "no such operation"}'])
+    model = unquote(seen.path.split("/")[2]) if seen.path.startswith("/model/") else ""
+    return (
+        FAMILIES.get((model, operation))
+        or REPLIES.get(operation)
+        or Reply(404, chunks=[b'{"message": "no such operation"}'])
+    )
 
 
 WEATHER = {
@@ -251,9 +289,52 @@ def test_every_byte_reaches_the_client_as_the_upstream_sent_it(stack):
             assert (got.status_code, got.content) == (200, reply.body), operation
 
 
-def test_each_endpoint_read_offline_from_a_flow_file_and_a_har_gives_the_live_findings(tmp_path):
-    """invoke, its stream, converse, its stream, rawPredict and streamRawPredict, saved by the
-    proxy as flows (-w) and as HAR, then audited: the same findings as the live log."""
+NOVA_ASK = recorded(289, SECOND)["request_body"]  # as the AWS SDK for Java sent it
+GPT_OSS_ASK = {
+    "messages": [{"role": "user", "content": "Weather in Paris and Oslo?"}],
+    "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}],
+}
+TITAN_ASK = {"inputText": "What are the 4 cardinal directions?",
+             "textGenerationConfig": {"maxTokenCount": 4096}}  # fmt: skip
+CLAUDE_2_ASK = {"prompt": "\n\nHuman:What are the 4 cardinal directions?\n\nAssistant:",
+                "max_tokens_to_sample": 300}  # fmt: skip
+TITAN_WHY = "Amazon Titan Text on InvokeModel (inputText): no tool calls"
+CLAUDE_2_WHY = (
+    "Anthropic Text Completions on InvokeModel (prompt and completion): no tools, and no "
+    "Messages turn"
+)
+
+
+def invoke_by_family(client: Any) -> None:
+    """boto3's invoke_model and invoke_model_with_response_stream, a model of each family; what
+    the client reads is the upstream's, unchanged."""
+    nova = json.loads(client.invoke_model(modelId=NOVA, body=NOVA_ASK)["body"].read())
+    assert [b["toolUse"]["toolUseId"] for b in nova["output"]["message"]["content"]
+            if "toolUse" in b] == ["d01caf28-63e1-4d23-9b03-41cb967810d3",
+                                   "ee0169e4-80b3-4691-83c9-fc1e17971570"]  # fmt: skip
+    streamed = client.invoke_model_with_response_stream(modelId=NOVA, body=NOVA_ASK)["body"]
+    events = [json.loads(e["chunk"]["bytes"]) for e in streamed if "chunk" in e]
+    assert "messageStart" in events[0] and "metadata" in events[-1]
+    chat = client.invoke_model(modelId=GPT_OSS, body=json.dumps(GPT_OSS_ASK))
+    assert json.loads(chat["body"].read()) == GPT_OSS_REPLY
+    titan = json.loads(
+        client.invoke_model(modelId=TITAN, body=json.dumps(TITAN_ASK))["body"].read()
+    )
+    assert titan["results"][0]["completionReason"] == "FINISH"
+    legacy = client.invoke_model_with_response_stream(
+        modelId=CLAUDE_2, body=json.dumps(CLAUDE_2_ASK)
+    )
+    completion = "".join(json.loads(e["chunk"]["bytes"])["completion"] for e in legacy["body"])
+    assert completion.startswith(" The 4 cardinal directions are")
+
+
+def test_each_endpoint_and_family_read_offline_from_a_flow_file_and_a_har_gives_the_live_findings(
+    tmp_path,
+):
+    """invoke, its stream, converse, its stream, rawPredict and streamRawPredict, then boto3's
+    InvokeModel of Nova (read by the Converse room, streamed and not), gpt-oss (by the Chat
+    room), Titan and Claude 2's Text Completions (not read, each said with why, at info), saved
+    by the proxy as flows (-w) and as HAR, then audited: the same findings as the live log."""
     upstream_ca, server_tls = upstream_tls(tmp_path)
     flows, har = tmp_path / "flows.mitm", tmp_path / "flows.har"
     saving = ("-w", str(flows), "--set", f"hardump={har}", "--set", "store_streamed_bodies=true")
@@ -270,12 +351,41 @@ def test_each_endpoint_read_offline_from_a_flow_file_and_a_har_gives_the_live_fi
                 content=record["request_body"].encode(),
                 headers={"content-type": "application/json"},
             )
-        live = proxy.wait_for("turn", 6)
-    found = [(t["api"], t["stream"], t["state"], t["calls"], t.get("response_id")) for t in live]
-    assert [(api, stream) for api, stream, *_ in found] == [
-        ("messages", False), ("messages", True), ("converse", False), ("converse", True),
-        ("messages", False), ("messages", True),
+        ca = os.path.join(proxy.confdir, "mitmproxy-ca-cert.pem")
+        invoke_by_family(bedrock((upstream, proxy, trusted, ca))[0])
+        live = proxy.wait_for("turn", 11)
+        calls = proxy.wait_for("tool_call", 13)
+        counted = sample(scrape(proxy), "tooltap_flows_total", api="none", outcome="not_read")
+    found = [
+        (t["api"], t["stream"], t["outcome"], t["state"], t["calls"], t.get("response_id"),
+         t["reason"])
+        for t in live
     ]  # fmt: skip
+    assert [(api, stream, outcome, reason) for api, stream, outcome, *_, reason in found] == [
+        ("messages", False, "inspected", None), ("messages", True, "inspected", None),
+        ("converse", False, "inspected", None), ("converse", True, "inspected", None),
+        ("messages", False, "inspected", None), ("messages", True, "inspected", None),
+        ("converse", False, "inspected", None), ("converse", True, "inspected", None),
+        ("chat", False, "inspected", None),
+        (None, False, "not_read", TITAN_WHY), (None, True, "not_read", CLAUDE_2_WHY),
+    ]  # fmt: skip
+    assert [(t["state"], t["calls"], t["level"]) for t in live[6:]] == [
+        ("fanout-no-strict", 2, "info"), ("fanout-no-strict", 2, "info"),
+        ("fanout-no-strict", 2, "warning"), (None, 0, "info"), (None, 0, "info"),
+    ]  # fmt: skip
+    assert [(t["path"], t["model"]) for t in live[6:8]] == [
+        (f"/model/{NOVA.replace(':', '%3A')}/invoke", NOVA),
+        (f"/model/{NOVA.replace(':', '%3A')}/invoke-with-response-stream", NOVA),
+    ]
+    assert [(c["name"], c["arguments_raw"], bool(c["schema_errors"])) for c in calls[-6:]] == [
+        ("get_current_weather", '{"location":"Seattle"}', False),
+        ("get_current_weather", '{"location":"San Francisco"}', False),
+        ("get_current_weather", '{"location":"Seattle"}', False),
+        ("get_current_weather", '{"location":"San Francisco"}', False),
+        ("get_weather", '{"location": "Paris"}', False),
+        ("get_weather", '{"location": "Oslo", "unit": 3}', True),  # unit must be a string
+    ]
+    assert len(calls) == 13 and counted == 2
     # mitmproxy's HAR keeps the event streams as text (they are mostly text); other tools keep a
     # binary body in base64, as this copy does with the bytes the flow file holds.
     with flows.open("rb") as handle:
@@ -289,15 +399,18 @@ def test_each_endpoint_read_offline_from_a_flow_file_and_a_har_gives_the_live_fi
             }
     base64_har = tmp_path / "base64.har"
     base64_har.write_text(json.dumps(document))
-    assert base64_har.read_text().count('"encoding": "base64"') == 2
+    assert base64_har.read_text().count('"encoding": "base64"') == 4
     for source in (["-r", str(flows)], ["--har", str(har)], ["--har", str(base64_har)]):
         done = subprocess.run(
             [sys.executable, "-m", "tooltap.addon.commands.cli", "audit", *source,
              "--format", "json"],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
-        *rows, _summary = [json.loads(row) for row in done.stdout.splitlines()]
+        *rows, summary = [json.loads(row) for row in done.stdout.splitlines()]
         offline = [
-            (r["api"], r["stream"], r["state"], len(r["calls"]), r.get("response_id")) for r in rows
-        ]
+            (r["api"], r["stream"], r["outcome"], r["state"], len(r["calls"]),
+             r.get("response_id"), r["reason"])
+            for r in rows
+        ]  # fmt: skip
         assert offline == found, source
+        assert summary["not_read_by_reason"] == {TITAN_WHY: 1, CLAUDE_2_WHY: 1}, source

@@ -28,6 +28,7 @@ STEPS = tuple(
         "core",
         "profile",
         "websocket",
+        "live",
         "web",
         "traces",
         "state",

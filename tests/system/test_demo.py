@@ -23,16 +23,17 @@ def test_the_demo_summary_matches_the_scripted_scenario():
         "strict-void": 2,
         "strict-at-risk": 3,
         "strict-serialised": 1,
-        "fanout-no-strict": 4,
-        "no-strict-declared": 2,
+        "fanout-no-strict": 5,
+        "no-strict-declared": 5,
         "no-tools": 1,
     }
     assert summary.exposure == 2 / 5
     assert summary.unguaranteed == 5
-    assert summary.formats == {"free-text": 12, "advisory-schema": 1}
+    assert summary.formats == {"free-text": 16, "advisory-schema": 1}
     # MCP adds a schema and a result_schema error, an unlisted-tool, two ok results and an
-    # isError one, and a JSON-RPC -32602.
-    assert summary.argument_errors == {"schema": 5, "parse": 1, "result_schema": 1}
+    # isError one, and a JSON-RPC -32602; Gemini Live a schema error, two ok results and an
+    # error one.
+    assert summary.argument_errors == {"schema": 6, "parse": 1, "result_schema": 1}
     assert summary.loop_errors == {
         "unanswered-call": 4,
         "orphan-result": 1,
@@ -40,7 +41,7 @@ def test_the_demo_summary_matches_the_scripted_scenario():
         "unlisted-tool": 1,
     }
     # The headlines server adds two ok results, a changed tool and hidden text.
-    assert summary.tool_results == {"ok": 12, "error": 3}
+    assert summary.tool_results == {"ok": 14, "error": 4}
     assert summary.rejected == {"400": 5, "-32602": 1}
     assert summary.mcp_calls == {"forecast-tools 0.3.1": 4, "headlines 1.2.0": 2}
     assert summary.tool_changes == {"headlines": 1}
@@ -83,6 +84,21 @@ def test_the_demo_summary_matches_the_scripted_scenario():
     assert re.search(
         r"\] loop_error .* api=gemini ids=\['8hd01vsf'\] .*"
         r"rule=missing-thought-signature where=contents\.1\.parts\.0",
+        text,
+    )
+    # Gemini Live, through google-genai's live client: read off its socket, binary frames and all.
+    assert re.search(
+        r"\] tool_call .* api=gemini_live arguments_raw='\{\"city\":\"Bergen\",\"units\":\"kelvin\"\}' "
+        r"call_id=fc_8XkzQ2mTqG2 name=get_weather schema_errors=\[\{'path': '\$\.units'",
+        text,
+    )
+    assert re.search(
+        r"\] turn .* api=gemini_live calls=2 .* model=gemini-live-2\.5-flash-preview .*"
+        r"state=fanout-no-strict .* transport=websocket",
+        text,
+    )
+    assert re.search(
+        r"\] tool_result_error .* api=gemini_live call_id=fc_8XkzQ2mTqG2 where=functionResponses\.1",
         text,
     )
     # Ollama, through the ollama client, streamed as NDJSON: a call off its schema, and the

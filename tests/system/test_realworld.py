@@ -1,9 +1,10 @@
-"""The real-world corpus (corpus/realworld, see its sources.txt), every exchange, as one test.
+"""The real-world corpus (corpus/realworld, see its sources*.txt), every exchange of every
+file, as one test per file.
 
-1,182 exchanges recorded live by 23 public projects from first-party APIs, Azure,
-OpenAI-compatible servers and gateways. The calls each one should yield are read by
-realworld_reader, which shares no code with tooltap; every message names
-the exchange by its line index (from 0) and its source.
+exchanges.jsonl: 1,182 exchanges recorded live by 23 public projects; exchanges-2.jsonl: 484 more
+from 18 others; first-party APIs, Azure, OpenAI-compatible servers and gateways. The calls each
+one should yield are read by realworld_reader, which shares no code with tooltap; every message
+names the exchange by its file, its line index (from 0) and its source.
 """
 
 from __future__ import annotations
@@ -13,65 +14,54 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from support.corpora import Corpus, read
 from support.realworld_reader import dialect, error_message, expected_calls, is_stream
 
-from tooltap.addon.inspection.session import Session
-from tooltap.core import Exchange, Verdict
-
-CORPUS = Path(__file__).parents[1] / "corpus" / "realworld" / "exchanges.jsonl"
-RECORDS: list[dict[str, Any]] = [
-    json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()
-]
+FOLDER = Path(__file__).parents[1] / "corpus" / "realworld"
 FIRST_PARTY = ("api.openai.com", "api.anthropic.com")
 LOOP_RULES = {"unanswered-call", "orphan-result", "duplicate-result"}
 # Fields of a printed verdict that may differ from one run to the next.
 PER_RUN = {"inspect_ms"}
+# What each file holds (its sources file says where every exchange comes from).
+FIGURES = {
+    "exchanges.jsonl": {
+        "exchanges": 1182, "2xx": 1139, "4xx": 42, "5xx": 1,
+        "chat": 552, "chat SSE": 216, "responses": 320, "responses SSE": 85,
+        "messages": 310, "messages SSE": 125,
+        "exchanges with calls": 539, "calls": 659, "exchanges with 2+ calls": 105,
+        "exchanges with hosted calls": 3, "hosted calls": 6,
+    },
+    "exchanges-2.jsonl": {
+        "exchanges": 484, "2xx": 458, "4xx": 26, "5xx": 0,
+        "chat": 280, "chat SSE": 38, "responses": 137, "responses SSE": 32,
+        "messages": 67, "messages SSE": 16,
+        "exchanges with calls": 223, "calls": 248, "exchanges with 2+ calls": 19,
+        "exchanges with hosted calls": 14, "hosted calls": 15,
+    },
+}  # fmt: skip
 
 
-def exchange(record: dict[str, Any]) -> Exchange:
-    return Exchange(
-        method=record["method"],
-        url=record["url"],
-        request_body=record["request_body"].encode(),
-        request_headers=record["request_headers"],
-        status=record["status"],
-        response_headers=record["response_headers"],
-        response_body=(record["response_body"] or "").encode(),  # one 500 came with no body
-    )
+@pytest.fixture(scope="module", params=sorted(FIGURES))
+def corpus(request: pytest.FixtureRequest) -> Corpus:
+    return read(FOLDER / request.param)
 
 
-def inspect_in_order(records: list[dict[str, Any]]) -> list[Verdict]:
-    """Each exchange in file order, in one session (the memory the proxy and audit keep)."""
-    session = Session()  # an application's tools are pinned by recording, as audit pins them
-    return [
-        session.inspect(exchange(record), application=record["source"].partition("#")[0])
-        for record in records
+@pytest.fixture(scope="module")
+def audit(corpus: Corpus) -> subprocess.CompletedProcess[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "tooltap.addon.commands.cli",
+        "audit",
+        "--jsonl",
+        str(corpus.path),
     ]
-
-
-@pytest.fixture(scope="module")
-def verdicts() -> list[Verdict]:
-    return inspect_in_order(RECORDS)
-
-
-@pytest.fixture(scope="module")
-def audit() -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "tooltap.addon.commands.cli", "audit", "--jsonl", str(CORPUS)]
     return subprocess.run(
         [*command, "--format", "json"], capture_output=True, text=True, timeout=120, check=False
     )
-
-
-def where(index: int) -> str:
-    return f"#{index} {RECORDS[index]['source']}"
-
-
-def accepted(index: int) -> bool:
-    return 200 <= RECORDS[index]["status"] < 300
 
 
 def listing(failures: list[str], what: str) -> str:
@@ -82,13 +72,14 @@ def calls_text(calls: list[tuple[str, str, str]]) -> str:
     return "[" + ", ".join(f"{i or '-'} {n}({a[:80]})" for i, n, a in calls) + "]"
 
 
-def test_the_corpus_is_the_one_sources_txt_describes():
-    statuses = Counter(r["status"] // 100 for r in RECORDS)
-    by_api = Counter((dialect(r["url"]), is_stream(r)) for r in RECORDS)
-    found = [expected_calls(r) for r in RECORDS if 200 <= r["status"] < 300]
-    hosted = [expected_calls(r, hosted=True) for r in RECORDS if 200 <= r["status"] < 300]
+def test_the_corpus_is_the_one_sources_txt_describes(corpus):
+    records = corpus.records
+    statuses = Counter(r["status"] // 100 for r in records)
+    by_api = Counter((dialect(r["url"]), is_stream(r)) for r in records)
+    found = [expected_calls(r) for r in records if 200 <= r["status"] < 300]
+    hosted = [expected_calls(r, hosted=True) for r in records if 200 <= r["status"] < 300]
     figures = {
-        "exchanges": len(RECORDS),
+        "exchanges": len(records),
         "2xx": statuses[2],
         "4xx": statuses[4],
         "5xx": statuses[5],
@@ -104,27 +95,12 @@ def test_the_corpus_is_the_one_sources_txt_describes():
         "exchanges with hosted calls": sum(1 for c in hosted if c),
         "hosted calls": sum(len(c) for c in hosted),
     }
-    assert figures == {
-        "exchanges": 1182,
-        "2xx": 1139,
-        "4xx": 42,
-        "5xx": 1,
-        "chat": 552,
-        "chat SSE": 216,
-        "responses": 320,
-        "responses SSE": 85,
-        "messages": 310,
-        "messages SSE": 125,
-        "exchanges with calls": 539,
-        "calls": 659,
-        "exchanges with 2+ calls": 105,
-        "exchanges with hosted calls": 3,
-        "hosted calls": 6,
-    }
+    assert figures == FIGURES[corpus.path.name]
 
 
-def test_audit_prints_the_verdict_inspect_gives_for_every_exchange(audit, verdicts):
+def test_audit_prints_the_verdict_inspect_gives_for_every_exchange(audit, corpus):
     assert audit.returncode == 1, audit.stderr  # the corpus holds findings (strict-void, 4xx)
+    verdicts, where = corpus.verdicts, corpus.where
     lines = [json.loads(line) for line in audit.stdout.splitlines()]
     *printed, summary = lines
     assert summary.get("summary") is True, summary
@@ -132,10 +108,10 @@ def test_audit_prints_the_verdict_inspect_gives_for_every_exchange(audit, verdic
     assert len(printed) == len(shown), (
         f"audit printed {len(printed)} verdicts, inspect gave {len(shown)} not skipped"
     )
-    assert summary["read"] == len(shown)
+    assert (summary["read"], summary["not_read"]) == (len(shown), 0)  # every one read
     failures = []
     for index, line in zip(shown, printed, strict=True):
-        record = RECORDS[index]
+        record = corpus.records[index]
         label, finding, failing = line.pop("label"), line.pop("finding"), line.pop("failing")
         mine = {k: v for k, v in verdicts[index].to_dict().items() if k not in PER_RUN}
         theirs = {k: v for k, v in line.items() if k not in PER_RUN}
@@ -147,28 +123,28 @@ def test_audit_prints_the_verdict_inspect_gives_for_every_exchange(audit, verdic
     assert not failures, listing(failures, "where audit and inspect disagree")
 
 
-def test_every_accepted_exchange_is_inspected(verdicts):
+def test_every_accepted_exchange_is_inspected(corpus):
     failures = [
-        f"{where(i)}: {v.api} {v.outcome}: {v.reason}"
-        for i, v in enumerate(verdicts)
-        if accepted(i) and v.outcome != "inspected"
+        f"{corpus.where(i)}: {v.api} {v.outcome}: {v.reason}"
+        for i, v in enumerate(corpus.verdicts)
+        if corpus.accepted(i) and v.outcome != "inspected"
     ]
     assert not failures, listing(failures, "accepted by the API but not inspected")
 
 
-def test_every_accepted_exchange_yields_the_calls_an_independent_reader_finds(verdicts):
-    failures = []
-    for i, v in enumerate(verdicts):
-        if not accepted(i):
+def test_every_accepted_exchange_yields_the_calls_an_independent_reader_finds(corpus):
+    failures, where, records = [], corpus.where, corpus.records
+    for i, v in enumerate(corpus.verdicts):
+        if not corpus.accepted(i):
             continue
         notes: list[str] = []
-        expected = expected_calls(RECORDS[i], notes)
+        expected = expected_calls(records[i], notes)
         got = [(c.call_id, c.name, c.arguments_raw) for c in v.calls if not c.hosted]
         hosted = [(c.call_id, c.name, c.arguments_raw) for c in v.calls if c.hosted]
-        if hosted != expected_calls(RECORDS[i], hosted=True):
+        if hosted != expected_calls(records[i], hosted=True):
             failures.append(f"{where(i)}: hosted calls {calls_text(hosted)}")
         elif got != expected:
-            kind = f"{dialect(RECORDS[i]['url'])}{' SSE' if is_stream(RECORDS[i]) else ''}"
+            kind = f"{dialect(records[i]['url'])}{' SSE' if is_stream(records[i]) else ''}"
             failures.append(
                 f"{where(i)} ({kind}{'; ' if notes else ''}{'; '.join(notes)}):\n"
                 f"  expected {calls_text(expected)}\n  tooltap  {calls_text(got)}"
@@ -176,35 +152,35 @@ def test_every_accepted_exchange_yields_the_calls_an_independent_reader_finds(ve
     assert not failures, listing(failures, "whose calls differ from the independent reader's")
 
 
-def test_no_loop_error_on_a_first_party_exchange_the_api_accepted(verdicts):
+def test_no_loop_error_on_a_first_party_exchange_the_api_accepted(corpus):
     failures = []
-    for i, v in enumerate(verdicts):
-        host = urlsplit(RECORDS[i]["url"]).hostname or ""
+    for i, v in enumerate(corpus.verdicts):
+        host = urlsplit(corpus.records[i]["url"]).hostname or ""
         first_party = host in FIRST_PARTY or host.endswith(".openai.azure.com")
-        if not (first_party and accepted(i)):
+        if not (first_party and corpus.accepted(i)):
             continue
         failures += [
-            f"{where(i)}: {e.rule} {', '.join(e.ids)} at {e.where}"
+            f"{corpus.where(i)}: {e.rule} {', '.join(e.ids)} at {e.where}"
             for e in v.loop_errors
             if e.rule in LOOP_RULES
         ]
     assert not failures, listing(failures, "of loop errors on requests the API accepted")
 
 
-def test_every_rejection_carries_the_apis_own_message(verdicts):
-    failures = []
+def test_every_rejection_carries_the_apis_own_message(corpus):
+    failures, where = [], corpus.where
     rejections = 0
-    for i, v in enumerate(verdicts):
-        status = RECORDS[i]["status"]
+    for i, v in enumerate(corpus.verdicts):
+        status = corpus.records[i]["status"]
         if not 400 <= status < 500:
             continue
         rejections += 1
-        message = error_message(RECORDS[i])
+        message = error_message(corpus.records[i])
         if v.rejected is None:
             failures.append(f"{where(i)}: {status} not rejected ({v.outcome}: {v.reason})")
         elif (v.rejected.status, v.rejected.message) != (status, message):
             failures.append(
                 f"{where(i)}: {v.rejected.status} {v.rejected.message!r}, the API said {status} {message!r}"
             )
-    assert rejections == 42
+    assert rejections == FIGURES[corpus.path.name]["4xx"]
     assert not failures, listing(failures, "whose rejection is not the API's own")

@@ -1693,8 +1693,13 @@ def test_any_exchange_through_the_addon_leaves_the_flow_unchanged_and_every_chun
         logged = [json.loads(line) for line in addon._log_stream.getvalue().splitlines()]
         addon.done()
     assert errors == 0
-    if api == "embeddings":
-        assert counted == {} and logged == []
+    if api == "embeddings":  # no dialect reads it: said and counted, never held nor read
+        gone = ending in ("upstream-failed", "no-response")
+        outcome = "upstream_error" if gone else "not_read"
+        assert counted == {("none", outcome): 1}
+        assert [(e["event"], e["outcome"], e["level"]) for e in logged] == [
+            ("turn", outcome, "warning" if gone else "info")
+        ]
         return
     assert sum(counted.values()) == 1
     ((counted_api, outcome),) = counted

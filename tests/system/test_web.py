@@ -28,6 +28,7 @@ from tooltap.addon.harness.replay import ReplayServer
 from tooltap.addon.web.view import KEY
 
 RED, YELLOW = "\N{LARGE RED CIRCLE}", "\N{LARGE YELLOW CIRCLE}"
+LIVE_PATH = "/ws/google.ai.generativelanguage.v1.GenerativeService.BidiGenerateContent"
 # What each demo step's flow says in mitmweb's list, in the demo's order.
 DEMO_FLOWS = [
     ("/v1/chat/completions", RED, "tooltap: strict-void"),
@@ -57,6 +58,12 @@ DEMO_FLOWS = [
         "/v1beta/models/gemini-3-flash-preview:generateContent",
         RED,
         "tooltap: missing-thought-signature, rejected",
+    ),
+    (
+        LIVE_PATH,
+        RED,
+        "tooltap: fanout-no-strict, argument-schema; no finding (no-strict-declared), 1 tool"
+        " failure(s); no finding (no-strict-declared); no finding (no-strict-declared)",
     ),
     ("/api/chat", RED, "tooltap: fanout-no-strict, argument-schema, unanswered-call"),
 ]
@@ -195,7 +202,9 @@ def test_the_tooltap_view_is_chosen_for_the_model_apis_and_says_the_finding_firs
 
 def test_a_sockets_turns_show_on_the_messages_that_ended_them(demo_web):
     _, _, web = demo_web
-    (socket,) = [f for f in web.flows() if f.get("websocket")]
+    (socket,) = [
+        f for f in web.flows() if f.get("websocket") and f["request"]["path"] == "/v1/responses"
+    ]
     messages = web.view(socket["id"], "messages")
     shown = [(i, m["text"].splitlines()[0]) for i, m in enumerate(messages)
              if m["view_name"] == "tooltap"]  # fmt: skip
@@ -211,12 +220,33 @@ def test_a_sockets_turns_show_on_the_messages_that_ended_them(demo_web):
     assert "\n\ntooltap turn 2 of 2: strict-at-risk, unanswered-call" in upgrade
 
 
+def test_a_gemini_live_sockets_turns_show_on_the_binary_frames_that_ended_them(demo_web):
+    _, _, web = demo_web
+    (socket,) = [f for f in web.flows() if f["request"]["path"] == LIVE_PATH]
+    messages = web.view(socket["id"], "messages")
+    shown = [(i, m["text"].splitlines()[0]) for i, m in enumerate(messages)
+             if m["view_name"] == "tooltap"]  # fmt: skip
+    raw = web.view(socket["id"], "messages", "raw")
+    # Each turn ends at a toolCall or a turnComplete (the bare one after a toolCall ends none).
+    ends = [i for i, m in enumerate(raw) if not m["from_client"]
+            and ('"toolCall"' in m["text"] or '"turnComplete"' in m["text"])]  # fmt: skip
+    assert [i for i, _ in shown] == [ends[0], ends[1], ends[3], ends[4]]
+    assert [line for _, line in shown] == [
+        "tooltap fanout-no-strict, argument-schema",
+        "tooltap no finding (no-strict-declared), 1 tool failure(s)",
+        "tooltap no finding (no-strict-declared)",
+        "tooltap no finding (no-strict-declared)",
+    ]
+    upgrade = web.view(socket["id"], "response")["text"]
+    assert upgrade.startswith("tooltap turn 1 of 4: fanout-no-strict, argument-schema")
+
+
 def test_marks_and_comments_leave_the_bytes_on_the_wire_unchanged():
     with demo_through_web() as (proxy, upstream, web):
         before = len(web.flows())
-        connection = replay_every_step(proxy, upstream)
+        connections = replay_every_step(proxy, upstream)
         flows = web.annotated(before + len(DEMO_FLOWS))
-        relayed(web, connection)
+        relayed(web, connections)
     # The same requests and socket, marked and commented as the first time.
     originals = [f for f in listed(flows[:before]) if f[0] not in (PATH, HEADLINES_PATH)]
     replayed = listed(flows[before:])
@@ -230,8 +260,8 @@ HOP = {"host", "content-length", "transfer-encoding", "connection", "date", "ser
 def replay_every_step(proxy: Proxy, upstream: ReplayServer) -> Any:
     """Each HTTP request the upstream saw, sent again through the proxy as raw bytes: the
     upstream gets the same request, headers included, and the client the same response, its
-    headers included, byte for byte. Then the WebSocket step again, through the SDK: every
-    frame arrives unchanged, both ways."""
+    headers included, byte for byte. Then the WebSocket steps again (the Responses socket and
+    the Gemini Live one), through the SDKs: every frame arrives unchanged, both ways."""
     # The MCP step reached a live tool server (its sessions are new each time): its bytes are
     # checked against that server in tests/system/test_mcp_clients.py.
     recorded = [seen for seen in upstream.seen if not seen.path.startswith((PATH, HEADLINES_PATH))]
@@ -253,22 +283,29 @@ def replay_every_step(proxy: Proxy, upstream: ReplayServer) -> Any:
             again = upstream.seen[-1]
             assert (again.method, again.path, again.body) == (seen.method, seen.path, seen.body)
             assert {k: v for k, v in again.headers.items() if k not in HOP} == headers
-    socket_step = next(step for step in STEPS if step.name == "responses-websocket")
-    before = len(upstream.connections)
-    socket_step.call(Clients(proxy.url, {"x-demo-step": socket_step.name}))
-    (connection,) = upstream.connections[before:]
-    assert connection.closed.wait(5)
-    return connection
+    trust = os.path.join(proxy.confdir, "mitmproxy-ca-cert.pem")
+    connections = []
+    for name in ("responses-websocket", "gemini-live"):
+        step = next(step for step in STEPS if step.name == name)
+        before = len(upstream.connections)
+        step.call(Clients(proxy.url, {"x-demo-step": name}, ca=trust))
+        (connection,) = upstream.connections[before:]
+        assert connection.closed.wait(5)
+        connections.append(connection)
+    return connections
 
 
-def relayed(web: Web, connection: Any) -> None:
-    """mitmweb's record of the replayed socket holds exactly the frames both ends exchanged."""
-    socket = [f for f in web.flows() if f.get("websocket")][-1]
-    messages = web.view(socket["id"], "messages", "raw")
-    client_side = [m["text"] for m in messages if m["from_client"]]
-    server_side = [m["text"] for m in messages if not m["from_client"]]
-    assert client_side == [_text(m) for m in connection.received]
-    assert server_side == [_text(m) for m in connection.sent]
+def relayed(web: Web, connections: list[Any]) -> None:
+    """mitmweb's record of each replayed socket holds exactly the frames both ends exchanged."""
+    for connection in connections:
+        socket = [
+            f for f in web.flows() if f.get("websocket") and f["request"]["path"] == connection.path
+        ][-1]
+        messages = web.view(socket["id"], "messages", "raw")
+        client_side = [m["text"] for m in messages if m["from_client"]]
+        server_side = [m["text"] for m in messages if not m["from_client"]]
+        assert client_side == [_text(m) for m in connection.received]
+        assert server_side == [_text(m) for m in connection.sent]
 
 
 def _text(message: str | bytes) -> str:

@@ -1,0 +1,524 @@
+"""The Gemini Live API read off its socket (tooltap.core.dialects.gemini_live and the session
+reader in tooltap.core.sockets): its turns, its calls against the setup's declarations, its
+loop by id (answered, cancelled, non-blocking and late, never answered), its session signals,
+and any messages in any order read without raising or holding bytes past the close.
+
+Client messages are written as google-genai sends them (`tool_response`, `client_content` in
+snake_case at the top, camelCase inside); server messages as the harness writes Google's.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.sockets import read_to_the_close
+
+from tooltap.addon.harness import live
+from tooltap.addon.inspection.session import Session
+from tooltap.core.dialects import detect_socket, gemini_live
+from tooltap.core.findings import DEFAULT, findings
+from tooltap.core.sockets import (
+    ends_turn,
+    kind_of,
+    needed,
+    readable,
+    socket_reader,
+    wanted,
+)
+
+URL = "wss://generativelanguage.googleapis.com/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
+VERTEX = "wss://us-central1-aiplatform.googleapis.com/ws/google.cloud.aiplatform.v1beta1.LlmBidiService/BidiGenerateContent"
+WEATHER, BOOKING = live.WEATHER, live.BOOKING
+MODEL = "models/gemini-live-2.5-flash-preview"
+
+
+def setup(*declarations: dict[str, Any], **more: Any) -> dict[str, Any]:
+    tools = [{"functionDeclarations": list(declarations or (WEATHER, BOOKING))}]
+    return {"setup": {"model": MODEL, "tools": tools, **more}}
+
+
+def ask(words: str = "Weather in Paris?") -> dict[str, Any]:
+    return {"client_content": {"turns": [{"role": "user", "parts": [{"text": words}]}]}}
+
+
+def respond(*answers: tuple[str, str, dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """google-genai's send_tool_response: (id, name, response) per call."""
+    return {
+        "tool_response": {
+            "functionResponses": [
+                {"id": i, "name": n, "response": r, **extra} for i, n, r in answers
+            ]
+        }
+    }
+
+
+PARIS = ("fc_paris", "get_weather", {"city": "Paris", "units": "c"})
+ROME = ("fc_rome", "get_weather", {"city": "Rome", "units": "kelvin"})
+TICKET = ("fc_ticket", "book_ticket", {"flight": "LH1234"})
+
+
+class Session_:
+    """One socket: messages in, verdicts out (the turns inspected, the session's findings)."""
+
+    def __init__(self, url: str = URL, max_turn: int = 8 << 20, late: bool = False) -> None:
+        self.reader = socket_reader("gemini_live", url, max_turn, late)
+        self.session = Session()
+        self.turns: list[Any] = []
+
+    def client(self, message: dict[str, Any]) -> None:
+        self.turns += self.reader.feed(json.dumps(message).encode(), True)
+
+    def server(self, *messages: bytes) -> None:
+        for message in messages:
+            self.turns += self.reader.feed(message, False)
+
+    def close(self) -> list[Any]:
+        self.turns += self.reader.close()
+        out = []
+        for turn in self.turns:
+            if turn.said is not None:
+                out.append(turn.said)
+            elif turn.skipped is None:
+                out.append(self.session.inspect(turn.exchange, turn.prior))
+            else:
+                out.append(turn.skipped)
+        assert self.reader.held == 0
+        return out
+
+
+def rules(verdicts: list[Any]) -> list[tuple[str, list[str]]]:
+    return [(e.rule, e.ids) for v in verdicts if not isinstance(v, str) for e in v.loop_errors]
+
+
+def results(verdicts: list[Any]) -> list[tuple[str, str]]:
+    return [
+        (r.call_id, r.outcome) for v in verdicts if not isinstance(v, str) for r in v.tool_results
+    ]
+
+
+# --- recognition and the hot path ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent",
+        "/ws/google.ai.generativelanguage.v1alpha.GenerativeService.BidiGenerateContent",
+        "/ws/google.ai.generativelanguage.v1alpha.GenerativeService.BidiGenerateContentConstrained",
+        "/ws/google.cloud.aiplatform.v1beta1.LlmBidiService/BidiGenerateContent",
+    ],
+)
+def test_every_live_path_is_recognised_as_gemini_live(path):
+    assert detect_socket(path + "?key=AIza") == "gemini_live"
+    assert detect_socket("/v1beta/models/gemini-2.5-flash:streamGenerateContent") is None
+
+
+def test_binary_frames_are_read_only_where_the_api_sends_json_in_them():
+    assert readable("gemini_live", is_text=False)
+    assert not readable("realtime", is_text=False)
+    assert wanted("gemini_live", live.tool_call(PARIS), is_text=False)
+
+
+def test_audio_realtime_input_and_transcriptions_are_never_held():
+    assert kind_of("gemini_live", live.audio()) == "serverContent"
+    assert not needed("gemini_live", live.audio(), "serverContent")
+    chunk = json.dumps({"realtime_input": {"audio": {"data": live.SILENCE}}}).encode()
+    assert kind_of("gemini_live", chunk) == "realtimeInput"
+    assert not wanted("gemini_live", chunk, is_text=True)
+    said = live.frame({"serverContent": {"outputTranscription": {"text": "Twelve"}}})
+    assert not needed("gemini_live", said, "serverContent")
+    # ... unless the message also ends the turn: its marker is read from its tail.
+    ending = live.frame({"serverContent": {"outputTranscription": {"text": "."}, "turnComplete": True}})  # fmt: skip
+    assert needed("gemini_live", ending, "serverContent")
+    assert ends_turn("gemini_live", ending, "serverContent")
+
+
+def test_client_content_and_text_input_are_held_media_only_with_function_parts():
+    assert wanted("gemini_live", json.dumps(ask()).encode(), True)
+    image = {"inlineData": {"mimeType": "image/jpeg", "data": live.SILENCE}}
+    picture = {"clientContent": {"turns": [{"role": "user", "parts": [image]}]}}
+    assert not wanted("gemini_live", json.dumps(picture).encode(), True)
+    history = {"clientContent": {"turns": [{"role": "user", "parts": [image, {"functionResponse": {}}]}]}}  # fmt: skip
+    assert wanted("gemini_live", json.dumps(history).encode(), True)
+    for signal in ({"text": "Paris?"}, {"activityEnd": {}}, {"audioStreamEnd": True}):
+        assert wanted("gemini_live", json.dumps({"realtimeInput": signal}).encode(), True)
+    video = {"realtimeInput": {"video": {"mimeType": "image/jpeg", "data": live.SILENCE}}}
+    assert not wanted("gemini_live", json.dumps(video).encode(), True)
+
+
+def test_a_tool_call_and_a_turn_complete_send_the_batch_at_once():
+    assert ends_turn("gemini_live", live.tool_call(PARIS), "toolCall")
+    assert ends_turn("gemini_live", live.turn_complete(10, 2), "serverContent")
+    assert not ends_turn("gemini_live", live.text("Hi"), "serverContent")
+
+
+def test_the_setup_reads_as_gemini_reads_a_request_under_auto():
+    request = gemini_live.session_request(
+        {
+            "model": "projects/p/locations/us-central1/publishers/google/models/gemini-live-2.5",
+            "tools": [{"googleSearch": {}}, {"functionDeclarations": [WEATHER]}],
+        }
+    )
+    assert request["model"] == "gemini-live-2.5"
+    # AUTO, though a built-in tool sits beside: the VALIDATED default is generateContent's.
+    assert request["toolConfig"] == {"functionCallingConfig": {"mode": "AUTO"}}
+
+
+def test_behavior_unset_blocks_on_the_gemini_api_and_not_on_vertex():
+    declared = {"tools": [{"function_declarations": [WEATHER, BOOKING]}]}
+    assert gemini_live.blocking_names(declared, vertex=False) == ({"get_weather"}, {"book_ticket"})
+    assert gemini_live.blocking_names(declared, vertex=True) == (set(), {"get_weather", "book_ticket"})  # fmt: skip
+
+
+# --- turns ---------------------------------------------------------------------------------------
+
+
+def test_a_call_answered_gives_two_clean_turns_and_an_ok_result():
+    s = Session_()
+    s.client(setup())
+    s.server(live.setup_complete())
+    s.client(ask())
+    s.server(live.tool_call(PARIS))
+    s.client(respond(("fc_paris", "get_weather", {"temperature": 12})))
+    s.server(*live.answer("Paris is 12C.", 120, 8))
+    calling, answering = s.close()
+    assert (calling.api, calling.model, calling.state, calling.finish_reasons) == (
+        "gemini_live", "gemini-live-2.5-flash-preview", "no-strict-declared", ["toolCall"],
+    )  # fmt: skip
+    assert [(c.call_id, c.name, c.arguments_raw, c.schema_errors) for c in calling.calls] == [
+        ("fc_paris", "get_weather", '{"city":"Paris","units":"c"}', [])
+    ]
+    assert (answering.call_count, answering.output_types, answering.finish_reasons) == (
+        0, ["text"], ["turnComplete"],
+    )  # fmt: skip
+    assert answering.usage == {"input_tokens": 120, "output_tokens": 8}
+    assert results([calling, answering]) == [("fc_paris", "ok")]
+    assert rules([calling, answering]) == []
+
+
+def test_arguments_off_their_schema_are_schema_errors_and_two_calls_a_fan_out():
+    s = Session_()
+    s.client(setup())
+    s.client(ask("Paris and Rome?"))
+    s.server(live.tool_call(PARIS, ROME))
+    (turn,) = s.close()[:1]
+    assert turn.state == "fanout-no-strict"
+    (rome,) = [c for c in turn.calls if c.schema_errors]
+    assert (rome.call_id, [(e.path, e.message) for e in rome.schema_errors]) == (
+        "fc_rome",
+        [("$.units", '"kelvin" is not one of "c" or "f"')],
+    )
+    assert "argument-schema" in findings(turn)
+
+
+def test_a_voice_turn_opens_at_generation_complete_its_audio_unread():
+    s = Session_()
+    s.client(setup())
+    s.server(live.generation_complete(), live.turn_complete())
+    s.server(live.turn_complete())  # a turn whose audio alone came: still a turn
+    first, second = s.close()
+    assert (first.finish_reasons, second.finish_reasons) == (["turnComplete"], ["turnComplete"])
+
+
+def test_a_bare_turn_complete_right_after_a_tool_call_ends_that_turn_not_a_new_one():
+    s = Session_()
+    s.client(setup())
+    s.server(live.tool_call(TICKET), live.turn_complete())
+    s.client(respond(("fc_ticket", "book_ticket", {"status": "booked"}), scheduling="SILENT"))
+    verdicts = s.close()
+    assert [v.scope for v in verdicts] == ["turn", "session"]
+    # No turn followed the response: it is counted at the close.
+    assert (results(verdicts), rules(verdicts)) == ([("fc_ticket", "ok")], [])
+
+
+def test_an_interrupted_turn_ends_at_its_turn_complete():
+    s = Session_()
+    s.client(setup())
+    s.server(live.text("Let me"), live.interrupted(), live.turn_complete())
+    (turn,) = s.close()
+    assert turn.finish_reasons == ["interrupted"]
+
+
+def test_a_call_part_inside_model_turn_is_output_not_a_call():
+    s = Session_()
+    s.client(setup())
+    part = {"functionCall": {"id": "x", "name": "get_weather", "args": {}}}
+    s.server(live.frame({"serverContent": {"modelTurn": {"parts": [part, {"text": "Hm"}]}}}))
+    s.server(live.turn_complete())
+    (turn,) = s.close()
+    assert (turn.call_count, turn.output_types) == (0, ["text"])
+
+
+def test_a_tool_config_sent_in_the_setup_is_read_as_gemini_reads_it():
+    s = Session_()
+    s.client(setup(toolConfig={"functionCallingConfig": {"mode": "ANY"}}))
+    s.server(live.tool_call(PARIS, ROME))
+    (turn,) = s.close()[:1]
+    assert turn.state == "strict-serialised"
+
+
+# --- the loop ----------------------------------------------------------------------------------
+
+
+def test_a_cancelled_call_is_owed_nothing_and_a_response_to_it_is_no_orphan():
+    s = Session_()
+    s.client(setup())
+    s.server(live.tool_call(PARIS), live.interrupted(), live.cancellation("fc_paris"))
+    s.server(live.turn_complete())
+    s.client(respond(("fc_paris", "get_weather", {"temperature": 12})))  # it ran before
+    verdicts = s.close()
+    assert rules(verdicts) == []
+    assert results(verdicts) == [("fc_paris", "ok")]
+
+
+def test_a_non_blocking_call_answered_turns_later_is_clean():
+    s = Session_()
+    s.client(setup())
+    s.client(ask("Book LH1234, and what time is it in New York?"))
+    s.server(live.tool_call(TICKET), *live.answer("Booking it now."))
+    s.client(ask("And the time?"))
+    s.server(*live.answer("It is noon in New York."))
+    s.client(respond(("fc_ticket", "book_ticket", {"status": "booked"}), scheduling="WHEN_IDLE"))
+    s.server(*live.answer("Your flight is booked."))
+    verdicts = s.close()
+    assert [v.call_count for v in verdicts] == [1, 0, 0, 0]
+    assert (rules(verdicts), results(verdicts)) == ([], [("fc_ticket", "ok")])
+
+
+def test_a_generator_call_answers_many_times_with_will_continue():
+    s = Session_()
+    s.client(setup())
+    s.server(live.tool_call(TICKET), live.turn_complete())
+    for status in ("searching", "found", "booked"):
+        s.client(respond(("fc_ticket", "book_ticket", {"status": status}), willContinue=True))
+    s.client(respond(("fc_ticket", "book_ticket", {}), willContinue=False, scheduling="SILENT"))
+    verdicts = s.close()
+    assert rules(verdicts) == []
+    assert results(verdicts) == [("fc_ticket", "ok")] * 4
+
+
+def test_a_blocking_call_never_answered_while_the_model_went_on_is_unanswered_call():
+    s = Session_()
+    s.client(setup())
+    s.server(live.tool_call(PARIS))
+    s.client(ask("Never mind, tell me a joke."))
+    s.server(*live.answer("Why did the..."))
+    verdicts = s.close()
+    said = verdicts[-1]
+    assert (said.scope, rules([said])) == ("session", [("unanswered-call", ["fc_paris"])])
+    assert said.loop_errors[0].where == "the socket's close, after 2 turn(s)"
+    assert "unanswered-call" in DEFAULT
+
+
+def test_a_turn_completed_with_no_input_from_the_user_is_not_the_model_going_on():
+    s = Session_()
+    s.client(setup())
+    # The end of the model turn that made the call, whatever the server sends for it.
+    s.server(live.tool_call(PARIS), live.generation_complete(), live.turn_complete())
+    assert rules(s.close()) == [("unanswered-at-close", ["fc_paris"])]
+
+
+def test_a_hang_up_while_a_tool_runs_is_unanswered_at_close_and_fails_nothing():
+    s = Session_()
+    s.client(setup())
+    s.server(live.tool_call(PARIS, TICKET))
+    said = s.close()[-1]
+    assert rules([said]) == [("unanswered-at-close", ["fc_paris", "fc_ticket"])]
+    assert "unanswered-at-close" not in DEFAULT
+
+
+def test_a_non_blocking_call_left_open_while_the_model_talks_on_is_at_close_only():
+    s = Session_()
+    s.client(setup())
+    s.server(live.tool_call(TICKET), *live.answer("Booking it."), *live.answer("Anything else?"))
+    assert rules(s.close()) == [("unanswered-at-close", ["fc_ticket"])]
+
+
+def test_calls_owed_when_the_server_said_go_away_may_be_answered_on_the_resumed_socket():
+    s = Session_()
+    s.client(setup())
+    s.server(live.tool_call(PARIS), *live.answer("One moment."), live.go_away("5s"))
+    verdicts = s.close()
+    away = next(v for v in verdicts if v.session_errors)
+    assert [(e.type, e.message) for e in away.session_errors] == [("goAway", "time left: 5s")]
+    assert findings(away) == ["session-error"] and "session-error" not in DEFAULT
+    assert rules(verdicts) == [("unanswered-at-close", ["fc_paris"])]
+
+
+def test_a_response_to_a_call_never_made_is_an_orphan():
+    s = Session_()
+    s.client(setup())
+    s.server(live.tool_call(PARIS))
+    s.client(respond(("fc_paris", "get_weather", {}), ("fc_nowhere", "get_weather", {})))
+    s.server(*live.answer("12C."))
+    verdicts = s.close()
+    assert rules(verdicts) == [("orphan-result", ["fc_nowhere"])]
+    assert verdicts[1].loop_errors[0].where == "functionResponses.1"
+
+
+def test_a_resumed_session_is_a_new_reading_and_answers_from_the_old_socket_are_no_orphans():
+    s = Session_()
+    s.client(setup(sessionResumption={"handle": "CiQ4ZGQ1"}))
+    s.client(respond(("fc_from_before", "get_weather", {"temperature": 12})))
+    s.server(*live.answer("12C in Paris."))
+    verdicts = s.close()
+    assert (rules(verdicts), results(verdicts)) == ([], [("fc_from_before", "ok")])
+
+
+def test_a_socket_joined_late_skips_its_turns_and_calls_no_response_an_orphan():
+    s = Session_(late=True)
+    s.server(live.tool_call(PARIS))
+    s.client(respond(("fc_earlier", "get_weather", {})))
+    verdicts = s.close()
+    assert verdicts[0] == "the session's setup was sent before tooltap followed it"
+    assert [r for r in rules(verdicts) if r[0] == "orphan-result"] == []
+
+
+def test_an_error_payload_is_a_tool_failure():
+    s = Session_()
+    s.client(setup())
+    s.server(live.tool_call(PARIS))
+    s.client(respond(("fc_paris", "get_weather", {"error": "no such city"})))
+    s.server(*live.answer("Sorry."))
+    assert results(s.close()) == [("fc_paris", "error")]
+
+
+def test_vertex_calls_without_ids_are_answered_by_name():
+    s = Session_(VERTEX)
+    s.client({"setup": {"model": "projects/p/locations/l/publishers/google/models/gemini-live-2.5", "tools": [{"functionDeclarations": [WEATHER]}]}})  # fmt: skip
+    s.server(live.frame({"toolCall": {"functionCalls": [{"name": "get_weather", "args": {"city": "Oslo"}}]}}))  # fmt: skip
+    s.client({"tool_response": {"functionResponses": [{"name": "get_weather", "response": {"t": 1}}]}})  # fmt: skip
+    s.server(*live.answer("1C."))
+    verdicts = s.close()
+    assert verdicts[0].calls[0].call_id == "functionCall[0]"
+    assert (rules(verdicts), results(verdicts)) == ([], [("get_weather", "ok")])
+
+
+def test_a_function_response_in_client_content_answers_its_call():
+    s = Session_()
+    s.client(setup())
+    s.server(live.tool_call(PARIS))
+    part = {"functionResponse": {"id": "fc_paris", "name": "get_weather", "response": {"t": 12}}}
+    s.client({"clientContent": {"turns": [{"role": "user", "parts": [part]}]}})
+    s.server(*live.answer("12C."))
+    verdicts = s.close()
+    assert (rules(verdicts), results(verdicts)) == ([], [("fc_paris", "ok")])
+
+
+def test_an_error_message_is_a_session_error_not_a_finding_that_fails():
+    s = Session_()
+    s.client(setup())
+    error = {"error": {"code": 400, "message": "Request contains an invalid argument.", "status": "INVALID_ARGUMENT"}}  # fmt: skip
+    s.server(live.frame(error))
+    (said,) = s.close()
+    assert [(e.type, e.message) for e in said.session_errors] == [
+        ("INVALID_ARGUMENT", "Request contains an invalid argument.")
+    ]
+
+
+# --- bounds and loss ----------------------------------------------------------------------------
+
+
+def test_a_socket_closed_mid_turn_gives_the_cut_turn():
+    s = Session_()
+    s.client(setup())
+    s.server(live.text("It is"))
+    (turn,) = s.close()
+    assert turn.reason == "the turn ended before its final event"
+
+
+def test_a_turn_past_the_byte_bound_is_skipped():
+    s = Session_(max_turn=300)
+    s.client(setup())
+    s.server(live.text("x" * 400), live.turn_complete())
+    assert s.close() == ["the turn's events passed tooltap_max_body"]
+
+
+def test_messages_lost_in_flight_forget_what_was_owed_and_read_no_orphan_after():
+    s = Session_()
+    s.client(setup())
+    s.server(live.tool_call(PARIS), live.text("Checking"))
+    (lost,) = s.reader.lost()
+    assert lost.skipped == "messages of this turn were not kept for inspection"
+    s.client(respond(("fc_paris", "get_weather", {}), ("fc_unseen", "get_weather", {})))
+    s.server(*live.answer("Done."))
+    verdicts = s.close()
+    assert rules(verdicts) == []
+
+
+CLIENT = [
+    json.dumps(setup()).encode(),
+    json.dumps(ask()).encode(),
+    json.dumps(respond(("a", "get_weather", {}))).encode(),
+    json.dumps(respond(("b", "book_ticket", {}), willContinue=True)).encode(),
+]
+SERVER = [
+    live.tool_call(("a", "get_weather", {"city": "X"})),
+    live.tool_call(("b", "book_ticket", {})),
+    live.cancellation("a"),
+    live.text("hi"),
+    live.audio(),
+    live.generation_complete(),
+    live.interrupted(),
+    live.turn_complete(3, 4),
+    live.go_away(),
+    live.frame({"usageMetadata": {"promptTokenCount": 1}}),
+    live.frame({"error": {"code": 1011}}),
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    messages=st.lists(
+        st.one_of(
+            st.tuples(st.just(True), st.sampled_from(CLIENT)),
+            st.tuples(st.just(False), st.sampled_from(SERVER)),
+            st.tuples(st.booleans(), st.binary(max_size=30)),
+            st.tuples(
+                st.booleans(),
+                st.builds(
+                    lambda key, value: json.dumps({key: value}).encode(),
+                    st.sampled_from(["setup", "toolCall", "serverContent", "tool_response",
+                                     "toolCallCancellation", "goAway", "clientContent"]),
+                    st.one_of(st.none(), st.integers(), st.text(max_size=4),
+                              st.dictionaries(st.text(max_size=12), st.integers(), max_size=2)),
+                ),
+            ),
+        ),
+        max_size=40,
+    ),
+    late=st.booleans(),
+)  # fmt: skip
+def test_any_messages_in_any_order_are_read_without_raising_and_nothing_is_held_after(
+    messages, late
+):
+    read_to_the_close(socket_reader("gemini_live", URL, 2_048, late), messages)
+
+
+def test_a_turns_text_pieces_past_the_first_are_not_held_and_its_verdict_is_the_same():
+    s = Session_()
+    s.client(setup())
+    pieces = [live.text(f"piece {n} ") for n in range(10)]
+    s.server(*pieces[:1])
+    held_one = s.reader.held
+    s.server(*pieces[1:])
+    assert s.reader.held == held_one
+    s.server(live.generation_complete(), live.turn_complete())
+    (turn,) = s.close()
+    assert (turn.output_types, turn.finish_reasons) == (["text"], ["turnComplete"])
+
+
+def test_googles_pretty_json_and_compact_json_give_the_same_turn():
+    verdicts = []
+    for indent in (2, None):
+        s = Session_()
+        s.client(setup())
+        s.server(json.dumps({"toolCall": {"functionCalls": [{"id": "fc_p", "name": "get_weather", "args": {"city": "Paris"}}]}}, indent=indent).encode())  # fmt: skip
+        verdicts.append(s.close()[0])
+    pretty, compact = verdicts
+    assert pretty.model_dump() == compact.model_dump()
+    assert pretty.calls[0].arguments_raw == '{"city":"Paris"}'
