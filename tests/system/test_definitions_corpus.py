@@ -1,4 +1,4 @@
-"""The recorded corpora (tests/corpus: real-world and dialects exchanges, the wire cassettes) read
+"""The recorded corpora (tests/corpus: every JSONL file of exchanges, the wire cassettes) read
 for tool definitions as one audit reads them: every definition fingerprinted, the changes that
 are there said (a public MCP server that rewrote its tools; two recordings whose application
 changed a schema between calls), and no hidden text, which real recordings do not hold."""
@@ -19,8 +19,7 @@ CORPUS = Path(__file__).parents[1] / "corpus"
 def test_the_corpus_holds_these_definitions_and_changes_and_no_hidden_text():
     pins = Pins()  # one audit: pins span its inputs
     items = [
-        *jsonl_file(str(CORPUS / "realworld" / "exchanges.jsonl")),
-        *jsonl_file(str(CORPUS / "dialects" / "exchanges.jsonl")),
+        *(i for path in sorted(CORPUS.glob("*/exchanges*.jsonl")) for i in jsonl_file(str(path))),
         *(i for path in sorted((CORPUS / "wire").glob("*.yaml")) for i in cassette_items(path)),
     ]
     session = Session(pins=pins)
@@ -28,9 +27,9 @@ def test_the_corpus_holds_these_definitions_and_changes_and_no_hidden_text():
     verdicts += [v for _, v in session.finish()]
     declared = [d for v in verdicts if v.definitions for d in v.definitions.declared]
     changes = [c for v in verdicts for c in v.tool_changes]
-    assert len(verdicts) == 2294
-    assert (len(declared), len({d.fingerprint for d in declared})) == (3255, 462)
-    assert Counter(d.origin.kind for d in declared) == {"app": 3236, "mcp": 19}
+    assert len(verdicts) == 3179
+    assert (len(declared), len({d.fingerprint for d in declared})) == (4047, 624)
+    assert Counter(d.origin.kind for d in declared) == {"app": 4014, "mcp": 33}
     assert sorted((c.server or "app", c.tool) for c in changes) == [
         ("DeepWiki", "ask_question"),
         ("DeepWiki", "read_wiki_contents"),
