@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tooltap.core.definitions import read_lock
+
 from .sinks.log import LOG_FORMATS
 from .sinks.redaction import ARGUMENT_MODES
 
@@ -67,6 +69,20 @@ def state_problem(url: str) -> str | None:
         return "tooltap_state must be a redis://host:port/db or rediss://host:port/db URL"
     if importlib.util.find_spec("redis") is None:
         return "tooltap_state needs the Redis client: pip install 'tooltap[redis]'"
+    return None
+
+
+def lock_problem(path: str) -> str | None:
+    """Why a tools lock cannot be used, or None (an empty path: no lock)."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            read_lock(handle.read())
+    except OSError as exc:
+        return f"tooltap_tools_lock: cannot read {path}: {exc.strerror or exc}"
+    except ValueError as exc:
+        return f"tooltap_tools_lock: {path} is not a usable tools lock: {exc}"
     return None
 
 
@@ -190,6 +206,36 @@ OPTIONS = (
         "Seconds a response id stays in the shared state (tooltap_state): a follow-up or a poll "
         "later than that is not matched across replicas.",
         minimum=1,
+        inspection=True,
+    ),
+    Option(
+        "tooltap_tools_lock",
+        str,
+        "",
+        "A tools lock (JSON, written by `tooltap audit --write-tools-lock`): the approved tool "
+        "definitions. A definition that differs from its entry is a tool-changed from its first "
+        "sight. Off: each definition is trusted the first time it is seen.",
+        inspection=True,
+        flag="--tools-lock",
+        metavar="FILE",
+        check=lock_problem,
+    ),
+    Option(
+        "tooltap_app_header",
+        str,
+        "x-tooltap-app",
+        "A request header whose value names the application, which its declared tools are "
+        "pinned under; without it, an application is told apart by a keyed hash of its "
+        "credential (TOOLTAP_HASH_KEY). Empty: credentials only.",
+        inspection=True,
+    ),
+    Option(
+        "tooltap_pins_ttl",
+        int,
+        30 * 24 * 3600,
+        "Seconds a tool definition's pin stays in the shared state (tooltap_state) after it was "
+        "last seen; after that, the next definition seen is trusted anew.",
+        minimum=60,
         inspection=True,
     ),
     Option(

@@ -1,4 +1,4 @@
-"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,stream,memory,core,profile,websocket,live,web,traces,state,stress,why]`.
+"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,stream,memory,core,profile,websocket,live,web,traces,state,definitions,stress,why]`.
 
 Results go to bench/out/<name>.json (bench/out/quick/ for --quick,
 bench/out/smoke/ for --smoke, or --out); the report step then writes
@@ -24,6 +24,7 @@ from typing import Any
 
 from . import (
     core_cost,
+    definitions,
     json_load,
     live,
     memory,
@@ -53,10 +54,11 @@ ALL = (
     "web",
     "traces",
     "state",
+    "definitions",
     "stress",
     "why",
 )
-QUICK = ALL[:10]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
+QUICK = ALL[:11]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
 
 
 def _git(*args: str) -> str:
@@ -200,6 +202,7 @@ def main() -> int:
         "web": lambda: asyncio.run(web.run(size)),
         "traces": lambda: traces.run(size),
         "state": lambda: state.run(size),
+        "definitions": lambda: definitions.run(size),
         "stress": lambda: asyncio.run(stress.run(size)),
         "why": lambda: asyncio.run(why.run(size)),
     }

@@ -432,6 +432,25 @@ def traces_section(data: dict[str, Any]) -> str:
     )
 
 
+def definitions_section(data: dict[str, Any]) -> str:
+    plan = data["settings"]
+    rows = "".join(
+        f"| {name} | {r['without_ms']:.3f} ms | {r['with_ms']:.3f} ms | {r['added_ms']:.3f} ms"
+        f" ({r['ratio']:.2f}x) | {r['own_ms']:.3f} ms |\n"
+        for name, r in data["exchanges"].items()
+    )
+    return (
+        "### Tool definitions (`definitions`: fingerprints, hidden text and pins;"
+        f" {plan['rounds']} interleaved rounds of {plan['exchanges']:,} exchanges, the fastest"
+        " of each)\n\n"
+        "CPU of the inspector per exchange (inspect, the pins, log, metrics), with the"
+        " definitions read and without (the same code, their reading made a no-op), and the"
+        " definitions' own work timed alone:\n\n"
+        "| exchange | without | with | added | their own work |\n"
+        "| --- | --- | --- | --- | --- |\n" + rows
+    )
+
+
 def state_section(data: dict[str, Any]) -> str:
     plan = data["settings"]
     if "skipped" in data:
@@ -585,6 +604,7 @@ def write(out: Path, here: Path, readme: bool) -> None:
         ("web", web_section),
         ("traces", traces_section),
         ("state", state_section),
+        ("definitions", definitions_section),
         ("stress", stress_section),
         ("why", why_section),
     ):

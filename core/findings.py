@@ -3,8 +3,9 @@ and audit's exit code.
 
 A finding is named: a parallel/strict state, an output-format state, a bad
 argument (a client's call or one the provider ran), a tool server's result that
-breaks its outputSchema, a tool-loop rule, a rejected request, or an error a
-session sent that refused nothing. occurrences() lists each occurrence once, with
+breaks its outputSchema, a tool-loop rule, a rejected request, an error a
+session sent that refused nothing, a tool definition that changed, or hidden text in a
+definition or a tool result. occurrences() lists each occurrence once, with
 what tells it apart (the key a baseline counts, free of ids) and what a report
 says of it, so that every reader (log, audit, mitmweb, spans) counts the same.
 """
@@ -15,13 +16,24 @@ import re
 from typing import NamedTuple
 
 from . import schema, subsets
+from .definitions import HiddenText, ToolChange
 from .inspection import Verdict
 from .loop import RULES
 
 STATES = ("strict-void", "strict-at-risk", "fanout-no-strict")
 FORMATS = schema.FINDINGS  # advisory-schema, no-schema, advisory-tools
 ARGUMENTS = ("argument-parse", "argument-schema")
-NAMES = (*STATES, *FORMATS, *ARGUMENTS, "result-schema", *RULES, "rejected", "session-error")
+DEFINITIONS = ("tool-changed", "hidden-text")
+NAMES = (
+    *STATES,
+    *FORMATS,
+    *ARGUMENTS,
+    "result-schema",
+    *RULES,
+    "rejected",
+    "session-error",
+    *DEFINITIONS,
+)
 
 # What fails an audit and raises a log line to warning. A strict-at-risk turn
 # has not gone wrong yet, and a fan-out without strict never had a guarantee
@@ -94,4 +106,33 @@ def occurrences(verdict: Verdict) -> list[Finding]:
     for session_error in verdict.session_errors:
         said = f"the session said {session_error.type}: {session_error.message}"
         found.append(Finding("session-error", session_error.type, said))
+    found.extend(_changed(change) for change in verdict.tool_changes)
+    found.extend(_hidden(hidden) for hidden in verdict.hidden_text)
     return found
+
+
+def _changed(change: ToolChange) -> Finding:
+    """A changed definition, keyed by the server (not its endpoint, which a recording moves),
+    the tool, the change and the new fingerprint."""
+    against = "the lock" if change.against == "lock" else "the first seen"
+    prints = f" ({change.before or '-'} -> {change.after or '-'})" if change.before else ""
+    announced = ", announced by notifications/tools/list_changed" if change.announced else ""
+    said = (
+        f"{change.source}: tool {change.tool} {change.change} against {against}{prints}"
+        f"{announced}: {'; '.join(change.details)}"
+    )
+    key = f"{change.server or 'app'} {change.tool} {change.change} {change.after or ''}".strip()
+    return Finding("tool-changed", key, said)
+
+
+def _hidden(hidden: HiddenText) -> Finding:
+    """Hidden characters, keyed by where they are (a result's call id is left out)."""
+    definition = hidden.part == "definition"
+    of = f"the definition of tool {hidden.tool}" if definition else f"the result of {hidden.tool}"
+    spelled = f", spelling {hidden.spelled!r}" if hidden.spelled else ""
+    said = (
+        f"{of} at {hidden.where}: {hidden.count} invisible {hidden.kind} character(s) "
+        f"({', '.join(hidden.chars)}) at offset {hidden.at}{spelled}"
+    )
+    named = f" {hidden.tool}" if hidden.part == "definition" else ""
+    return Finding("hidden-text", f"{hidden.part}{named} {hidden.where} {hidden.kind}", said)

@@ -11,10 +11,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
+from .definitions import HiddenText, ToolChange, ToolDefinitions, declared_in, hidden_in, served_in
 from .dialects import NOT_AN_ENDPOINT, dialect, path_of, shared_path, streamed_path
 from .dialects.base import Serve
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
@@ -163,6 +164,15 @@ class Verdict(BaseModel):
     """The JSON-RPC methods the request sent to a tool server (tools/call, tools/list, ...)."""
     listed_tools: list[str] = Field(default_factory=list)
     """The tools a tools/list page named."""
+    hidden_text: list[HiddenText] = Field(default_factory=list)
+    """Characters no reader sees, where they do nothing visible, in a tool definition the
+    exchange carried or in a tool result it sent back (the ASCII that tag characters spell)."""
+    tool_changes: list[ToolChange] = Field(default_factory=list)
+    """Tool definitions that differ from their pin (first seen, or the tools lock), and tools
+    that appeared in or disappeared from a server's list: what changed, by path. Set by the
+    caller, which keeps the pins."""
+    definitions: SkipValidation[ToolDefinitions | None] = Field(default=None, exclude=True)
+    """The tool definitions the exchange carried, for the caller's pins. Not logged."""
     tool_server: ToolServer | None = Field(default=None, exclude=True)
     """What the session knows of its tool server after this exchange, for the caller to keep
     and pass to the session's next exchange. Not logged."""
@@ -326,6 +336,14 @@ def _argument_repair(calls: Sequence[Call], api: Api) -> list[str]:
     return [dialect(api).argument_repair.format(calls=", ".join(bad))]
 
 
+def _hidden_results(results: Sequence[ToolResult]) -> list[HiddenText]:
+    return [
+        HiddenText(**hidden.model_dump(), part="result", tool=result.call_id)
+        for result in results
+        for hidden in result.hidden
+    ]
+
+
 def served_session(exchange: Exchange) -> str | None:
     """The tool-server session an exchange is in, as logged (a SHA-256 prefix of its id: the
     request names it, or the response to initialize sets it, or, on the legacy HTTP+SSE
@@ -379,7 +397,10 @@ def _inspect_served(
         reason = f"{exchange.status} {error.type}: {error.message}".strip()
         return Verdict(**found | {"outcome": "upstream_error", "reason": reason})
     served = serve(request.value, response.value, server, validators, found["session"])
+    definitions = served_in(served, exchange.url)
     found |= {
+        "definitions": definitions,
+        "hidden_text": [*hidden_in(definitions.declared), *_hidden_results(served.results)],
         "server": served.server.server,
         "tool_server": served.server,
         "rpc": served.methods,
@@ -471,6 +492,7 @@ def inspect(
         "loop_errors": loop.errors,
         "tool_results": loop.results,
         "unchecked": loop.unchecked,
+        "hidden_text": _hidden_results(loop.results),
     }
     if exchange.status is None:
         return Verdict(
@@ -544,10 +566,26 @@ def inspect(
         calls = _lost_arguments(calls)
     duplicates = parallel.duplicate_names({"name": c.name} for c in turn.calls)
     hosted_results = [
-        ToolResult(call_id=r.call_id, where=r.where, outcome="error" if r.failed else "ok")
+        ToolResult(
+            call_id=r.call_id, where=r.where, outcome="error" if r.failed else "ok", hidden=r.hidden
+        )
         for r in turn.hosted_results
     ]
+    # What the model read of the tools: the request's declarations (an echo may restate them),
+    # with the lists hosted servers gave inside the turn. A retrieval (GET) declares nothing new.
+    declared: Turn | None = turn
+    if exchange.method.upper() == "GET":
+        declared = None
+    elif dialect(api).echoes_tools:
+        declared = read_turn(api, request.value, {})
+    instructions = dialect(api).instructions(as_dict(request.value))
+    definitions = declared_in(declared, turn, url=exchange.url, instructions=instructions)
     found |= {
+        "definitions": definitions,
+        "hidden_text": [
+            *hidden_in(definitions.declared),
+            *_hidden_results([*loop.results, *hosted_results]),
+        ],
         "calls": calls,
         "tool_results": [*loop.results, *hosted_results],
         "output_types": turn.output_types,

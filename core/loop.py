@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .arguments import SchemaError
+from .hidden import Hidden, scan
 from .jsontext import loads
 from .shapes import as_dict, as_list, as_str
 from .turn import Api
@@ -118,6 +119,8 @@ class ToolResult(BaseModel):
     name: str | None = None
     """The tool, when no call of the same exchange names it (an MCP task's result, fetched
     after the call that made the task)."""
+    hidden: list[Hidden] = Field(default_factory=list, exclude=True)
+    """Hidden characters in what the result says (logged as the verdict's hidden_text)."""
 
 
 class LoopReport(BaseModel):
@@ -182,10 +185,15 @@ class Checker:
                 )
             )
 
-    def result(self, call_id: str, index: int, failed: bool, where: str) -> None:
+    def result(
+        self, call_id: str, index: int, failed: bool, where: str, content: Any = None
+    ) -> None:
         if index >= self.new_from:
+            hidden, _ = scan(content)
             self.report.results.append(
-                ToolResult(call_id=call_id, where=where, outcome="error" if failed else "ok")
+                ToolResult(
+                    call_id=call_id, where=where, outcome="error" if failed else "ok", hidden=hidden
+                )
             )
 
     def unanswered(self, pending: Mapping[str, int]) -> None:

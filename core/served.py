@@ -67,11 +67,13 @@ class ToolServer(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     server: str | None = None  # "name version", as initialize or server/discover named it
+    name: str | None = None  # the name alone: what its tools' pins are kept under
     tools: dict[str, ListedTool] = Field(default_factory=dict)
     complete: bool = False  # the whole list was seen, from its first page to its last
     fixed: bool = False  # initialize said the list does not change during the session
     next_cursor: str | None = None  # the page a list seen from its start continues with
     tasks: dict[str, TaskCall] = Field(default_factory=dict)  # by task id, oldest first
+    announced: bool = False  # notifications/tools/list_changed came, and no whole list since
 
 
 class Served(BaseModel):
@@ -87,3 +89,5 @@ class Served(BaseModel):
     repairs: list[str] = Field(default_factory=list)
     server: ToolServer = Field(default_factory=ToolServer)  # the session after this exchange
     known: bool = False  # something of the session was remembered before this exchange
+    definitions: list[dict[str, Any]] = Field(default_factory=list)  # the tools listed, as sent
+    announced: bool = False  # the list was read after the server said it changed

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .hidden import Hidden
 from .jsontext import dumps
 from .shapes import as_dict, as_list, as_str
 
@@ -43,6 +44,8 @@ class Tool(BaseModel):
     strict: bool | None = None
     parameters: Any = None
     namespace: str | None = None
+    description: Any = None  # what the model reads of it, besides its name and parameters
+    annotations: Any = None  # a hosted MCP server's hints (readOnlyHint, ...)
 
 
 class ToolCall(BaseModel):
@@ -67,6 +70,7 @@ class HostedResult(BaseModel):
     call_id: str
     where: str  # where in the response
     failed: bool
+    hidden: list[Hidden] = Field(default_factory=list)  # hidden characters in its output
 
 
 class Turn(BaseModel):

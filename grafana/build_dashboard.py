@@ -415,6 +415,44 @@ def mcp_panels() -> list[Any]:
     ]
 
 
+def definition_panels() -> list[Any]:
+    return [
+        series(
+            "Tool definitions changed",
+            "Tool definitions that differ from their pin (the first one seen from the same"
+            " source, or the tools lock), and tools that appeared in or disappeared from a"
+            " server's list, per second, one line per MCP server (empty: an application's"
+            " declared tools). Each change counts once, across replicas sharing pins. A change"
+            " nobody approved is how a trusted server turns hostile: the tool_changed log event"
+            " says which tool and what changed, by path.",
+            [
+                query(
+                    "sum by (api, server) (rate(tooltap_tool_changes_total"
+                    f"{{{API}}}[$__rate_interval]))",
+                    "{{api}} {{server}}",
+                )
+            ],
+            width=12,
+        ),
+        series(
+            "Hidden text in definitions and results",
+            "Runs of invisible characters (tag characters that spell text, zero-width and"
+            " direction controls, smuggling variation selectors) where they do nothing visible,"
+            " per second: in a tool's definition, or in a tool result. Visible text in any"
+            " script never counts. The hidden_text log event says where and what the tag"
+            " characters spell.",
+            [
+                query(
+                    f"sum by (where) (rate(tooltap_hidden_text_total{{{API}}}[$__rate_interval]))",
+                    "{{where}}",
+                )
+            ],
+            width=12,
+            stacked=True,
+        ),
+    ]
+
+
 def health_panels() -> list[Any]:
     return [
         single(
@@ -562,6 +600,7 @@ def build() -> dict[str, Any]:
         ("Tool calls", call_panels()),
         ("Tool loop, API and output format", loop_panels()),
         ("MCP tool servers", mcp_panels()),
+        ("Tool definitions", definition_panels()),
         ("Proxy health", health_panels()),
     ]
     panel_id = 0

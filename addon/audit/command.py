@@ -16,8 +16,11 @@ from dataclasses import replace
 from typing import Any
 
 from tooltap.core import Verdict, parallel
+from tooltap.core.definitions import Declared, lock_of
 
+from ..inspection.pins import LocalPins, Pins, load_lock
 from ..inspection.session import Session
+from ..options import lock_problem
 from .budget import Baseline, parse_fail_on, parse_rate
 from .cassettes import cassette_files, cassette_items
 from .inputs import DEFAULT_BASE, AccessError, Item, flow_file, jsonl_file, stored_responses
@@ -93,6 +96,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="write every finding --fail-on names to this baseline (and judge against it)",
     )
+    parser.add_argument(
+        "--tools-lock",
+        metavar="FILE",
+        help="the approved tool definitions: a recorded definition that differs from its entry, "
+        "or a tool a source in the lock does not hold, is a tool-changed",
+    )
+    parser.add_argument(
+        "--write-tools-lock",
+        metavar="FILE",
+        help="write the tool definitions the recordings carried to this tools lock",
+    )
 
 
 def _progress(items: list[Item] | Iterator[Item], total: int | None) -> Iterable[Item]:
@@ -112,6 +126,12 @@ def main(args: argparse.Namespace, out: Any = None) -> int:
     except ValueError as exc:
         print(f"tooltap audit: {exc}", file=sys.stderr)
         return 2
+    if problem := lock_problem(args.tools_lock or ""):
+        print(f"tooltap audit: {problem.removeprefix('tooltap_tools_lock: ')}", file=sys.stderr)
+        return 2
+    # Pins outlive a session: a definition is checked against the first seen in any recording.
+    pins = Pins(LocalPins(), load_lock(args.tools_lock or ""))
+    declared: list[tuple[Declared, str | None]] = []  # for --write-tools-lock
     report = Report(
         show_all=args.show_all,
         format=args.format,
@@ -168,10 +188,12 @@ def main(args: argparse.Namespace, out: Any = None) -> int:
         )
         return 2
 
-    session = Session()
+    session = Session(pins=pins)
 
     def judged(done: list[tuple[Item, Verdict]]) -> None:
         for item, verdict in done:
+            if args.write_tools_lock and verdict.definitions is not None:
+                declared.extend((d, item.application) for d in verdict.definitions.declared)
             if verdict.outcome == "skipped":
                 if item.turn is not None:  # a turn a socket carried, said not inspected
                     report.unreadable(replace(item, unreadable=verdict.reason), "skipped")
@@ -182,7 +204,7 @@ def main(args: argparse.Namespace, out: Any = None) -> int:
         for items, total, own_session in sources:
             if own_session:
                 judged([(Item.of(e), v) for e, v in session.finish()])
-                session = Session()
+                session = Session(pins=pins)
             for item in _progress(items, total):
                 if item.exchange is None:
                     report.unreadable(item)
@@ -198,6 +220,13 @@ def main(args: argparse.Namespace, out: Any = None) -> int:
     except Exception as exc:  # noqa: BLE001 - a corrupt flow file is a usage error, said plainly
         print(f"tooltap audit: could not read the input: {exc}", file=sys.stderr)
         return 2
+    if args.write_tools_lock:
+        try:
+            with open(args.write_tools_lock, "w", encoding="utf-8") as handle:
+                handle.write(lock_of(declared).dumps())
+        except OSError as exc:
+            print(f"tooltap audit: could not write the tools lock: {exc}", file=sys.stderr)
+            return 2
     if args.write_baseline:
         try:
             Baseline.write(args.write_baseline, report.seen)

@@ -15,6 +15,7 @@ from pydantic import Base64Bytes, BaseModel, ValidationError
 from tooltap.core import Exchange, Verdict
 from tooltap.core.sockets import SocketTurn
 
+from ..inspection.applications import Applications
 from ..inspection.flows import flow_exchange, socket_ending, socket_turns
 from ..inspection.session import Session
 from ..inspection.sockets import socket_verdict
@@ -40,6 +41,13 @@ class RecordedExchange(BaseModel):
     response_headers: dict[str, str] = {}
     response_body: Any = None
     response_body_base64: Base64Bytes | None = None  # a binary body (AWS's event stream)
+    application: str | None = None  # the application that sent it: its declared tools' pins
+    source: str | None = None  # the recording it came from (`#n` after it: which exchange)
+
+    @property
+    def recording(self) -> str | None:
+        """The recording this line came from, without which exchange of it."""
+        return self.source.partition("#")[0] or None if self.source else None
 
     def exchange(self) -> Exchange:
         return Exchange(
@@ -76,17 +84,25 @@ class Item:
     ended: tuple[str | None, str | None] = (None, None)  # how its socket ended: (note, failure)
     source: str | None = None  # the file it was read from: one session per file
     line: int | None = None  # where in that file it starts, when known
+    application: str | None = None  # who sent it (a label, or a credential's keyed hash)
+    recording: str | None = None  # the recording it came from, when a line names one
+
+    @property
+    def pinned_as(self) -> str | None:
+        """Who its declared tools are pinned under: its application, else its recording (a
+        cassette, a file): recordings of different tests may declare one tool their own way."""
+        return self.application or self.recording or self.source
 
     def inspect(self, session: Session) -> list[tuple[Item, Verdict]]:
         """This item's verdict; or, for half of an MCP legacy exchange, those it completes
         (each under its own POST), none while it waits for its other half."""
         if self.turn is not None:
-            return [(self, socket_verdict(session, self.turn, *self.ended))]
+            return [(self, socket_verdict(session, self.turn, *self.ended, self.pinned_as))]
         if self.exchange is None:
             raise ValueError(f"{self.label}: {self.unreadable}")
         return [
             (self if exchange is self.exchange else Item.of(exchange, self.source), verdict)
-            for exchange, verdict in session.read(self.exchange)
+            for exchange, verdict in session.read(self.exchange, self.pinned_as)
         ]
 
     @classmethod
@@ -155,32 +171,40 @@ def flow_file(path: str) -> Iterator[Item]:
     """Every HTTP exchange in a mitmproxy flow file or a HAR file, and every WebSocket turn."""
     from mitmproxy import http, io  # noqa: PLC0415 - only this input needs mitmproxy
 
+    applications = Applications(credentials=False)
     with open(path, "rb") as handle:
         for flow in io.FlowReader(handle).stream():
             if not isinstance(flow, http.HTTPFlow):
                 continue
+            application = applications.of(flow.request.headers.items(), flow.request.url)
             if flow.websocket is not None:
-                yield from _socket_items(flow, path)
+                yield from _socket_items(flow, path, application)
                 continue
             request = flow.request
             label = f"{request.method} {request.path.partition('?')[0]}"
-            yield Item(label, flow_exchange(flow), source=path)
+            yield Item(label, flow_exchange(flow), source=path, application=application)
 
 
-def _socket_items(flow: Any, path: str) -> Iterator[Item]:
+def _socket_items(flow: Any, path: str, application: str | None) -> Iterator[Item]:
     """A recorded WebSocket's turns, each with how its socket ended."""
     ended = socket_ending(flow)
     label = f"WS {flow.request.path.partition('?')[0]}"
     number = 0
     for turn in socket_turns(flow):
-        if turn.said is not None:  # the session's own finding, not a turn
-            yield Item(f"{label} (session)", turn.exchange, turn=turn, ended=ended, source=path)
-            continue
-        number += 1
-        yield Item(f"{label} #{number}", turn.exchange, turn=turn, ended=ended, source=path)
+        said = turn.said is not None  # the session's own finding, not a turn
+        number += not said
+        yield Item(
+            f"{label} (session)" if said else f"{label} #{number}",
+            turn.exchange,
+            turn=turn,
+            ended=ended,
+            source=path,
+            application=application,
+        )
 
 
 def jsonl_file(path: str) -> Iterator[Item]:
+    applications = Applications(credentials=False)
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -192,4 +216,14 @@ def jsonl_file(path: str) -> Iterator[Item]:
                 yield Item(f"{path}:{number}", unreadable=why, source=path, line=number)
                 continue
             label = f"{record.method} {record.url}"
-            yield Item(label, record.exchange(), source=path, line=number)
+            application = record.application or applications.of(
+                record.request_headers.items(), record.url
+            )
+            yield Item(
+                label,
+                record.exchange(),
+                source=path,
+                line=number,
+                application=application,
+                recording=record.recording,
+            )

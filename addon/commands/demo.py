@@ -45,6 +45,8 @@ class Summary:
     rejected: dict[str, float] = field(default_factory=dict)
     flows: dict[str, float] = field(default_factory=dict)
     mcp_calls: dict[str, float] = field(default_factory=dict)  # by tool server
+    tool_changes: dict[str, float] = field(default_factory=dict)  # by tool server
+    hidden_text: dict[str, float] = field(default_factory=dict)  # by where (definition, result)
     unguaranteed: float = 0.0
     internal_errors: float = 0.0
     repairs: list[str] = field(default_factory=list)
@@ -66,6 +68,8 @@ def read_summary(metrics_text: str, events: list[dict[str, Any]]) -> Summary:
         "tooltap_tool_results_total": (summary.tool_results, "outcome"),
         "tooltap_rejected_requests_total": (summary.rejected, "status"),
         "tooltap_flows_total": (summary.flows, "outcome"),
+        "tooltap_tool_changes_total": (summary.tool_changes, "server"),
+        "tooltap_hidden_text_total": (summary.hidden_text, "where"),
     }
     for family in text_string_to_metric_families(metrics_text):
         for sample in family.samples:
@@ -105,7 +109,7 @@ def _render(console: Console, events: list[dict[str, Any]]) -> None:
 
 
 def _table(title: str, rows: dict[str, float]) -> Table:
-    table = Table(title=title, title_justify="left")
+    table = Table(title=title, title_justify="left", min_width=len(title))  # title unwrapped
     table.add_column("value")
     table.add_column("count", justify="right")
     for key, count in sorted(rows.items(), key=lambda kv: (-kv[1], kv[0])):
@@ -128,6 +132,8 @@ def print_summary(console: Console, summary: Summary) -> None:
         ("tool results", summary.tool_results),
         ("rejected requests (HTTP status, or an MCP server's JSON-RPC code)", summary.rejected),
         ("MCP tool calls by server", summary.mcp_calls),
+        ("tool definitions changed, by MCP server", summary.tool_changes),
+        ("hidden text, by where", summary.hidden_text),
         ("flows", summary.flows),
     ):
         if rows:

@@ -1081,6 +1081,14 @@ STEPS: list[Step] = [
         lambda c: demo_mcp.session(c.base_url + demo_mcp.PATH, c.headers),
         turns=demo_mcp.EXCHANGES,
     ),
+    Step(
+        "mcp-definitions",
+        "an MCP server no one should trust: a description that hides text in tag characters,"
+        " and a tool rewritten mid-session after notifications/tools/list_changed",
+        None,
+        lambda c: demo_mcp.session(c.base_url + demo_mcp.HEADLINES_PATH, c.headers, True),
+        turns=demo_mcp.HEADLINES_EXCHANGES,
+    ),
 ]
 
 BY_NAME = {step.name: step for step in STEPS}

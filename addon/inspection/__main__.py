@@ -26,7 +26,9 @@ from ..handover.record import FrameReader, Record
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from ..sinks.traces import traces
+from .applications import Applications
 from .inspector import Inspector
+from .pins import open_pins
 from .state import open_state
 
 logger = logging.getLogger("tooltap")
@@ -67,13 +69,16 @@ def main(argv: list[str] | None = None) -> int:
     log_file = settings["tooltap_log_file"]
     stream = open(log_file, "a", encoding="utf-8") if log_file else sys.stdout  # noqa: SIM115
     sink = LogSink(settings["tooltap_log_format"], settings["tooltap_log_arguments"], stream)
+    state = open_state(settings, metrics.state_error)
     inspector = Inspector(
         sink,
         metrics,
         max_turn=settings["tooltap_max_body"],
         budget=settings["tooltap_memory_budget"],
         traces=traces(settings, metrics.span),
-        state=open_state(settings, metrics.state_error),
+        state=state,
+        pins=open_pins(settings, state),
+        applications=Applications(settings["tooltap_app_header"]),
     )
     os.set_blocking(args.records, False)
     stopping: list[int] = []  # SIGTERM: the proxy will not wait any longer

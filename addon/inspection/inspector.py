@@ -22,6 +22,8 @@ from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from ..sinks.redaction import REDACTED
 from ..sinks.traces import TraceSink
+from .applications import Applications
+from .pins import Pins
 from .scrub import scrub
 from .session import Session, with_ending
 from .sockets import Sockets, socket_verdict
@@ -44,11 +46,14 @@ class Inspector:
         budget: int = BUDGET,
         traces: TraceSink | None = None,
         state: State | None = None,
+        pins: Pins | None = None,
+        applications: Applications | None = None,
     ) -> None:
         self.sink = sink
         self.metrics = metrics
         self.traces = traces
-        self.session = Session(state=state)
+        self.session = Session(state=state, pins=pins)
+        self.applications = applications or Applications()
         self.sockets = Sockets(max_turn, budget)
         self._fault = fault  # a test seam: raises to inject a fault
 
@@ -77,7 +82,7 @@ class Inspector:
             )
         else:
             exchange = record.exchange()
-            paired = self.session.read(exchange)
+            paired = self.session.read(exchange, self._application(record))
             if len(paired) != 1 or paired[0][0] is not exchange:  # it waits, or completes others
                 self._emit_all(record, paired, started)
                 return
@@ -107,10 +112,15 @@ class Inspector:
         for (api, reason), count in self.sockets.skipped.items():
             self.metrics.socket_skipped(api, reason, count)
         self.sockets.skipped.clear()
+        application = self._application(record)
         for turn in turns:
-            verdict = socket_verdict(self.session, turn, record.note, record.failure)
+            verdict = socket_verdict(self.session, turn, record.note, record.failure, application)
             self._emit(record, verdict, started)
             started = time.perf_counter()
+
+    def _application(self, record: Record) -> str | None:
+        headers = ((k.decode("latin-1"), v.decode("latin-1")) for k, v in record.request_headers)
+        return self.applications.of(headers, record.path)
 
     def _emit(self, record: Record, verdict: Verdict, started: float) -> None:
         path = record.logged_path()

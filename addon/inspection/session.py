@@ -6,14 +6,14 @@ Responses turn left for the client (for follow-ups with previous_response_id),
 and the response ids already counted at a final status (a background response
 is polled, and counted once). What each recent MCP session said of its server
 (its name, the tools it listed, with their schemas) stays in this process: it
-is more than ids, which is all the shared state holds.
+is more than ids, which is all the shared state holds. The tool definitions each exchange
+carries are checked against their pins (pins.py).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from urllib.parse import urlsplit
 
 from tooltap.core import (
     Exchange,
@@ -25,9 +25,11 @@ from tooltap.core import (
     inspect,
     served_session,
 )
+from tooltap.core.definitions import endpoint
 from tooltap.core.dialects.mcp import ANSWERED_ON_STREAM, Channels, Paired
 from tooltap.core.jsontext import loads
 
+from .pins import Pins
 from .state import REMEMBERED, LocalState, Recalled, State
 
 TOOL_SESSIONS = 1_000  # MCP sessions remembered (with their tool schemas), the newest only
@@ -78,16 +80,22 @@ class Session:
     replicas, with tooltap_state).
     """
 
-    def __init__(self, size: int = REMEMBERED, state: State | None = None) -> None:
+    def __init__(
+        self, size: int = REMEMBERED, state: State | None = None, pins: Pins | None = None
+    ) -> None:
         self.state = state if state is not None else LocalState(size)
         self.validators = ValidatorCache()
         self.tool_servers = ToolServers()
+        self.pins = pins if pins is not None else Pins()
         self.channels = Channels()  # MCP's legacy sessions: GET streams and their POSTs
 
-    def read(self, exchange: Exchange) -> list[tuple[Exchange, Verdict]]:
+    def read(
+        self, exchange: Exchange, application: str | None = None
+    ) -> list[tuple[Exchange, Verdict]]:
         """inspect(), for an exchange that may be one half of another (MCP's legacy HTTP+SSE
         transport: a POST answered 202, its response on the session's GET stream): the
-        exchanges it completes, each with its verdict, in order; none while it waits."""
+        exchanges it completes, each with its verdict, in order; none while it waits.
+        application: who sent it (a model request's tools are pinned under it)."""
         if legacy_stream(exchange):
             return self._paired(
                 self.channels.stream(exchange.url, exchange.url, exchange.response_body, ended=True)
@@ -97,7 +105,7 @@ class Session:
             paired = self.channels.posted(exchange, value) if error is None else None
             if paired is not None:
                 return self._paired(paired)
-        return [(exchange, self.inspect(exchange))]
+        return [(exchange, self.inspect(exchange, application=application))]
 
     def stream(
         self, key: str, url: str, data: bytes, *, ended: bool = False, lost: bool = False
@@ -122,15 +130,26 @@ class Session:
         return done
 
     def inspect(
-        self, exchange: Exchange, prior: Mapping[str, Sequence[str]] | None = None
+        self,
+        exchange: Exchange,
+        prior: Mapping[str, Sequence[str]] | None = None,
+        application: str | None = None,
     ) -> Verdict:
         """inspect() with this session's memory; prior replaces the recent calls (a Realtime
-        turn brings the calls its socket owed)."""
+        turn brings the calls its socket owed). application: who sent a model request, which
+        its declared tools are pinned under (applications.py)."""
         calls = Recalled(self.state) if prior is None else prior
-        key = (_endpoint(exchange.url), served_session(exchange))
+        key = (endpoint(exchange.url), served_session(exchange))
         verdict = inspect(
             exchange, calls, validators=self.validators, tool_server=self.tool_servers.get(key)
         )
+        verdict.tool_changes = self.pins.check(verdict.definitions, application)
+        hiding = {h.tool for h in verdict.hidden_text if h.part == "definition"}
+        if hiding:
+            new = self.pins.first_hidden(verdict.definitions, hiding, application)
+            verdict.hidden_text = [
+                h for h in verdict.hidden_text if h.part == "result" or h.tool in new
+            ]
         if verdict.tool_server is not None:
             self.tool_servers.keep(key, verdict.tool_server, verdict, len(exchange.response_body))
             return verdict
@@ -168,12 +187,6 @@ def legacy_stream(exchange: Exchange) -> bool:
         return False
     head = exchange.response_body[:512]
     return exchange.api == "mcp" or b"event: endpoint" in head or b"event:endpoint" in head
-
-
-def _endpoint(url: str) -> str:
-    """An MCP server's endpoint: the URL without its query."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 
 def with_ending(verdict: Verdict, note: str | None, failure: str | None) -> Verdict:

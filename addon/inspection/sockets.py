@@ -98,7 +98,11 @@ def ending(
 
 
 def socket_verdict(
-    session: Session, turn: SocketTurn, note: str | None = None, failure: str | None = None
+    session: Session,
+    turn: SocketTurn,
+    note: str | None = None,
+    failure: str | None = None,
+    application: str | None = None,
 ) -> Verdict:
     """A socket's turn inspected; one its socket's end cut off says how it ended, as for HTTP."""
     if turn.said is not None:
@@ -108,5 +112,5 @@ def socket_verdict(
         return Verdict(
             api=exchange.api, outcome="skipped", reason=turn.skipped, transport="websocket"
         )
-    verdict = session.inspect(exchange, turn.prior)
+    verdict = session.inspect(exchange, turn.prior, application)
     return with_ending(verdict, note, failure) if turn.cut else verdict

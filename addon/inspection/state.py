@@ -169,20 +169,20 @@ class RedisState:
         self._connect()
 
     def open_calls(self, response_id: str) -> list[str] | None:
-        found = self._shared(self.client.get, f"{NAMESPACE}open:{response_id}")
+        found = self.shared(self.client.get, f"{NAMESPACE}open:{response_id}")
         shared = _call_ids(found) if isinstance(found, bytes) else None
         return shared if shared is not None else self.local.open_calls(response_id)
 
     def remember(self, response_id: str, call_ids: list[str]) -> None:
         self.local.remember(response_id, call_ids)
         value = orjson.dumps(call_ids)
-        self._shared(self.client.set, f"{NAMESPACE}open:{response_id}", value, ex=self.ttl)
+        self.shared(self.client.set, f"{NAMESPACE}open:{response_id}", value, ex=self.ttl)
 
     def claim(self, response_id: str) -> bool:
         first_here = self.local.claim(response_id)
         key = f"{NAMESPACE}counted:{response_id}"
-        first = self._shared(self.client.set, key, b"1", nx=True, ex=self.ttl)
-        if first is _FAILED:
+        first = self.shared(self.client.set, key, b"1", nx=True, ex=self.ttl)
+        if first is FAILED:
             return first_here
         return first_here and bool(first)
 
@@ -191,11 +191,11 @@ class RedisState:
         with contextlib.suppress(*self._errors):
             self.client.close()
 
-    def _shared(self, command: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """The command's answer, or _FAILED when Redis did not give one (counted)."""
+    def shared(self, command: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """The command's answer, or FAILED when Redis did not give one (counted)."""
         if not self.answering.is_set():
             self._on_error()
-            return _FAILED
+            return FAILED
         try:
             return command(*args, **kwargs)
         except self._errors as exc:
@@ -203,7 +203,7 @@ class RedisState:
             self.answering.clear()
             self._say_down(exc)
             self._connect()
-            return _FAILED
+            return FAILED
 
     def _say_down(self, exc: BaseException) -> None:
         """Once, until Redis answers again (a failed command, or the first try failed)."""
@@ -258,7 +258,7 @@ def backoff() -> Iterator[float]:
         wait = min(wait * 2, BACKOFF[1])
 
 
-_FAILED = object()
+FAILED = object()
 
 
 def _call_ids(value: bytes) -> list[str] | None:

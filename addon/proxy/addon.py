@@ -37,7 +37,9 @@ from ..handover.counts import DirectCounts
 from ..handover.record import Record
 from ..handover.supervisor import Supervisor
 from ..handover.workers import ThreadWorker
+from ..inspection.applications import Applications
 from ..inspection.inspector import Inspector
+from ..inspection.pins import open_pins
 from ..inspection.state import open_state
 from ..options import BY_NAME
 from ..sinks.log import LogSink
@@ -317,6 +319,7 @@ class Tooltap:
             stream = log_file = open(settings["tooltap_log_file"], "a", encoding="utf-8")  # noqa: SIM115 - closed by Inspection.close
         sink = LogSink(settings["tooltap_log_format"], settings["tooltap_log_arguments"], stream)
         metrics.watch_budget(self.budget)
+        state = open_state(settings, metrics.state_error)
         inspector = Inspector(
             sink,
             metrics,
@@ -324,7 +327,9 @@ class Tooltap:
             max_turn=settings["tooltap_max_body"],
             budget=settings["tooltap_memory_budget"],
             traces=traces(settings, metrics.span),
-            state=open_state(settings, metrics.state_error),
+            state=state,
+            pins=open_pins(settings, state),
+            applications=Applications(settings["tooltap_app_header"]),
         )
         worker = ThreadWorker(inspector.handle, self._worker_error, size, self._release)
         worker.start()

@@ -1,7 +1,8 @@
 """The structured log: DESIGN.md's events, JSON lines by default, console for people.
 
 Events are data: `turn`, `tool_call`, `loop_error`, `request_rejected`,
-`stream_error`, `tool_result_error` and `no_tool_call`, and for a tool server's
+`stream_error`, `tool_result_error`, `no_tool_call`, `tool_changed` (a definition's diff,
+never a call's arguments) and `hidden_text`, and for a tool server's
 exchange (MCP) `tool_result`, with the server and session on each line. No header value is
 ever logged, and with `redact`, `hash` or `omit` neither is anything
 secret-looking in the arguments or in messages that could echo them.
@@ -160,6 +161,10 @@ class LogSink:
                 log.warning(
                     "tool_result_error", api=verdict.api, call_id=result.call_id, where=result.where
                 )
+        for change in verdict.tool_changes:
+            log.warning("tool_changed", api=verdict.api, **(change.model_dump() | served))
+        for hidden in policy.hidden(verdict.hidden_text):
+            log.warning("hidden_text", api=verdict.api, **(hidden.model_dump() | served))
         if verdict.state not in (None, "no-tools") and not verdict.call_count:
             log.info(
                 "no_tool_call",

@@ -29,6 +29,7 @@ OTHER_MODEL = "other"
 # What broke, per call: its arguments' JSON, their schema, or (from a tool server) its result's.
 ARGUMENT_ERRORS = ("parse", "schema", "result_schema")
 ERROR_TYPES = 50  # distinct session error codes kept as labels; later ones count as `other`
+HIDDEN_WHERE = ("definition", "result")  # where hidden text was found
 
 
 class Registry(CollectorRegistry):
@@ -51,6 +52,7 @@ class Metrics:
         self.model_labels = model_labels
         self._models: set[str] = set()
         self._error_types: set[str] = set()
+        self._servers: set[str] = set()  # tool servers named in tooltap_tool_changes_total
         self._pairs: set[tuple[str, str]] = set()
         self._children: dict[tuple[Any, ...], Any] = {}
         self._lock = threading.Lock()
@@ -181,6 +183,22 @@ class Metrics:
             "that were skipped while it was down: each used this replica's own memory instead.",
             registry=r,
         )
+        self.tool_changes = Counter(
+            "tooltap_tool_changes_total",
+            "Tool definitions that differ from their pin (first seen, or the tools lock), and "
+            "tools that appeared in or disappeared from a server's list, each change once; "
+            "server: the MCP server's name (the first N, then other), empty for an "
+            "application's declared tools.",
+            ["api", "server"],
+            registry=r,
+        )
+        self.hidden_text = Counter(
+            "tooltap_hidden_text_total",
+            "Runs of invisible characters where they do nothing visible, in a tool definition "
+            "or in a tool result (where: definition, result).",
+            ["api", "where"],
+            registry=r,
+        )
         self.held = Gauge(
             "tooltap_held_bytes",
             "Bytes the proxy holds for inspection now (stream copies, bodies on their way).",
@@ -199,6 +217,9 @@ class Metrics:
                 self.loop_errors.labels(api, rule)
             for result in ("ok", "error"):
                 self.tool_results.labels(api, result)
+            self.tool_changes.labels(api, "")
+            for where in HIDDEN_WHERE:
+                self.hidden_text.labels(api, where)
         self.flows.labels(*NOT_READ)
         for where in WHERE:
             self.internal_errors.labels(where)
@@ -266,6 +287,15 @@ class Metrics:
             child(self.tool_results, api, result.outcome).inc()
         if verdict.rejected is not None:
             child(self.rejected, api, str(verdict.rejected.status)).inc()
+        for change in verdict.tool_changes:
+            server = (
+                self._bounded(self._servers, self.model_labels, change.server)
+                if change.server
+                else ""
+            )
+            child(self.tool_changes, api, server).inc()
+        for hidden in verdict.hidden_text:
+            child(self.hidden_text, api, hidden.part).inc()
         tool = verdict.scope == "tool"
         if verdict.state is None and not tool:
             return

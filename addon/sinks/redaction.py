@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from tooltap.core import SchemaError, Verdict
+from tooltap.core.definitions import HiddenText
 from tooltap.core.jsontext import loads
 
 ARGUMENT_MODES = ("raw", "redact", "hash", "omit")
@@ -66,15 +67,25 @@ def redact_text(text: str) -> str:
     return orjson.dumps(_redact_value(value)).decode()
 
 
+def hash_key() -> bytes:
+    """The key hashes are made with: TOOLTAP_HASH_KEY, which makes them comparable across
+    replicas, else one drawn for this process. Keyed, so that a short secret cannot be
+    recovered, nor a guess confirmed, by hashing guesses."""
+    env = os.environ.get("TOOLTAP_HASH_KEY")
+    return env.encode() if env else secrets.token_bytes(32)
+
+
+def keyed(key: bytes, text: str) -> str:
+    """The HMAC-SHA256 of a text under a key, in hex."""
+    return hmac.new(key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
 class ArgumentPolicy:
     """How much of the arguments (and of text that could echo them) reaches the log."""
 
     def __init__(self, mode: str, key: bytes | None = None) -> None:
         self.mode = mode
-        # Keyed, so a short secret cannot be recovered by hashing guesses; set
-        # TOOLTAP_HASH_KEY to make hashes comparable across replicas.
-        env = os.environ.get("TOOLTAP_HASH_KEY")
-        self._key = key or (env.encode() if env else secrets.token_bytes(32))
+        self._key = key or hash_key()
 
     def arguments(self, raw: str) -> str | None:
         if self.mode == "raw":
@@ -82,10 +93,7 @@ class ArgumentPolicy:
         if self.mode == "omit":
             return None
         if self.mode == "hash":
-            digest = hmac.new(
-                self._key, raw.encode("utf-8", "surrogatepass"), hashlib.sha256
-            ).hexdigest()
-            return "hmac-sha256:" + digest[:32]
+            return "hmac-sha256:" + keyed(self._key, raw)[:32]
         return redact_text(raw)
 
     def message(self, text: str) -> str:
@@ -99,6 +107,18 @@ class ArgumentPolicy:
         if self.mode == "redact" and not SECRET_KEY.search(str(error["path"])):
             return {"path": error["path"], "message": self.message(str(error["message"]))}
         return {"path": error["path"], "message": REDACTED}
+
+    def hidden(self, found: list[HiddenText]) -> list[HiddenText]:
+        """Hidden text with what a result's characters spell masked as arguments are: a
+        result may echo what a user said. A definition's is shown as it is."""
+        if self.mode == "raw":
+            return found
+        return [
+            h.model_copy(update={"spelled": self.arguments(h.spelled)})
+            if h.part == "result" and h.spelled is not None
+            else h
+            for h in found
+        ]
 
     def verdict(self, verdict: Verdict) -> Verdict:
         """The verdict with what the log would not show masked: for views beside the log."""
@@ -138,5 +158,6 @@ class ArgumentPolicy:
                 "rejected": rejected,
                 "stream_errors": errors,
                 "tool_results": results,
+                "hidden_text": self.hidden(verdict.hidden_text),
             }
         )

@@ -217,6 +217,7 @@ class TraceSink:
         if verdict.scope == "tool":
             for call in verdict.calls:
                 self._tool_span(verdict, call, host, parent, (start, end))
+            self._list_span(verdict, host, parent, (start, end))
             return
         model = verdict.request_model or verdict.model or ""
         span = self.tracer.start_span(
@@ -238,13 +239,16 @@ class TraceSink:
         self, v: Verdict, call: Call, host: str, parent: Any, times: tuple[int, int]
     ) -> None:
         """One call a tool server ran, as the GenAI conventions' execute_tool span."""
-        start, end = times
         results = [r for r in v.tool_results if r.call_id == call.call_id]
         own = v.model_copy(
             update={
                 "calls": [call],
                 "tool_results": results,
                 "loop_errors": [e for e in v.loop_errors if call.call_id in e.ids],
+                "tool_changes": [],
+                "hidden_text": [
+                    h for h in v.hidden_text if h.part == "result" and h.tool == call.call_id
+                ],
             }
         )
         attributes: dict[str, Any] = {
@@ -255,27 +259,58 @@ class TraceSink:
             "tooltap.api": v.api or "none",
             "tooltap.findings": findings(own),
         }
-        attributes.update(
-            (key, value)
-            for key, value in (("tooltap.server", v.server), ("tooltap.session", v.session))
-            if value is not None
-        )
-        span = self.tracer.start_span(
-            f"execute_tool {call.name}".strip(),
-            context=parent,
-            kind=SpanKind.CLIENT,
-            start_time=start,
-            attributes=attributes,
-        )
-        for name, event in self._events(own):
-            span.add_event(name, event, timestamp=end)
+        attributes.update(_served(v))
         failure = _error_type(v) or (
             "tool_error" if any(r.outcome == "error" for r in results) else None
         )
+        self._served_span(
+            f"execute_tool {call.name}".strip(), attributes, own, parent, times, failure=failure
+        )
+
+    def _served_span(
+        self,
+        name: str,
+        attributes: dict[str, Any],
+        own: Verdict,
+        parent: Any,
+        times: tuple[int, int],
+        *,
+        failure: str | None = None,
+    ) -> None:
+        """A span of a tool server's exchange, with the events of what `own` holds."""
+        start, end = times
+        span = self.tracer.start_span(
+            name, context=parent, kind=SpanKind.CLIENT, start_time=start, attributes=attributes
+        )
+        for event, said in self._events(own):
+            span.add_event(event, said, timestamp=end)
         if failure is not None:
             span.set_attribute(error_attributes.ERROR_TYPE, failure)
             span.set_status(Status(StatusCode.ERROR, failure))
         span.end(end_time=end)
+
+    def _list_span(self, v: Verdict, host: str, parent: Any, times: tuple[int, int]) -> None:
+        """A tool server's list whose definitions changed or hide text: a span of its own (a
+        list runs no tool), `list_tools` with the server and session."""
+        own = v.model_copy(
+            update={
+                "calls": [],
+                "tool_results": [],
+                "loop_errors": [],
+                "rejected": None,
+                "hidden_text": [h for h in v.hidden_text if h.part == "definition"],
+            }
+        )
+        if not own.tool_changes and not own.hidden_text:
+            return
+        attributes: dict[str, Any] = {
+            server_attributes.SERVER_ADDRESS: host,
+            "tooltap.api": v.api or "none",
+            "tooltap.findings": findings(own),
+            "tooltap.listed_tools": v.listed_tools,
+        }
+        attributes.update(_served(v))
+        self._served_span(f"list_tools {v.server or ''}".strip(), attributes, own, parent, times)
 
     def _attributes(self, v: Verdict, host: str) -> dict[str, Any]:
         names = findings(v)
@@ -357,6 +392,33 @@ class TraceSink:
                         {gen_ai.GEN_AI_TOOL_CALL_ID: result.call_id, "tooltap.where": result.where},
                     )
                 )
+        for change in v.tool_changes:
+            said = {
+                gen_ai.GEN_AI_TOOL_NAME: change.tool,
+                "tooltap.source": change.source,
+                "tooltap.change": change.change,
+                "tooltap.against": change.against,
+                "tooltap.announced": change.announced,
+                "tooltap.details": change.details,
+            }
+            said.update(
+                (f"tooltap.{k}", getattr(change, k))
+                for k in ("before", "after")
+                if getattr(change, k)
+            )
+            events.append(("tooltap.tool_changed", said))
+        for hidden in v.hidden_text:
+            said = {
+                "tooltap.part": hidden.part,
+                "tooltap.tool": hidden.tool,
+                "tooltap.where": hidden.where,
+                "tooltap.kind": hidden.kind,
+                "tooltap.count": hidden.count,
+                "tooltap.chars": hidden.chars,
+            }
+            if hidden.spelled is not None:
+                said["tooltap.spelled"] = hidden.spelled
+            events.append(("tooltap.hidden_text", said))
         return events
 
     def close(self, timeout: float = 3.0) -> None:
@@ -370,6 +432,12 @@ def traces(settings: dict[str, Any], count: Callable[[str, int], None]) -> Trace
     if where is None:
         return None
     return TraceSink(where, settings["tooltap_log_arguments"], count)
+
+
+def _served(v: Verdict) -> dict[str, str]:
+    """A tool server's name and session, where the exchange says them."""
+    said = (("tooltap.server", v.server), ("tooltap.session", v.session))
+    return {key: value for key, value in said if value is not None}
 
 
 def _error_type(v: Verdict) -> str | None:

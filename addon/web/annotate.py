@@ -26,6 +26,7 @@ from tooltap.core import Api, Exchange, Verdict
 from tooltap.core.sockets import socket_reader, wanted
 from tooltap.core.wire import detect_socket
 
+from ..inspection.applications import Applications
 from ..inspection.flows import flow_exchange, socket_ending
 from ..inspection.scrub import scrub
 from ..inspection.session import Session
@@ -59,6 +60,7 @@ class WebAnnotations:
         self.readers: dict[str, Reader] = {}
         self.credentials: dict[str, tuple[str, ...]] = {}  # by socket, read once
         self.policy = ArgumentPolicy(BY_NAME["tooltap_log_arguments"].default)
+        self.applications = Applications()  # who declared a model request's tools
         self.waiting = 0  # exchanges and socket messages sent to the worker, not back yet
         self.behind = 0  # exchanges left unannotated because the worker was behind
         self._lagging: set[str] = set()  # sockets whose messages went by unread: lost()
@@ -76,6 +78,8 @@ class WebAnnotations:
             # One policy (one hash key) for every flow, as in the log.
             self.policy = ArgumentPolicy(ctx.options.tooltap_log_arguments)
             self.view.arguments = ctx.options.tooltap_log_arguments
+        if "tooltap_app_header" in updated:
+            self.applications = Applications(ctx.options.tooltap_app_header)
 
     def running(self) -> None:
         self.active = ctx.master.addons.get("webaddon") is not None
@@ -159,7 +163,9 @@ class WebAnnotations:
         exchange = flow_exchange(flow) if kept else _tapped(flow)
         if exchange is not None:
             exchange = exchange.model_copy(update={"api": api})  # MCP: no path says it
-        self._submit(flow, self._inspect, None, request_credentials(flow), exchange, api)
+        application = self.applications.of(flow.request.headers.items(), flow.request.url)
+        args = (exchange, api, application)
+        self._submit(flow, self._inspect, None, request_credentials(flow), *args)
 
     def _followed(self, flow: http.HTTPFlow, http_api: bool) -> bool:
         if not self.active:
@@ -199,10 +205,12 @@ class WebAnnotations:
 
     # --- on the worker thread -------------------------------------------------
 
-    def _inspect(self, exchange: Exchange | None, api: Api | None) -> list[Verdict]:
+    def _inspect(
+        self, exchange: Exchange | None, api: Api | None, application: str | None = None
+    ) -> list[Verdict]:
         if exchange is None:
             return [Verdict(api=api, outcome="skipped", reason=NOT_KEPT)]
-        return [self.session.inspect(exchange)]
+        return [self.session.inspect(exchange, application=application)]
 
     def _feed(self, reader: Reader, content: bytes, from_client: bool) -> list[Verdict]:
         return [socket_verdict(self.session, turn) for turn in reader.feed(content, from_client)]

@@ -119,6 +119,28 @@ def _detail(verdict: Verdict, arguments: str) -> str:
             lines.append(f"  {result.call_id}  {result.outcome} at {result.where}{failed}")
             for error in result.schema_errors:
                 lines.append(f"    outputSchema error at {error.path}: {error.message}")
+    if verdict.tool_changes:
+        lines += ["", "TOOL DEFINITIONS CHANGED"]
+        for change in verdict.tool_changes:
+            against = "the lock" if change.against == "lock" else "the first seen"
+            announced = ", announced" if change.announced else ""
+            lines += wrap(
+                f"  {change.tool}  {change.change} against {against}{announced}: {change.source}",
+                WIDTH,
+                subsequent_indent="    ",
+            )
+            for detail in change.details:
+                lines += wrap(f"    {detail}", WIDTH, subsequent_indent="      ")
+    if verdict.hidden_text:
+        lines += ["", "HIDDEN TEXT"]
+        for hidden in verdict.hidden_text:
+            spelled = f", spelling {hidden.spelled!r}" if hidden.spelled else ""
+            lines += wrap(
+                f"  {hidden.part} of {hidden.tool} at {hidden.where}: {hidden.count} "
+                f"{hidden.kind} ({', '.join(hidden.chars)}){spelled}",
+                WIDTH,
+                subsequent_indent="    ",
+            )
     if verdict.stream_errors:
         lines += ["", "STREAM ERRORS"]
         lines += [f"  {e.type}: {e.message}" for e in verdict.stream_errors]

@@ -17,6 +17,7 @@ from ..errors import ApiError
 from ..loop import LoopReport
 from ..schema import SEED_LIMITS, Limits
 from ..served import Served, ToolServer
+from ..shapes import as_dict, as_list
 from ..turn import Api, Turn
 
 
@@ -92,6 +93,29 @@ ARGUMENT_REPAIR = (
     "next request."
 )
 
+
+def text_of(content: Any) -> str:
+    """A message's text: a string, or its parts' text, a line each. Pure."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(
+        text for part in as_list(content) if isinstance(text := as_dict(part).get("text"), str)
+    )
+
+
+def role_text(messages: Any, roles: tuple[str, ...] = ("system", "developer")) -> str:
+    """The text of the messages with these roles, in order. Pure."""
+    return "\n".join(
+        text_of(message.get("content"))
+        for message in map(as_dict, as_list(messages))
+        if message.get("role") in roles
+    )
+
+
+def no_instructions(request: Mapping[str, Any]) -> str:
+    return ""
+
+
 Prior = Mapping[str, Sequence[str]] | None  # response id -> the calls it left open
 # A tool server's reading: (request body, response body or assembled stream, the session so
 # far, validators, the session's id) -> what the exchange said.
@@ -154,3 +178,9 @@ class Dialect:
     recognise_body: Callable[[str, bytes], bool] | None = None
     # A tool server's protocol (MCP), not a model's: its exchanges are no turns.
     serve: Serve | None = None
+    # The request's instructions to the model (system and developer text): what tells one
+    # agent of an application from another, whose tools of one name may differ.
+    instructions: Callable[[Mapping[str, Any]], str] = no_instructions
+    # The response restates the request's tools, and its Turn reads them from there (the
+    # Responses echo): the definitions the model read are then read from the request again.
+    echoes_tools: bool = False

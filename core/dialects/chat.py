@@ -13,7 +13,7 @@ from ..errors import ApiError, api_error
 from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import Tool, ToolCall, Turn, callable_names, make_call
-from .base import Dialect, Prior
+from .base import Dialect, Prior, role_text
 
 
 def recognise(method: str, path: str) -> bool:
@@ -34,6 +34,7 @@ def _tools(request: Mapping[str, Any]) -> list[Tool]:
                     type=kind,
                     strict=as_bool(inner.get("strict")) if kind == "function" else None,
                     parameters=inner.get("parameters") if kind == "function" else None,
+                    description=inner.get("description"),
                 )
             )
     for legacy in map(as_dict, as_list(request.get("functions"))):
@@ -44,6 +45,7 @@ def _tools(request: Mapping[str, Any]) -> list[Tool]:
                     name=name,
                     strict=as_bool(legacy.get("strict")),
                     parameters=legacy.get("parameters"),
+                    description=legacy.get("description"),
                 )
             )
     return out
@@ -237,7 +239,7 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
             check.error("empty-result", [call_id], index)
         if not call_id:
             continue
-        check.result(call_id, index, error_payload(content), check.where(index))
+        check.result(call_id, index, error_payload(content), check.where(index), content)
         if call_id in pending:
             del pending[call_id]
             answered.add(call_id)
@@ -255,6 +257,11 @@ def finish_reasons(response: Mapping[str, Any]) -> list[str]:
     return [as_str(c.get("finish_reason")) for c in choices if as_str(c.get("finish_reason"))]
 
 
+def instructions(request: Mapping[str, Any]) -> str:
+    """The system and developer messages' text. Pure."""
+    return role_text(request.get("messages"))
+
+
 DIALECT = Dialect(
     api="chat",
     recognise=recognise,
@@ -262,4 +269,5 @@ DIALECT = Dialect(
     assembler=Assembler,
     check_loop=check_loop,
     finish_reasons=finish_reasons,
+    instructions=instructions,
 )

@@ -35,7 +35,7 @@ from ..loop import Checker, LoopReport, error_payload, is_empty
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import Tool, ToolCall, Turn, make_call
-from .base import Dialect, Prior, advisory_tools_repairs, fanout_repairs
+from .base import Dialect, Prior, advisory_tools_repairs, fanout_repairs, text_of
 
 _PATH = re.compile(r"/model/(?P<model>[^/]+)/(?:converse|converse-stream)$")
 
@@ -65,6 +65,7 @@ def _tools(request: Mapping[str, Any]) -> list[Tool]:
                     name=name,
                     strict=as_bool(spec.get("strict")),
                     parameters=as_dict(spec.get("inputSchema")).get("json"),
+                    description=spec.get("description"),
                 )
             )
     return out
@@ -253,7 +254,13 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
             failed = result.get("status") == "error"
             if failed and is_empty(result.get("content")):
                 check.error("empty-result", [call_id], index, where)
-            check.result(call_id, index, failed or error_payload(_result_text(result)), where)
+            check.result(
+                call_id,
+                index,
+                failed or error_payload(_result_text(result)),
+                where,
+                result.get("content"),
+            )
             if call_id in pending:
                 del pending[call_id]
                 answered.add(call_id)
@@ -348,6 +355,11 @@ def blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> 
     return converse_blockers(value)
 
 
+def instructions(request: Mapping[str, Any]) -> str:
+    """`system`: a list of text blocks. Pure."""
+    return text_of(request.get("system"))
+
+
 DIALECT = Dialect(
     api="converse",
     recognise=recognise,
@@ -355,6 +367,7 @@ DIALECT = Dialect(
     assembler=Assembler,
     check_loop=check_loop,
     finish_reasons=finish_reasons,
+    instructions=instructions,
     blockers=blockers,
     state_repairs=fanout_repairs(
         "set strict: true on the toolSpec (for models Bedrock supports it on)."

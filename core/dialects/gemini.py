@@ -43,7 +43,7 @@ from ..loop import Checker, LoopReport, error_payload
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_dict, as_int, as_list, as_str
 from ..turn import Tool, ToolCall, Turn
-from .base import Dialect, Prior, fanout_repairs
+from .base import Dialect, Prior, fanout_repairs, text_of
 
 _PATH = re.compile(
     r"/(?:(?:models|tunedModels)/(?P<model>[^/:]+)|endpoints/(?P<endpoint>[^/:]+))"
@@ -207,6 +207,7 @@ def _tools(request: Mapping[str, Any], strict: bool) -> list[Tool]:
                 name=name,
                 strict=strict,
                 parameters=parameters if as_json is not None else to_json_schema(parameters),
+                description=field(declaration, "description"),
             )
         )
     return out
@@ -575,8 +576,8 @@ def _answer(
         named = answer_id or name
         by_id = [c for c in open_calls if answer_id and c[0] == answer_id]
         matched = by_id or [c for c in open_calls if c[1] == name and not (answer_id and c[0])]
-        failed = error_payload(dumps(field(response, "response")))
-        check.result(named, index, failed, where)
+        said = field(response, "response")
+        check.result(named, index, error_payload(dumps(said)), where, said)
         if matched:
             open_calls.remove(matched[0])
             answered.append(matched[0])
@@ -636,6 +637,11 @@ def format_repairs(
     return []
 
 
+def instructions(request: Mapping[str, Any]) -> str:
+    """systemInstruction's parts' text. Pure."""
+    return text_of(field(field(request, "systemInstruction"), "parts"))
+
+
 DIALECT = Dialect(
     api="gemini",
     recognise=recognise,
@@ -643,6 +649,7 @@ DIALECT = Dialect(
     assembler=Assembler,
     check_loop=check_loop,
     finish_reasons=finish_reasons,
+    instructions=instructions,
     blockers=blockers,
     state_repairs=fanout_repairs(
         "set functionCallingConfig.mode to VALIDATED (or ANY), under which Google says the "

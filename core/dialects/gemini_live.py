@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import api_error
+from ..hidden import scan
 from ..jsontext import dumps
 from ..loop import REPAIRS, LoopError, LoopReport, ToolResult, error_payload
 from ..schema import Limits
@@ -188,9 +189,12 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
                 )
             )
             continue
-        failed = error_payload(dumps(field(response, "response")))
+        said = field(response, "response")
+        failed = error_payload(dumps(said))
         report.results.append(
-            ToolResult(call_id=key, where=where, outcome="error" if failed else "ok")
+            ToolResult(
+                call_id=key, where=where, outcome="error" if failed else "ok", hidden=scan(said)[0]
+            )
         )
     return report
 
@@ -296,6 +300,7 @@ DIALECT = Dialect(
     check_loop=check_loop,
     finish_reasons=gemini.finish_reasons,
     blockers=gemini.blockers,
+    instructions=gemini.instructions,
     state_repairs=fanout_repairs(
         "answer an invalid call with a functionResponse whose response carries an error: the "
         "Live API has no function-calling mode that holds calls to their schemas."

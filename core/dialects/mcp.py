@@ -39,7 +39,9 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from ..arguments import SchemaError, ValidatorCache, diagnose, validate
+from ..definitions import listed
 from ..errors import ApiError
+from ..hidden import scan
 from ..jsontext import dumps, loads
 from ..loop import REPAIRS, LoopError, LoopReport, ToolResult
 from ..served import ListedTool, Served, TaskCall, ToolServer
@@ -114,6 +116,11 @@ def _named(info: Any) -> str | None:
     return " ".join(filter(None, (as_str(info.get("name")), as_str(info.get("version"))))) or None
 
 
+def _name(info: Any) -> str | None:
+    """An Implementation's name alone: what its tools' pins are kept under. Pure."""
+    return as_str(as_dict(info).get("name")) or None
+
+
 def _fixed(result: Mapping[str, Any]) -> bool:
     """The server says its tool list does not change (tools.listChanged is not true)."""
     tools = as_dict(as_dict(result.get("capabilities")).get("tools"))
@@ -122,14 +129,17 @@ def _fixed(result: Mapping[str, Any]) -> bool:
 
 def _initialized(result: Mapping[str, Any]) -> ToolServer:
     """A new session, as initialize's result describes its server."""
-    return ToolServer(server=_named(result.get("serverInfo")), fixed=_fixed(result))
+    info = result.get("serverInfo")
+    return ToolServer(server=_named(info), name=_name(info), fixed=_fixed(result))
 
 
 def _discovered(server: ToolServer, result: Mapping[str, Any]) -> ToolServer:
     """The endpoint as server/discover describes it (2026-07-28: no initialize, no session);
     what it listed before stays its list."""
-    named = _named(as_dict(result.get("_meta")).get(SERVER_INFO)) or server.server
-    return server.model_copy(update={"server": named, "fixed": _fixed(result)})
+    info = as_dict(result.get("_meta")).get(SERVER_INFO)
+    named = _named(info) or server.server
+    name = _name(info) or server.name
+    return server.model_copy(update={"server": named, "name": name, "fixed": _fixed(result)})
 
 
 def _task_id(result: Mapping[str, Any]) -> str | None:
@@ -263,6 +273,7 @@ def _result(
             errors, problem = validate(result["structuredContent"], tool.output_schema, validators)
         else:
             errors = [SchemaError(path="$", message=NO_STRUCTURED)]
+    said = {key: value for key, value in result.items() if key != "_meta"}
     return ToolResult(
         call_id=call_id,
         where="result",
@@ -270,6 +281,7 @@ def _result(
         schema_errors=errors,
         schema_problem=problem,
         name=name,
+        hidden=scan(said)[0],
     )
 
 
@@ -343,9 +355,10 @@ def serve(
         result = as_dict(answer.get("result")) if answer is not None and not error else None
         params = as_dict(message.get("params"))
         index = f"{position}." if isinstance(request, list) else ""
-        named = _named(as_dict(result.get("_meta")).get(SERVER_INFO)) if result else None
+        info = as_dict(result.get("_meta")).get(SERVER_INFO) if result else None
+        named = _named(info)
         if named is not None and named != served.server.server:  # 2026-07-28: on each result
-            served.server = served.server.model_copy(update={"server": named})
+            served.server = served.server.model_copy(update={"server": named, "name": _name(info)})
         if method == "initialize" and result is not None:
             served.server = _initialized(result)
         elif method == "server/discover" and result is not None:
@@ -354,10 +367,14 @@ def serve(
             _task_result(served, message_id or "", method, params, result, validators=validators)
         elif method == "tools/list" and result is not None:
             cursor = as_str(params.get("cursor")) or None
+            served.announced = served.announced or served.server.announced
             served.server = _listed(served.server, cursor, result)
+            if served.server.complete:
+                served.server = served.server.model_copy(update={"announced": False})
             served.listed.extend(
                 as_str(as_dict(t).get("name")) for t in as_list(result.get("tools"))
             )
+            served.definitions.extend(map(dict, listed(result.get("tools"))))
         elif method == "tools/call":
             call_id = message_id or ""
             if "inputResponses" in params or "requestState" in params:
@@ -383,7 +400,7 @@ def serve(
     if any(m.get("method") == "notifications/tools/list_changed" for m in received):
         # The list changed: what was listed is no longer known to hold.
         served.server = served.server.model_copy(
-            update={"tools": {}, "complete": False, "next_cursor": None}
+            update={"tools": {}, "complete": False, "next_cursor": None, "announced": True}
         )
     return served
 

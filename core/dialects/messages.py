@@ -26,7 +26,7 @@ from ..loop import Checker, LoopReport, is_empty
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import HostedResult, Tool, ToolCall, Turn, callable_names, make_call
-from .base import Dialect, Prior, advisory_tools_repairs, fanout_repairs
+from .base import Dialect, Prior, advisory_tools_repairs, fanout_repairs, text_of
 
 # Anthropic on Vertex AI, the model in the path.
 _VERTEX = re.compile(
@@ -63,6 +63,7 @@ def _tools(request: Mapping[str, Any]) -> list[Tool]:
                     name=name,
                     strict=as_bool(tool.get("strict")),
                     parameters=tool.get("input_schema"),
+                    description=tool.get("description"),
                 )
             )
         else:
@@ -267,7 +268,9 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
                     other_first = False
                 if is_empty(block.get("content")):
                     check.error("empty-result", [call_id], index, where)
-                check.result(call_id, index, block.get("is_error") is True, where)
+                check.result(
+                    call_id, index, block.get("is_error") is True, where, block.get("content")
+                )
                 if call_id in pending:
                     del pending[call_id]
                     answered.add(call_id)
@@ -376,6 +379,11 @@ def blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> 
     return anthropic_blockers(value, tool=tool)
 
 
+def instructions(request: Mapping[str, Any]) -> str:
+    """`system`: a string or text blocks. Pure."""
+    return text_of(request.get("system"))
+
+
 DIALECT = Dialect(
     api="messages",
     recognise=recognise,
@@ -383,6 +391,7 @@ DIALECT = Dialect(
     assembler=Assembler,
     check_loop=check_loop,
     finish_reasons=finish_reasons,
+    instructions=instructions,
     blockers=blockers,
     state_repairs=fanout_repairs(
         "declare strict: true on the tools (Anthropic documents no conflict between strict "

@@ -52,7 +52,7 @@ from ..loop import Checker, LoopReport, error_payload, last_index
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_dict, as_list, as_str
 from ..turn import Tool, ToolCall, Turn, make_call
-from .base import Dialect, Prior, fanout_repairs
+from .base import Dialect, Prior, fanout_repairs, role_text
 
 PATHS = ("/api/chat", "/api/generate")
 _STREAMED = ("message", "response", "thinking", "tool_calls")  # what a stream line adds to
@@ -79,7 +79,14 @@ def _tools(request: Mapping[str, Any]) -> list[Tool]:
         function = as_dict(tool.get("function"))
         name = as_str(function.get("name")).strip()
         if name and as_str(tool.get("type") or "function") == "function":
-            out.append(Tool(name=name, strict=False, parameters=function.get("parameters")))
+            out.append(
+                Tool(
+                    name=name,
+                    strict=False,
+                    parameters=function.get("parameters"),
+                    description=function.get("description"),
+                )
+            )
     return out
 
 
@@ -228,7 +235,8 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
         if _role(message) == "tool":
             if turn is None:  # it follows no call
                 named = _result_name(message)
-                check.result(named, index, _failed(message), check.where(index))
+                said = message.get("content")
+                check.result(named, index, _failed(message), check.where(index), said)
                 check.error("orphan-result", [named] if named else [], index)
             else:
                 turn.answer(message, index)
@@ -279,10 +287,10 @@ class _Turn:
         if match is not None:
             self.open.remove(match)
             self.answered.append(match)
-            self.check.result(match[2], index, _failed(message), where)
+            self.check.result(match[2], index, _failed(message), where, message.get("content"))
             return
         own = result_id or name
-        self.check.result(own, index, _failed(message), where)
+        self.check.result(own, index, _failed(message), where, message.get("content"))
         again = any((result_id and c[0] == result_id) or (name and c[1] == name)
                     for c in self.answered)  # fmt: skip
         rule = "duplicate-result" if again else "orphan-result"
@@ -385,6 +393,13 @@ def format_repairs(
     return lines
 
 
+def instructions(request: Mapping[str, Any]) -> str:
+    """The system messages' text (/api/generate: `system`). Pure."""
+    return "\n".join(
+        filter(None, (as_str(request.get("system")), role_text(request.get("messages"))))
+    )
+
+
 DIALECT = Dialect(
     api="ollama",
     recognise=recognise,
@@ -406,4 +421,5 @@ DIALECT = Dialect(
     ),
     streams=streams,
     framing="ndjson",
+    instructions=instructions,
 )

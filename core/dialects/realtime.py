@@ -130,6 +130,7 @@ DIALECT = Dialect(
     assembler=Assembler,
     check_loop=check_loop,
     finish_reasons=responses.finish_reasons,
+    instructions=responses.instructions,
     state_repairs=state_repairs,
     socket_path="/realtime",
 )

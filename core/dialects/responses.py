@@ -13,10 +13,11 @@ from typing import Any
 
 from .. import loop
 from ..errors import ApiError, api_error
+from ..hidden import scan
 from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import HostedResult, Tool, ToolCall, Turn, callable_names, make_call
-from .base import Dialect, Prior
+from .base import Dialect, Prior, role_text
 
 # Responses output items the client must answer, and the key that ids them.
 CLIENT_CALL_TYPES = {
@@ -99,6 +100,7 @@ def _tools(tools: Any, namespace: str | None = None) -> list[Tool]:
                     strict=as_bool(tool.get("strict")) if kind == "function" else None,
                     parameters=tool.get("parameters") if kind == "function" else None,
                     namespace=namespace,
+                    description=tool.get("description"),
                 )
             )
     return out
@@ -133,7 +135,12 @@ def _listed_mcp_tools(items: list[Mapping[str, Any]]) -> list[Tool]:
         for tool in map(as_dict, as_list(item.get("tools"))):
             if name := as_str(tool.get("name")):
                 found[label, name] = Tool(
-                    name=name, type="mcp", parameters=tool.get("input_schema"), namespace=label
+                    name=name,
+                    type="mcp",
+                    parameters=tool.get("input_schema"),
+                    namespace=label,
+                    description=tool.get("description"),
+                    annotations=tool.get("annotations"),
                 )
     return list(found.values())
 
@@ -151,7 +158,10 @@ def _hosted(output: list[Mapping[str, Any]]) -> tuple[list[ToolCall], list[Hoste
         calls.append(make_call(call_id, name, "mcp_call", item, "arguments", server=server))
         if item.get("error") is not None or item.get("output") is not None:
             failed = item.get("error") is not None
-            results.append(HostedResult(call_id=call_id, where=f"output.{index}", failed=failed))
+            hidden, _ = scan(item.get("output"))
+            results.append(
+                HostedResult(call_id=call_id, where=f"output.{index}", failed=failed, hidden=hidden)
+            )
     return calls, results
 
 
@@ -374,7 +384,7 @@ def check_loop(
             check.error("empty-result", [call_id], index)
         if not call_id:
             continue
-        check.result(call_id, index, error_payload(output), check.where(index))
+        check.result(call_id, index, error_payload(output), check.where(index), output)
         if pending.get(call_id):
             pending[call_id].pop(0)
             answered.add(call_id)
@@ -414,6 +424,12 @@ def unfinished(method: str, request: Any, status: str | None, stream: bool, comp
     return background and not complete
 
 
+def instructions(request: Mapping[str, Any]) -> str:
+    """`instructions`, then the system and developer messages' text. Pure."""
+    said = as_str(request.get("instructions"))
+    return "\n".join(filter(None, (said, role_text(request.get("input")))))
+
+
 DIALECT = Dialect(
     api="responses",
     recognise=recognise,
@@ -421,6 +437,8 @@ DIALECT = Dialect(
     assembler=Assembler,
     check_loop=check_loop,
     finish_reasons=finish_reasons,
+    instructions=instructions,
+    echoes_tools=True,
     socket_path="/responses",
     unfinished=unfinished,
 )

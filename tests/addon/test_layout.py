@@ -42,7 +42,7 @@ def room_graph() -> dict[str, set[str]]:
 CORE_MAY_IMPORT = {
     "__future__", "typing", "collections", "dataclasses", "re", "json", "zlib", "urllib",
     "enum", "functools", "itertools", "math", "abc", "base64", "binascii", "struct", "hashlib",
-    "pydantic", "orjson", "jsonschema_rs", "brotli", "zstandard", "botocore", "ijson",
+    "pydantic", "orjson", "jsonschema_rs", "brotli", "zstandard", "botocore", "ijson", "regex",
 }  # fmt: skip
 
 

@@ -60,6 +60,9 @@ def test_the_inspector_gets_exactly_the_options_it_reads_as_data():
         "tooltap_queue_size",
         "tooltap_state",  # the inspector keeps the session's memory there
         "tooltap_state_ttl",
+        "tooltap_tools_lock",  # the inspector keeps the pins
+        "tooltap_app_header",
+        "tooltap_pins_ttl",
     }
 
 
@@ -71,10 +74,12 @@ def test_tooltap_run_has_a_flag_for_each_flagged_option_and_passes_it_on():
         "--model-labels",
         "--otlp",
         "--state",
+        "--tools-lock",
     }
     args = parser().parse_args(
         ["run", "--log-format", "json", "--log-arguments", "hash", "--model-labels", "7",
-         "--otlp", "http://127.0.0.1:4318", "--state", "redis://127.0.0.1:6379/0"]
+         "--otlp", "http://127.0.0.1:4318", "--state", "redis://127.0.0.1:6379/0",
+         "--tools-lock", "tools.lock.json"]
     )  # fmt: skip
     argv, _ = mitmdump_args(args, [])
     for setting in (
@@ -83,6 +88,7 @@ def test_tooltap_run_has_a_flag_for_each_flagged_option_and_passes_it_on():
         "tooltap_model_labels=7",
         "tooltap_otlp=http://127.0.0.1:4318",
         "tooltap_state=redis://127.0.0.1:6379/0",
+        "tooltap_tools_lock=tools.lock.json",
     ):
         assert argv[argv.index(setting) - 1] == "--set"
 
@@ -94,3 +100,17 @@ def test_a_redis_url_is_a_state_the_addon_takes_and_no_url_is_off():
             tctx.configure(addon, tooltap_state=url)
             assert tctx.options.tooltap_state == url
         addon.done()
+
+
+def test_a_tools_lock_that_cannot_be_read_or_is_no_lock_is_refused_with_the_reason(tmp_path):
+    option = options.BY_NAME["tooltap_tools_lock"]
+    assert option.problem("") is None
+    missing = option.problem(str(tmp_path / "nowhere.json"))
+    assert missing is not None and "cannot read" in missing
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"tooltap_tools_lock": 7, "tools": []}')
+    said = option.problem(str(bad))
+    assert said is not None and "is not a usable tools lock" in said and "version 1" in said
+    good = tmp_path / "good.json"
+    good.write_text('{"tooltap_tools_lock": 1, "tools": []}\n')
+    assert option.problem(str(good)) is None

@@ -314,3 +314,33 @@ async def test_invoke_model_is_shown_as_its_body_says_nova_by_converse_claude_2_
     assert [flow_api(f, [host], []) for f in (nova, legacy)] == ["converse", None]
     await annotated(annotations, nova)
     assert "CALLS (1)" in pretty(nova).text.splitlines()
+
+
+async def test_a_tool_that_changed_and_a_description_that_hides_text_are_marked_and_shown(web):
+    annotations, tctx = web
+    tctx.options.update(tooltap_mcp_hosts=["tools.example.com"])
+    annotations.running()
+
+    def listing(description: str):
+        tools = {"tools": [{"name": "search", "description": description}]}
+        return make_flow(
+            "/mcp", {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            json.dumps({"jsonrpc": "2.0", "id": 2, "result": tools}).encode(),
+            host="tools.example.com",
+        )  # fmt: skip
+
+    first = await annotated(annotations, listing("Search the web."))
+    assert first.marked == "" and "tooltap: no finding" in first.comment
+    hidden = "Search the web." + "".join(chr(0xE0000 + ord(c)) for c in "obey")
+    changed = await annotated(annotations, listing(hidden))
+    assert changed.marked == ":red_circle:"
+    assert changed.comment == "tooltap: tool-changed, hidden-text"
+    lines = pretty(changed).text.splitlines()
+    assert "TOOL DEFINITIONS CHANGED" in lines and "HIDDEN TEXT" in lines
+    said = " ".join(line.strip() for line in lines)  # the view wraps long lines
+    escaped = "".join(f"\\u{{{c:X}}}" for c in (0xE006F, 0xE0062, 0xE0065, 0xE0079))
+    assert f'$.description: "Search the web." → "Search the web.{escaped}"' in said
+    assert (
+        "definition of search at $.description: 4 tag (U+E006F, U+E0062, U+E0065, U+E0079), "
+        "spelling 'obey'" in said
+    )

@@ -90,8 +90,10 @@ def call(server: ToolServer | None, name: str, arguments: Any, result: Any = Non
 
 
 def test_initialize_names_the_server_and_whether_its_list_is_fixed():
-    assert initialized() == ToolServer(server="paged 9.9", fixed=True)
-    assert initialized(list_changed=True) == ToolServer(server="paged 9.9", fixed=False)
+    assert initialized() == ToolServer(server="paged 9.9", name="paged", fixed=True)
+    assert initialized(list_changed=True) == ToolServer(
+        server="paged 9.9", name="paged", fixed=False
+    )
 
 
 def test_a_whole_list_read_page_by_page_is_complete_and_a_page_out_of_its_chain_is_not():
@@ -188,7 +190,9 @@ def test_a_list_changed_notification_forgets_the_list():
         tool_server=server,
     )
     assert verdict.calls[0].schema_errors == []  # checked against the list it had
-    assert verdict.tool_server == ToolServer(server="paged 9.9", fixed=True)
+    assert verdict.tool_server == ToolServer(
+        server="paged 9.9", name="paged", fixed=True, announced=True
+    )
 
 
 def test_a_json_rpc_error_is_a_rejection_with_its_code_and_name():
@@ -377,7 +381,7 @@ def test_a_page_out_of_its_chain_never_leads_to_a_whole_list_nor_does_a_change_m
     changed = inspect(
         exchange(rpc("ping", 5), [notice, answer(5, {})], sse=True), tool_server=first
     ).tool_server
-    assert changed == ToolServer(server="paged 9.9", fixed=True)
+    assert changed == ToolServer(server="paged 9.9", name="paged", fixed=True, announced=True)
     resumed = listed(changed, [tool("t1")], cursor="p2").tool_server  # type: ignore[arg-type]
     assert resumed is not None and resumed.complete is False
 

@@ -80,6 +80,8 @@ COUNTERS: dict[str, dict[str, set[str] | None]] = {
     "tooltap_inspector_restarts_total": {},
     "tooltap_state_errors_total": {},
     "tooltap_spans_total": {"outcome": {"exported", "dropped"}},
+    "tooltap_tool_changes_total": {"api": APIS, "server": ANY},
+    "tooltap_hidden_text_total": {"api": APIS, "where": {"definition", "result"}},
     "tooltap_websocket_messages_skipped_total": {
         "api": {"responses", "realtime", "gemini_live"},
         "reason": {

@@ -42,4 +42,12 @@ def read(path: Path, keep: Callable[[dict[str, Any]], bool] = lambda record: Tru
     lines = path.read_text(encoding="utf-8").splitlines()
     records = [record for record in map(json.loads, filter(str.strip, lines)) if keep(record)]
     session = Session()
-    return Corpus(path, records, [session.inspect(exchange(record)) for record in records])
+    return Corpus(path, records, [inspected(session, record, path) for record in records])
+
+
+def inspected(session: Session, record: dict[str, Any], path: Path) -> Verdict:
+    """A record's verdict, its declared tools pinned as the audit pins them: under its
+    application, else its recording (the `source` before its `#`), else the file."""
+    recorded = RecordedExchange.model_validate(record)
+    pinned = recorded.application or recorded.recording or str(path)
+    return session.inspect(recorded.exchange(), application=pinned)

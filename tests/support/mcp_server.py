@@ -28,7 +28,7 @@ import contextlib
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Annotated
 
 import anyio
@@ -40,7 +40,8 @@ from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 from starlette.applications import Starlette
-from starlette.routing import Mount
+
+from tooltap.addon.commands.demo_mcp import mounted
 
 CHATTY_PAUSE = 0.5  # between chatty's notifications and its result
 
@@ -153,26 +154,18 @@ def app() -> Starlette:
         "/roots": weather_tools(roots=True).streamable_http_app(streamable_http_path="/mcp"),
     }
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with contextlib.AsyncExitStack() as stack:
-            for mounted in mounts.values():
-                await stack.enter_async_context(mounted.router.lifespan_context(mounted))
-            yield
-
-    return Starlette(
-        routes=[Mount(path, app=mounted) for path, mounted in mounts.items()], lifespan=lifespan
-    )
+    return mounted(mounts)
 
 
 @contextlib.contextmanager
-def running() -> Iterator[str]:
-    """This server in a child process on a free loopback port, until the block ends: its URL."""
+def running(script: str = __file__) -> Iterator[str]:
+    """A server script (this one by default) in a child process on a free loopback port, until
+    the block ends: its URL."""
     from tooltap.addon.harness.launch import free_port
 
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, __file__, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [sys.executable, script, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     try:
         deadline = time.monotonic() + 30

@@ -32,6 +32,7 @@ STEPS = tuple(
         "web",
         "traces",
         "state",
+        "definitions",
         "stress",
     ]
 )
@@ -109,6 +110,8 @@ def test_in_the_smoke_run_every_exchange_arrives_and_tooltap_inspects_in_each_st
         assert row["inspected"] > 0 if name.startswith("tooltap") else row["inspected"] == 0
     spans = smoke.result("traces")["spans"]
     assert spans["exported"] > 0 and spans["exported"] + spans["dropped"] == 12  # 2 warm-up + 10
+    defined = smoke.result("definitions")["exchanges"]
+    assert all(r["own_ms"] > 0 and r["with_ms"] > 0 for r in defined.values())
     state = smoke.result("state")
     assert state["inspector"]["state_errors"] == 0
     for row in state["flows"].values():

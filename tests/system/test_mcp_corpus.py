@@ -1,6 +1,6 @@
 """Every MCP exchange in the dialects corpus (recorded from real MCP SDK servers and the public
 DeepWiki server by chatlas and pydantic-ai), read in order as one audit reads them: each is MCP,
-inspected whole, and a working server raises no finding."""
+inspected whole, and a working server raises no finding but the tool definitions it changed."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tooltap.core.findings import findings
 CORPUS = Path(__file__).parents[1] / "corpus" / "dialects" / "exchanges.jsonl"
 
 
-def test_every_recorded_mcp_exchange_is_read_whole_and_raises_no_finding():
+def test_every_recorded_mcp_exchange_is_read_whole_and_raises_no_finding_but_the_changes_it_holds():
     lines = CORPUS.read_text(encoding="utf-8").splitlines()
     records = [json.loads(line) for line in lines if '"jsonrpc' in line]
     session = Session()
@@ -31,7 +31,17 @@ def test_every_recorded_mcp_exchange_is_read_whole_and_raises_no_finding():
     calls = [c for v in verdicts for c in v.calls]
     assert len(calls) == 12
     assert sum(len(v.tool_results) for v in verdicts) == 12
-    assert [f for v in verdicts for f in findings(v)] == []
+    # DeepWiki's server, recorded at one endpoint by two projects months apart (0.0.1, then
+    # 2.14.3), rewrote its three tools' descriptions and schemas: each is said once, on the
+    # list that first shows it; nothing else is a finding.
+    changes = [c for v in verdicts for c in v.tool_changes]
+    assert [f for v in verdicts for f in findings(v)] == ["tool-changed"] * 3
+    assert [(c.server, c.tool, c.change, c.announced) for c in changes] == [
+        ("DeepWiki", "read_wiki_structure", "changed", False),
+        ("DeepWiki", "read_wiki_contents", "changed", False),
+        ("DeepWiki", "ask_question", "changed", False),
+    ]
+    assert all(c.details[0].startswith("$.description: ") for c in changes)
     # None: a cassette that starts after initialize. Calls whose session's list the recording
     # does not hold are parsed, not validated, and said so.
     assert {v.server for v in verdicts} == {

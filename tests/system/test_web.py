@@ -21,7 +21,7 @@ from mitmproxy import io as flow_io
 from rich.console import Console
 
 from tooltap.addon.commands.demo import demo_stack, drive
-from tooltap.addon.commands.demo_mcp import PATH
+from tooltap.addon.commands.demo_mcp import HEADLINES_PATH, PATH
 from tooltap.addon.commands.demo_steps import STEPS, Clients, route, socket_route
 from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.harness.replay import ReplayServer
@@ -78,7 +78,17 @@ MCP_FLOWS = [
     ("/mcp", RED, "tooltap: argument-schema, 1 tool failure(s)"),
     ("/mcp", RED, "tooltap: result-schema"),
     ("/mcp", RED, "tooltap: unlisted-tool, rejected"),
+    # The headlines server: a description that hides text, a result that does, then the tool
+    # it rewrote once called, listed again after list_changed.
+    (HEADLINES_PATH, "", "tooltap: no finding (initialize)"),
+    (HEADLINES_PATH, "", "tooltap: no finding (notifications/initialized)"),
+    (HEADLINES_PATH, "", ""),
+    (HEADLINES_PATH, RED, "tooltap: hidden-text"),
+    (HEADLINES_PATH, RED, "tooltap: hidden-text"),
+    (HEADLINES_PATH, RED, "tooltap: tool-changed"),
+    (HEADLINES_PATH, "", "tooltap: no finding (tools/call)"),
 ]
+UNANNOTATED = sum(1 for _, _, comment in MCP_FLOWS if not comment)  # each session's GET stream
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # As root, in a closed network: no sandbox, and none of chromium's own connections.
 CHROMIUM_ARGS = [
@@ -127,7 +137,7 @@ def demo_through_web() -> Iterator[tuple[Proxy, ReplayServer, Web]]:
     with demo_stack(web=True) as (_, upstream, proxy):
         drive(Console(file=io.StringIO()), proxy)
         web = Web(proxy.web_url or "")
-        web.annotated(len(DEMO_FLOWS) + len(MCP_FLOWS) - 1)
+        web.annotated(len(DEMO_FLOWS) + len(MCP_FLOWS) - UNANNOTATED)
         yield proxy, upstream, web
 
 
@@ -238,7 +248,7 @@ def test_marks_and_comments_leave_the_bytes_on_the_wire_unchanged():
         flows = web.annotated(before + len(DEMO_FLOWS))
         relayed(web, connections)
     # The same requests and socket, marked and commented as the first time.
-    originals = [f for f in listed(flows[:before]) if f[0] != PATH]
+    originals = [f for f in listed(flows[:before]) if f[0] not in (PATH, HEADLINES_PATH)]
     replayed = listed(flows[before:])
     assert sorted(replayed) == sorted(originals)
 
@@ -254,7 +264,7 @@ def replay_every_step(proxy: Proxy, upstream: ReplayServer) -> Any:
     the Gemini Live one), through the SDKs: every frame arrives unchanged, both ways."""
     # The MCP step reached a live tool server (its sessions are new each time): its bytes are
     # checked against that server in tests/system/test_mcp_clients.py.
-    recorded = [seen for seen in upstream.seen if not seen.path.startswith(PATH)]
+    recorded = [seen for seen in upstream.seen if not seen.path.startswith((PATH, HEADLINES_PATH))]
     with httpx.Client(base_url=proxy.url, timeout=10) as client:
         client.headers.clear()  # only what the SDK sent (botocore sends no Accept)
         for seen in recorded:
@@ -322,7 +332,7 @@ def test_a_flow_file_loaded_by_tooltap_web_is_marked_as_live_and_tooltap_run_mar
         ["http://127.0.0.1:9"], "--read", str(saved), web=True, extra=mcp_host
     ) as loaded:
         web = Web(loaded.web_url or "")
-        flows = listed(web.annotated(len(DEMO_FLOWS) + len(MCP_FLOWS) - 1))
+        flows = listed(web.annotated(len(DEMO_FLOWS) + len(MCP_FLOWS) - UNANNOTATED))
         assert flows[: len(DEMO_FLOWS)] == DEMO_FLOWS
         assert sorted(flows[len(DEMO_FLOWS) :]) == sorted(MCP_FLOWS)
 
@@ -397,7 +407,7 @@ def test_demo_web_keeps_the_demo_flows_up_in_mitmweb_until_ctrl_c():
             if "Ctrl-C stops everything" in line:
                 break
         assert url is not None, "the demo printed no mitmweb address"
-        flows = listed(Web(url).annotated(len(DEMO_FLOWS) + len(MCP_FLOWS) - 1))
+        flows = listed(Web(url).annotated(len(DEMO_FLOWS) + len(MCP_FLOWS) - UNANNOTATED))
         assert flows[: len(DEMO_FLOWS)] == DEMO_FLOWS
         assert sorted(flows[len(DEMO_FLOWS) :]) == sorted(MCP_FLOWS)
         demo.send_signal(signal.SIGINT)

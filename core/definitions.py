@@ -1,0 +1,493 @@
+"""Tool definitions: what the model reads of a tool, its fingerprint, and what changed in it.
+
+A definition is read the same whichever half of the loop it crossed: an MCP server's tools/list,
+a model request's declared tools (Chat, Responses, Messages, Realtime, Converse, Gemini), or
+the tools a hosted MCP server listed inside a Responses turn. Its canonical form holds what the
+model reads of it, under MCP's names (name, title, description, inputSchema, outputSchema,
+annotations), serialised with sorted keys, compactly, in UTF-8: two declarations of one tool
+in two dialects have one fingerprint, the SHA-256 of that form. Nothing else is dropped: a
+changed number, string or list order is a changed definition.
+
+The diff says in words and JSON paths what differs between two forms (a description before and
+after, properties added or removed, types, required, enum values, annotations). Pins, and
+whether a change was seen before, are the caller's memory (tooltap.addon.inspection.pins).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .hidden import Hidden, escape, json_path, scan
+from .served import Served
+from .shapes import as_dict, as_list, as_str
+from .turn import Turn
+
+KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+LOCK_VERSION = 1
+MAX_DIFF = 40  # lines of one diff, then a count of the rest
+MAX_SHOWN = 160  # characters of a value shown in a diff line
+CONTEXT = 40  # characters kept either side of what changed in a long text
+# What an annotation says when true (MCP's ToolAnnotations), for the diff's words.
+HINTS = {
+    "readOnlyHint": "it only reads",
+    "destructiveHint": "it may destroy data",
+    "idempotentHint": "calling it again has no further effect",
+    "openWorldHint": "it reaches outside systems",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a definition came from, as far as the exchange says.
+
+    kind: mcp (an MCP server listed it, direct or hosted by a model API) or app (the
+    application declared it in a model request). server: an MCP server's name for itself
+    (initialize's serverInfo.name), or a hosted server's label. endpoint: where it was read,
+    an MCP server's endpoint or the model API endpoint an application sent it to (the URL
+    without query); None for a hosted server. agent: an application's agent, the SHA-256 of
+    the request's instructions (system and developer text), 16 hex digits: one application's
+    agents may each declare one tool name their own way, as may a provider's schema rules.
+    """
+
+    kind: Literal["mcp", "app"]
+    server: str | None = None
+    endpoint: str | None = None
+    agent: str | None = None
+
+
+# Plain data, not validated models: thousands are made a second, each of fields made here.
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """One tool definition as an exchange carried it: its name (namespace/name where the
+    dialect has namespaces), the SHA-256 of its canonical form, and that form."""
+
+    origin: Origin
+    name: str
+    fingerprint: str
+    canonical: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolList:
+    """A tool server's whole list, read from its first page to its last."""
+
+    origin: Origin
+    names: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinitions:
+    """The definitions one exchange carried, with what its caller needs to pin them."""
+
+    declared: list[Declared] = field(default_factory=list)
+    whole: ToolList | None = None  # a server's list, read whole with this exchange
+    announced: bool = False  # read after the server said its list changed
+
+
+class ToolChange(BaseModel):
+    """A definition that differs from its pin, or a tool that appeared or disappeared."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    source: str
+    """Where the tool comes from: `mcp <name> at <endpoint>`, `mcp <label> hosted for app
+    <app>`, or `app <label or key hash>`."""
+    server: str | None = None
+    """The MCP server's name (a hosted server's label); None for an application's tools."""
+    tool: str
+    """The tool's name."""
+    change: Literal["changed", "appeared", "disappeared"]
+    """changed: its definition differs; appeared or disappeared: from the server's list."""
+    against: Literal["first-seen", "lock"]
+    """What it was compared with: the definition first seen (trust on first use), or the
+    tools lock."""
+    before: str | None = None
+    """The pinned definition's fingerprint (SHA-256, first 16 hex digits)."""
+    after: str | None = None
+    """The new definition's fingerprint (first 16 hex digits)."""
+    announced: bool = False
+    """The server said its list changed (notifications/tools/list_changed) before listing it."""
+    details: list[str] = Field(default_factory=list)
+    """What changed, a line each: a JSON path and the values before and after."""
+
+
+class HiddenText(Hidden):
+    """Hidden characters in a tool's definition or in a tool's result."""
+
+    part: Literal["definition", "result"]
+    """definition: in what a tool's definition says; result: in what a tool returned."""
+    tool: str
+    """The tool's name; for a result, the call id when the tool is unknown."""
+
+
+# --- the canonical form ----------------------------------------------------------------------
+
+
+def definition(
+    name: str,
+    *,
+    title: Any = None,
+    description: Any = None,
+    input_schema: Any = None,
+    output_schema: Any = None,
+    annotations: Any = None,
+) -> dict[str, Any]:
+    """What the model reads of a tool, under MCP's names; what is absent is left out. Pure."""
+    found = {
+        "name": name,
+        "title": title,
+        "description": description,
+        "inputSchema": input_schema,
+        "outputSchema": output_schema,
+        "annotations": annotations,
+    }
+    return {key: value for key, value in found.items() if value is not None}
+
+
+def of_mcp(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """An MCP tools/list entry (or a hosted list's, whose schema is input_schema). Pure."""
+    return definition(
+        as_str(tool.get("name")),
+        title=tool.get("title"),
+        description=tool.get("description"),
+        input_schema=tool.get("inputSchema", tool.get("input_schema")),
+        output_schema=tool.get("outputSchema"),
+        annotations=tool.get("annotations"),
+    )
+
+
+def _canonical(value: Mapping[str, Any]) -> bytes:
+    """Sorted keys, no whitespace, UTF-8 as is. Pure and total (a lone surrogate or a huge
+    integer, which orjson refuses, goes through the standard library)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        text = json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+        )
+        return text.encode("utf-8", "surrogatepass")
+
+
+def canonical(value: Mapping[str, Any]) -> str:
+    """A definition's canonical form, as text. Pure and total."""
+    return _canonical(value).decode("utf-8", "surrogatepass")
+
+
+def fingerprint(form: str) -> str:
+    """The SHA-256 of a canonical form, in hex. Pure."""
+    return hashlib.sha256(form.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def declare(origin: Origin, value: Mapping[str, Any]) -> Declared:
+    """A definition (the dict `definition` gives) as an exchange carried it. Pure."""
+    form = _canonical(value)
+    return Declared(
+        origin,
+        as_str(value.get("name")),
+        hashlib.sha256(form).hexdigest(),
+        form.decode("utf-8", "surrogatepass"),
+    )
+
+
+def endpoint(url: str) -> str:
+    """A server's endpoint: its URL without query or fragment. Pure and total."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed IPv6 bracket, ...
+        return url
+    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+
+
+def declared_in(
+    request: Turn | None, turn: Turn, *, url: str = "", instructions: str = ""
+) -> ToolDefinitions:
+    """The definitions a model exchange carried: the tools its request declared (function and
+    custom tools; a provider's own have none), by the endpoint (url) and the instructions they
+    were sent with, and those hosted MCP servers listed in the turn. Pure."""
+    agent = hashlib.sha256(instructions.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    app = Origin(kind="app", endpoint=endpoint(url) if url else None, agent=agent)
+    found = [
+        declare(
+            app,
+            definition(
+                f"{tool.namespace}/{tool.name}" if tool.namespace else tool.name,
+                description=tool.description,
+                input_schema=tool.parameters,
+            ),
+        )
+        for tool in (request.tools if request is not None else [])
+        if tool.type in ("function", "custom")
+    ]
+    if not found and not turn.hosted_tools:
+        return ToolDefinitions()
+    found += [
+        declare(
+            Origin(kind="mcp", server=tool.namespace),
+            definition(
+                tool.name,
+                description=tool.description,
+                input_schema=tool.parameters,
+                annotations=tool.annotations,
+            ),
+        )
+        for tool in turn.hosted_tools
+    ]
+    return ToolDefinitions(declared=found)
+
+
+def served_in(served: Served, url: str) -> ToolDefinitions:
+    """The definitions one exchange with a tool server listed, and its whole list when this
+    exchange completed one. Pure."""
+    origin = Origin(kind="mcp", server=served.server.name, endpoint=endpoint(url))
+    whole = None
+    if served.listed and served.server.complete:
+        whole = ToolList(origin=origin, names=sorted(served.server.tools))
+    return ToolDefinitions(
+        declared=[declare(origin, of_mcp(tool)) for tool in served.definitions],
+        whole=whole,
+        announced=served.announced,
+    )
+
+
+def hidden_in(declared: Iterable[Declared]) -> list[HiddenText]:
+    """Hidden characters in definitions, each with its tool and path. Pure."""
+    found: list[HiddenText] = []
+    for item in declared:
+        if item.canonical.isascii():
+            continue
+        hidden, _ = scan(parsed(item.canonical))
+        found.extend(
+            HiddenText(**h.model_dump(), part="definition", tool=item.name) for h in hidden
+        )
+    return found
+
+
+def short(print_: str | None) -> str | None:
+    """A fingerprint as logged: its first 16 hex digits. Pure."""
+    return print_[:16] if print_ else None
+
+
+# --- the diff --------------------------------------------------------------------------------
+
+
+def show(value: Any) -> str:
+    """A value in a diff line: JSON, hidden characters written as escapes, cut to MAX_SHOWN."""
+    text = value if isinstance(value, str) else canonical({"v": value})[5:-1]
+    if isinstance(value, str):
+        text = json.dumps(text, ensure_ascii=False)
+    text = escape(text)
+    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
+
+
+def _texts(before: str, after: str) -> str:
+    """Two texts, long ones cut to what changed and CONTEXT characters either side."""
+    if len(before) <= MAX_SHOWN and len(after) <= MAX_SHOWN:
+        return f"{show(before)} → {show(after)}"
+    start = 0
+    while start < min(len(before), len(after)) and before[start] == after[start]:
+        start += 1
+    end = 0
+    while (
+        end < min(len(before), len(after)) - start
+        and before[len(before) - 1 - end] == after[len(after) - 1 - end]
+    ):
+        end += 1
+    lead = max(0, start - CONTEXT)
+
+    def middle(text: str) -> str:
+        stop = min(len(text), len(text) - end + CONTEXT)
+        return ("…" if lead else "") + text[lead:stop] + ("…" if stop < len(text) else "")
+
+    return f"{show(middle(before))} → {show(middle(after))}"
+
+
+def _kind_of(schema: Any) -> str:
+    kind = as_dict(schema).get("type")
+    return f" ({show(kind)})" if kind is not None else ""
+
+
+def _walk(before: Any, after: Any, path: str, key: str, out: list[str]) -> None:
+    if before == after:
+        return
+    if isinstance(before, dict) and isinstance(after, dict):
+        for name in sorted(set(before) | set(after), key=str):
+            child = json_path(path, name)
+            if name not in before:
+                what = "property" if key == "properties" else "key"
+                out.append(
+                    f"{child}: {what} added{_kind_of(after[name]) if key == 'properties' else ' ' + show(after[name])}"
+                )
+            elif name not in after:
+                what = "property" if key == "properties" else "key"
+                out.append(f"{child}: {what} removed (was {show(before[name])})")
+            else:
+                _walk(before[name], after[name], child, str(name), out)
+        return
+    if key in ("required", "enum") and isinstance(before, list) and isinstance(after, list):
+        gone = [v for v in before if v not in after]
+        new = [v for v in after if v not in before]
+        if key == "required":
+            said = [*(f"now requires {show(v)}" for v in new),
+                    *(f"no longer requires {show(v)}" for v in gone)]  # fmt: skip
+        else:
+            said = [*(f"value {show(v)} added" for v in new),
+                    *(f"value {show(v)} removed" for v in gone)]  # fmt: skip
+        out.append(f"{path}: {'; '.join(said) or 'reordered'}")
+        return
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        for index, (old, new) in enumerate(zip(before, after, strict=True)):
+            _walk(old, new, f"{path}[{index}]", key, out)
+        return
+    if isinstance(before, str) and isinstance(after, str):
+        out.append(f"{path}: {_texts(before, after)}")
+        return
+    line = f"{path}: {show(before)} → {show(after)}"
+    if key in HINTS and before is True and after is not True:
+        line += f" (no longer says {HINTS[key]})"
+    elif key in HINTS and after is True and before is not True:
+        line += f" (now says {HINTS[key]})"
+    out.append(line)
+
+
+def diff(before: str, after: str) -> list[str]:
+    """What differs between two canonical forms, a line each, by JSON path. Pure and total."""
+    old, new = parsed(before), parsed(after)
+    out: list[str] = []
+    _walk(old, new, "$", "", out)
+    if len(out) > MAX_DIFF:
+        out = [*out[:MAX_DIFF], f"… and {len(out) - MAX_DIFF} more"]
+    return out
+
+
+def parsed(form: str) -> Any:
+    """A canonical form read back. Pure and total."""
+    try:
+        return orjson.loads(form)
+    except orjson.JSONDecodeError:  # a lone surrogate, which only the standard library writes
+        try:
+            return json.loads(form)
+        except ValueError:
+            return {}
+
+
+# --- the lock file ---------------------------------------------------------------------------
+
+
+class Locked(BaseModel):
+    """One approved definition in a tools lock."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: Origin
+    application: str | None = None  # an app's label (or key hash); None: any application
+    name: str
+    sha256: str
+    definition: dict[str, Any]
+
+
+class Lock(BaseModel):
+    """A tools lock: the approved definitions, by where they come from and name.
+
+    An MCP entry matches a server by the name it gives itself, and by its endpoint when the
+    entry names one; an app entry matches the application it names, or any when it names none.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tooltap_tools_lock: int = LOCK_VERSION  # the format's version; its name says what the file is
+    tools: list[Locked] = Field(default_factory=list)
+
+    def find(self, origin: Origin, application: str | None, name: str) -> Locked | None:
+        """The approved definition for a tool, if the lock holds one. Pure."""
+        return next((e for e in self.matching(origin, application) if e.name == name), None)
+
+    def matching(self, origin: Origin, application: str | None) -> list[Locked]:
+        """The entries for one source. Pure."""
+        return [e for e in self.tools if _matches(e, origin, application)]
+
+    def dumps(self) -> str:
+        body = self.model_dump(mode="json")
+        return json.dumps(body, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+
+
+def _matches(entry: Locked, origin: Origin, application: str | None) -> bool:
+    if entry.source.kind != origin.kind:
+        return False
+    # An app's tools, and a hosted server's, are the application's. An entry's null matches
+    # anything there.
+    scoped = origin.kind == "app" or origin.endpoint is None
+    if scoped and entry.application not in (None, application):
+        return False
+    return (
+        entry.source.endpoint in (None, origin.endpoint)
+        and entry.source.agent in (None, origin.agent)
+        and (origin.kind == "app" or entry.source.server == origin.server)
+    )
+
+
+def read_lock(text: str) -> Lock:
+    """A tools lock from its JSON text; ValueError says what is wrong with it. Pure."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    body = as_dict(value)
+    version = body.get("tooltap_tools_lock")
+    if version != LOCK_VERSION:
+        raise ValueError(
+            f"not a tooltap tools lock of version {LOCK_VERSION} "
+            f"(its tooltap_tools_lock is {version!r})"
+        )
+    try:
+        lock = Lock.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"{where}: {first['msg']}") from None
+    for entry in lock.tools:
+        form = canonical(entry.definition)
+        if fingerprint(form) != entry.sha256:
+            raise ValueError(
+                f"tool {entry.name}: its sha256 is not that of its definition "
+                "(edit the definition, then write the lock again)"
+            )
+    return lock
+
+
+def lock_of(entries: Iterable[tuple[Declared, str | None]]) -> Lock:
+    """A lock holding these definitions (with their application), the last of each kept. Pure."""
+    kept: dict[tuple[Any, ...], Locked] = {}
+    for declared, recorded in entries:
+        origin = declared.origin
+        application = None if origin.kind == "mcp" and origin.endpoint else recorded
+        key = (
+            origin.kind,
+            origin.server,
+            origin.endpoint,
+            origin.agent,
+            application,
+            declared.name,
+        )
+        kept[key] = Locked(
+            source=origin,
+            application=application,
+            name=declared.name,
+            sha256=declared.fingerprint,
+            definition=dict(as_dict(parsed(declared.canonical))),
+        )
+    ordered = sorted(kept.values(), key=lambda e: (e.source.kind, e.source.server or "",
+                                                  e.source.endpoint or "", e.application or "", e.name))  # fmt: skip
+    return Lock(tools=ordered)
+
+
+def listed(value: Any) -> list[Mapping[str, Any]]:
+    """The tool entries of a tools/list result, or of a hosted list's tools. Pure."""
+    return [t for t in map(as_dict, as_list(value)) if as_str(t.get("name"))]
