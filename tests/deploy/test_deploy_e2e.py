@@ -301,6 +301,7 @@ class Step:
     results: tuple[str, ...] = ()  # outcomes of the tool results in the request's history
     rejected: int | None = None
     passes: tuple[int, ...] = (1, 2)
+    tool_changes: int = 0  # definitions unlike the first seen from its source: said once
 
     @property
     def api(self) -> str:
@@ -333,9 +334,10 @@ SCRIPT: list[Step] = [
     Step("a-at-risk-sse", CHAT, _chat(A, CITY_STATE_TOOL, stream=True),
          sse_reply(stream_bytes("chat_stream_strict_tool_call.sse")), A, "strict-at-risk", 1),
     # --- Chat, model B: at-risk only ------------------------------------------------------
+    # Its get_weather is not a-at-risk-sse's (no state property): one tool-changed, said once.
     Step("b-at-risk-sse", CHAT, _chat(B, CITY_TOOL, stream=True),
          sse_reply(stream_bytes("chat_stream_single_tool_call.sse").replace(A.encode(), B.encode())),
-         B, "strict-at-risk", 1, times=2),
+         B, "strict-at-risk", 1, times=2, tool_changes=1),
     # --- Chat, model C: 1 void (with a schema error), 1 at-risk with an enforced format ---
     Step("c-void-bad-args", CHAT, _chat(C, STRICT_TOOLS), json_reply(chat_body(C, bad_units=True)),
          C, "strict-void", 2, schema_errors=1),
@@ -368,12 +370,14 @@ SCRIPT: list[Step] = [
     # check names the orphan. The request's model is the label; a refused request is no turn.
     Step("m-orphan-400", *_anthropic(_ORPHAN, 1), "claude-haiku-4-5", None, 0, format_state=None,
          loop_errors=("orphan-result",), results=("ok",), rejected=400),
-    # Anthropic documents no strict/parallel conflict: strict with parallel allowed holds.
+    # Anthropic documents no strict/parallel conflict: strict with parallel allowed holds. Its
+    # get_weather is not the recorded round trips': the same (unnamed) application, endpoint
+    # and instructions declared it otherwise, so the first pass says one tool-changed.
     Step("m-strict-sse", MESSAGES,
          {"model": "claude-sonnet-4", "max_tokens": 100, "messages": ASK,
           "tools": ANTHROPIC_STRICT_TOOL, "stream": True},
          sse_reply(stream_bytes("anthropic_stream_text_then_tool_use.sse")), SONNET4,
-         "strict-serialised", 1),
+         "strict-serialised", 1, tool_changes=1),
     # Cut off by max_tokens in the middle of the tool input: the arguments do not parse.
     Step("m-cut-off-sse", MESSAGES,
          {"model": "claude-3-7-sonnet", "max_tokens": 100, "messages": ASK,
@@ -435,6 +439,9 @@ def expected_samples(buckets: list[float], passes: int = 1) -> Samples:
             found[("tooltap_loop_errors_total", _labels(api=api, rule=rule))] += 0
         for outcome in ("ok", "error"):
             found[("tooltap_tool_results_total", _labels(api=api, outcome=outcome))] += 0
+        found[("tooltap_tool_changes_total", _labels(api=api, server=""))] += 0
+        for where in ("definition", "result"):
+            found[("tooltap_hidden_text_total", _labels(api=api, where=where))] += 0
     found[("tooltap_flows_total", _labels(api="none", outcome="not_read"))] += 0
     for where in ("hook", "tap", "worker"):
         found[("tooltap_internal_errors_total", _labels(where=where))] += 0
@@ -453,6 +460,9 @@ def expected_samples(buckets: list[float], passes: int = 1) -> Samples:
         n = step.times * sum(1 for number in step.passes if number <= passes)
         if not n:
             continue
+        if step.tool_changes and min(step.passes) <= passes:  # once, whatever the passes
+            key = _labels(api=api, server="")
+            found[("tooltap_tool_changes_total", key)] += step.tool_changes
         found[("tooltap_flows_total", _labels(api=api, outcome="inspected"))] += n
         found[("tooltap_inspect_seconds_count", _labels(api=api))] += n
         for rule in step.loop_errors:
@@ -829,6 +839,10 @@ def expectations(buckets: list[float]) -> dict[str, Expect]:
         found = aggregate(one, name, by, **match)
         return Expect("counts", {k: v for k, v in found.items() if v > 0 or not positive})
 
+    def shown(found: dict[Labels, float]) -> dict[Labels, float]:
+        """As Prometheus shows a series: a label with an empty value is no label."""
+        return {tuple((k, v) for k, v in labels if v): value for labels, value in found.items()}
+
     def raw(name: str, **unless: str) -> Expect:
         """The series of a metric, but those with a label of the given value."""
         return Expect(
@@ -854,6 +868,21 @@ def expectations(buckets: list[float]) -> dict[str, Expect]:
             "tooltap_argument_errors_total", ("api", "model", "kind"), positive=True
         ),
         "TooltapLoopErrors": counts("tooltap_loop_errors_total", ("api", "rule"), positive=True),
+        # The one change came in the first pass, before the first scrape: increase() cannot see
+        # it, the arm for a series newer than 10 minutes does (a Prometheus this young holds no
+        # older sample). No hidden text was sent.
+        "TooltapToolDefinitions": Expect(
+            "values",
+            shown(
+                {
+                    labels: value
+                    for labels, value in aggregate(
+                        two, "tooltap_tool_changes_total", ("api", "server")
+                    ).items()
+                    if value > 0
+                }
+            ),
+        ),
         # The proxy creates the dropped and internal-error series at 0, nothing was dropped
         # and nothing raised, so both arms are filtered out by `> 0`: no alert, as it should.
         "TooltapFlowsDropped": Expect("empty", reason="no flow was dropped (the series is 0)"),
@@ -890,6 +919,12 @@ def expectations(buckets: list[float]) -> dict[str, Expect]:
             "empty", reason="no MCP request: no code"
         ),
         board + "MCP unlisted-tool calls/A": Expect("values", {(): 0.0}),
+        board + "Tool definitions changed/A": Expect(
+            "counts", shown(aggregate(one, "tooltap_tool_changes_total", ("api", "server")))
+        ),
+        board + "Hidden text in definitions and results/A": counts(
+            "tooltap_hidden_text_total", ("where",)
+        ),
         board + "Proxies up/A": Expect("values", {(): 1.0}),
         # A 0, not "No data": the series exist at 0 and nothing was dropped or raised.
         board + "Dropped flows/A": counts("tooltap_flows_total", outcome="dropped"),
@@ -1091,9 +1126,15 @@ def test_alerts_fire_for_this_traffic_and_not_otherwise(run):
     # No `for`: firing at once. `for: 10m`: pending for the whole short run.
     assert ("TooltapArgumentErrors", "firing") in states
     assert ("TooltapLoopErrors", "firing") in states
+    assert ("TooltapToolDefinitions", "firing") in states
     assert ("TooltapStrictGuaranteeVoid", "pending") in states
     names = {name for name, _ in states}
-    assert names == {"TooltapArgumentErrors", "TooltapLoopErrors", "TooltapStrictGuaranteeVoid"}
+    assert names == {
+        "TooltapArgumentErrors",
+        "TooltapLoopErrors",
+        "TooltapToolDefinitions",
+        "TooltapStrictGuaranteeVoid",
+    }
     errors = {
         (a["labels"]["model"], a["labels"]["kind"])
         for a in run.alerts
