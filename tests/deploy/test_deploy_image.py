@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -53,16 +54,11 @@ class Podman:
     """podman on a store of its own."""
 
     home: Path
+    run: Path  # podman refuses a runroot path longer than 50 characters
 
     @property
     def argv(self) -> list[str]:
-        return [
-            "podman",
-            "--root",
-            str(self.home / "root"),
-            "--runroot",
-            str(self.home / "run"),
-        ]
+        return ["podman", "--root", str(self.home / "root"), "--runroot", str(self.run)]
 
     @property
     def env(self) -> dict[str, str]:
@@ -99,7 +95,7 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
         pytest.fail(f"install Debian's {' '.join(missing)} (./dev test does) to build the image")
     home = tmp_path_factory.mktemp("podman")
     (home / "containers.conf").write_text(CONTAINERS_CONF, encoding="utf-8")
-    podman = Podman(home)
+    podman = Podman(home, Path(tempfile.mkdtemp(prefix="tooltap-podman-")))
     started = time.monotonic()
     rootfs = home / "rootfs.tar"
     made = subprocess.run(
@@ -139,6 +135,7 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
         yield Image(podman, IMAGE, int(details["Size"]), built)
     finally:
         podman("system", "reset", "--force", timeout=300)
+        shutil.rmtree(podman.run, ignore_errors=True)
 
 
 def test_the_image_keeps_its_healthcheck_and_user(image):

@@ -831,7 +831,11 @@ def upstream():
 
 @pytest.fixture(scope="module")
 def tooltap(upstream):
-    with Proxy.tooltap([upstream.url], "--log-format", "json") as proxy:
+    # The split test sends 3,129 streams eight at a time: on a loaded machine the niced
+    # inspector falls behind, and a full hand-over drops (and counts) flows, which is not
+    # what these tests are about (tests/system/test_memory.py and test_inspector_process.py).
+    extra = ("--set", "tooltap_queue_size=10000")
+    with Proxy.tooltap([upstream.url], "--log-format", "json", extra=extra) as proxy:
         yield proxy
 
 
@@ -1082,7 +1086,8 @@ def test_one_stream_split_at_every_byte_boundary_gives_the_same_bytes_and_the_sa
         for client in clients:
             client.close()
     assert all(body == SPLIT for body in bodies)
-    turns = turns_at(tooltap, "split", len(points), timeout=60)
+    # The inspector runs niced: on a loaded machine it reads 3,000 streams well after they passed.
+    turns = turns_at(tooltap, "split", len(points), timeout=120)
     assert len(turns) == len(points)
     # One strict tool call with parallel calls left on: at risk, on every split.
     assert {
@@ -1095,7 +1100,7 @@ def test_one_stream_split_at_every_byte_boundary_gives_the_same_bytes_and_the_sa
     ]
     assert len(calls) == len(points)
     assert {c["arguments_raw"] for c in calls} == {'{"city":"New York City"}'}
-    counted = settle(tooltap, sum(before.values()) + len(points), timeout=60)
+    counted = settle(tooltap, sum(before.values()) + len(points), timeout=120)
     assert delta(counted, before) == {label("chat", "inspected"): len(points)}
     assert internal_errors(tooltap) == 0
     still_serving(tooltap)
