@@ -585,8 +585,8 @@ class RealtimeSocket(_Reader):
         end, the close itself, is no session error here, whatever its code: the Realtime API
         states its errors in `error` events (read as they come; the session stays open after
         them) and ends its sessions with 1000, or 1001 at the session's time limit. Another
-        code is not documented, and would count again a failure an error event said; a close
-        that cuts a turn still says so on that turn."""
+        code is no part of the API, and could count again a failure an error event said; a
+        close that cuts a turn still says so on that turn."""
         turns = [self._done(turn, cut=True) for turn in self.turns.values()]
         turns += (
             SocketTurn(self._exchange(c.request, None), c.prior, cut=True) for c in self.waiting
