@@ -1,17 +1,17 @@
-"""Byte-recording relays on both sides of a proxy, for tests that say what reached whom, when.
+"""Recording relays on both sides of a proxy, for tests that say what reached whom, and when.
 
     client -> front relay -> proxy -> back relay -> server
 
-Each relay is a loopback TCP forwarder that records every byte each way with the time it came,
-and reads it as HTTP/1.1 as it passes: each message's head, its body with the chunked framing
-taken off, and in an event stream each event with the time its last byte came. A request the
-back relay passes on is matched with the client's request it is (the same request line, headers
-and body, Host aside), so each exchange the server had is known with the one the client had.
+Each relay is a loopback TCP forwarder that counts the bytes each way and reads them as HTTP/1.1
+as they pass: each message's head, its body with the chunked framing taken off, and in an event
+stream each event with the time its last byte came. A request the back relay passes on is paired
+with the client's request it is (the first unpaired one with the same request line and body), so
+each exchange the server had is known with the one the client had; the test compares the rest.
 
 The back relay passes an event stream on in lock step: once it has passed an event's last byte
 to the proxy, it passes nothing more of that stream until the client's copy of that event has
 reached the front relay (or the client has hung up, or WAIT has passed: the event was held, and
-that is recorded). So every event has a next one the proxy could not have seen yet: a proxy that
+that is marked). So every event has a next one the proxy could not have seen yet: a proxy that
 holds an event until more bytes come is caught on each event, not only where the server paused.
 
 Why not h11: it gives no byte offsets, and the lock step cuts a read where each event ends.
@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 WAIT = 5.0  # how long the back relay waits for the client to have an event
 CLOSING = 10.0  # how long a session's connections get to close after it
-# A blank line ends an event; a line ends at CRLF, LF or CR (WHATWG). A CR at the end of what
-# came so far may be the start of a CRLF: undecided until the next byte.
-BLANK_LINE = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
+# A blank line ends an event. The servers here end lines with LF or CRLF; WHATWG's lone CR is
+# not read (a stream that used it would be read as one event).
+BLANK_LINE = re.compile(rb"\r?\n\r?\n")
 
 
 @dataclass
@@ -41,7 +41,6 @@ class Event:
     data: bytes  # its bytes, the blank line that ends it included
     came: float  # when its last byte reached the relay (time.monotonic)
     sent: float = 0.0  # back relay: when it had passed the event's last byte on
-    released: float = 0.0  # back relay: when it went on with the stream after the event
 
 
 @dataclass
@@ -52,9 +51,9 @@ class Message:
     start: bytes = b""  # the request or status line
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)  # as sent, in order
     body: bytearray = field(default_factory=bytearray)  # the chunked framing taken off
-    wire: int = 0  # its bytes on the wire, framing included
     events: list[Event] = field(default_factory=list)  # in an event stream
     ended: float | None = None  # None: cut off before its end
+    held: int | None = None  # back relay: the event the client did not have within WAIT
 
     def header(self, name: bytes) -> bytes:
         return next((v for k, v in self.headers if k.lower() == name), b"")
@@ -112,9 +111,8 @@ class Reader:
         between = not self.messages or self.messages[-1].ended is not None
         if self._state == "head" and between:
             if text:  # not a blank line between messages
-                self.messages.append(Message(began=now, start=text, wire=len(line)))
+                self.messages.append(Message(began=now, start=text))
             return
-        self.messages[-1].wire += len(line)
         if self._state == "head":
             if text:
                 name, _, value = text.partition(b":")
@@ -154,7 +152,6 @@ class Reader:
         message = self.messages[-1]
         piece = data[start:stop]
         message.body += piece
-        message.wire += len(piece)
         if not message.streamed:
             return
         base = start - len(self._event)  # where the event being read began, in data
@@ -162,8 +159,6 @@ class Reader:
         self._event += piece
         while (found := BLANK_LINE.search(self._event, at)) is not None:
             end = found.end()
-            if end == len(self._event) and self._event.endswith(b"\r"):
-                break  # a CR at the end: maybe the first half of a CRLF
             message.events.append(Event(bytes(self._event[:end]), now))
             ends.append((max(start, base + end), message, len(message.events) - 1))
             del self._event[:end]
@@ -178,8 +173,6 @@ class Reader:
 
     def _done(self, now: float) -> None:
         message = self.messages[-1]
-        if self._event.endswith(b"\r") and BLANK_LINE.search(self._event[-2:] + b"\n"):
-            message.events.append(Event(bytes(self._event), now))  # its last CR ended it
         message.ended = now
         self._state, self._left, self._chunked = "head", None, False
         self._event = bytearray()
@@ -199,15 +192,15 @@ class Exchange:
         responses = self.connection.responses.messages
         return responses[index] if index < len(responses) else None
 
-    def key(self) -> tuple[bytes, list[tuple[bytes, bytes]], bytes]:
-        """What the proxy passes on unchanged: all but Host (reverse mode rewrites it)."""
-        headers = [(k.lower(), v) for k, v in self.request.headers if k.lower() != b"host"]
-        return self.request.start, headers, bytes(self.request.body)
+    def key(self) -> tuple[bytes, bytes]:
+        """What pairs the server's exchange with the client's: the request line and body (the
+        headers are the test's to compare: the proxy rewrites Host)."""
+        return self.request.start, bytes(self.request.body)
 
 
 class Connection:
-    """One TCP connection through a relay: its bytes each way, with when they came, and its
-    exchanges as they were read."""
+    """One TCP connection through a relay: how many bytes went each way, and its exchanges as
+    they were read."""
 
     def __init__(self, relay: Relay, incoming: socket.socket) -> None:
         self.relay = relay
@@ -216,7 +209,7 @@ class Connection:
         self.opened = time.monotonic()
         self.closed: float | None = None  # both ways ended
         self.hung_up: float | None = None  # the side that connected to the relay stopped
-        self.wire: list[tuple[float, str, bytes]] = []  # (when, "up" or "down", bytes)
+        self.sizes = {"up": 0, "down": 0}  # bytes, framing included
         self.requests = Reader(responses=False)
         self.responses = Reader(responses=True)
         self.exchanges: list[Exchange] = []
@@ -254,13 +247,18 @@ class Relay:
             with self.pair.changed:
                 self.connections.append(connection)
             try:
-                assert self.target is not None, "the relay's target is not set"
+                if self.target is None:
+                    raise OSError("the relay's target is not set")
                 connection.outgoing = socket.create_connection(("127.0.0.1", self.target))
-            except (OSError, AssertionError):
+            except OSError:
                 incoming.close()
                 self._ended(connection, "up")
                 self._ended(connection, "down")
                 continue
+            # Each piece goes on at once, as asyncio's sockets (the proxy's, the servers') send
+            # it: Nagle's wait for an ACK would hold a response's last piece for 40 ms.
+            for sock in (incoming, connection.outgoing):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             for way in ("up", "down"):
                 threading.Thread(target=self._pump, args=(connection, way), daemon=True).start()
 
@@ -272,7 +270,7 @@ class Relay:
             while data := source.recv(65536):
                 now = time.monotonic()
                 with self.pair.changed:
-                    connection.wire.append((now, way, data))
+                    connection.sizes[way] += len(data)
                     ends = reader.feed(data, now)
                     if way == "up":
                         self._requests(connection)
@@ -307,7 +305,6 @@ class Relay:
             event = message.events[index]
             event.sent = time.monotonic()
             self.pair.await_client(connection, message, index)
-            event.released = time.monotonic()
         connection.incoming.sendall(data[start:])
 
     def _ended(self, connection: Connection, way: str) -> None:
@@ -325,27 +322,25 @@ class Relay:
 
 
 @dataclass
-class Held:
-    """An event the client did not have WAIT after the back relay passed it on."""
-
-    request: bytes  # the request line of its exchange
-    index: int
-    data: bytes
-
-
-@dataclass
 class Recording:
     """What one session sent through the relays: its exchanges, each through both, matched."""
 
     front: list[Exchange] = field(default_factory=list)  # as the client had them
     back: list[Exchange] = field(default_factory=list)  # as the server had them
-    held: list[Held] = field(default_factory=list)
     front_connections: list[Connection] = field(default_factory=list)
     back_connections: list[Connection] = field(default_factory=list)
 
     def pairs(self) -> list[tuple[Exchange, Exchange]]:
         """(client's, server's) for every exchange the server had, in the client's order."""
         return [(f, f.peer) for f in self.front if f.peer is not None]
+
+    def held(self) -> list[tuple[bytes, int]]:
+        """(request line, event index) of each stream an event of which the proxy held."""
+        return [
+            (e.request.start, e.response.held)
+            for e in self.back
+            if e.response is not None and e.response.held is not None
+        ]
 
 
 class Relays:
@@ -356,7 +351,6 @@ class Relays:
         self.changed = threading.Condition()
         self.back = Relay(self, "back", server)
         self.front = Relay(self, "front")
-        self._held: list[Held] = []
 
     def to(self, proxy: int) -> None:
         """Where the front relay forwards to: the proxy's port for this server."""
@@ -372,7 +366,6 @@ class Relays:
         CLOSING has passed)."""
         with self.changed:
             marks = len(self.front.connections), len(self.back.connections)
-            held = len(self._held)
         recording = Recording()
         yield recording
         with self.changed:
@@ -385,7 +378,6 @@ class Relays:
                 (e for c in front for e in c.exchanges), key=lambda e: e.request.began
             )
             recording.back = [e for c in back for e in c.exchanges]
-            recording.held = self._held[held:]
 
     def match(self, exchange: Exchange) -> None:
         """The client's exchange a request the server gets is (the first one unmatched with the
@@ -399,12 +391,12 @@ class Relays:
 
     def await_client(self, connection: Connection, message: Message, index: int) -> None:
         """Wait until the client has event `index` of this response, or hung up, or WAIT has
-        passed (it was held: recorded)."""
+        passed (it was held: marked on the message, and its later events not waited for)."""
         with self.changed:
             at = connection.responses.messages.index(message)
             exchange = connection.exchanges[at] if at < len(connection.exchanges) else None
             peer = exchange.peer if exchange is not None else None
-            if exchange is None or peer is None:
+            if peer is None or message.held is not None:
                 return  # an answer to no request, or one the client never sent: the bytes say so
 
             def arrived() -> bool:
@@ -414,4 +406,4 @@ class Relays:
                 )
 
             if not self.changed.wait_for(arrived, WAIT):
-                self._held.append(Held(exchange.request.start, index, message.events[index].data))
+                message.held = index
