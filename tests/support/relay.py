@@ -202,11 +202,9 @@ class Connection:
     """One TCP connection through a relay: how many bytes went each way, and its exchanges as
     they were read."""
 
-    def __init__(self, relay: Relay, incoming: socket.socket) -> None:
-        self.relay = relay
+    def __init__(self, incoming: socket.socket) -> None:
         self.incoming = incoming
         self.outgoing: socket.socket | None = None
-        self.opened = time.monotonic()
         self.closed: float | None = None  # both ways ended
         self.hung_up: float | None = None  # the side that connected to the relay stopped
         self.sizes = {"up": 0, "down": 0}  # bytes, framing included
@@ -243,7 +241,7 @@ class Relay:
                 incoming, _ = self._listener.accept()
             except OSError:
                 return
-            connection = Connection(self, incoming)
+            connection = Connection(incoming)
             with self.pair.changed:
                 self.connections.append(connection)
             try:
@@ -327,8 +325,7 @@ class Recording:
 
     front: list[Exchange] = field(default_factory=list)  # as the client had them
     back: list[Exchange] = field(default_factory=list)  # as the server had them
-    front_connections: list[Connection] = field(default_factory=list)
-    back_connections: list[Connection] = field(default_factory=list)
+    front_connections: list[Connection] = field(default_factory=list)  # the client's
 
     def pairs(self) -> list[tuple[Exchange, Exchange]]:
         """(client's, server's) for every exchange the server had, in the client's order."""
@@ -351,6 +348,7 @@ class Relays:
         self.changed = threading.Condition()
         self.back = Relay(self, "back", server)
         self.front = Relay(self, "front")
+        self._since = 0  # the first of the front relay's connections in this session
 
     def to(self, proxy: int) -> None:
         """Where the front relay forwards to: the proxy's port for this server."""
@@ -366,6 +364,7 @@ class Relays:
         CLOSING has passed)."""
         with self.changed:
             marks = len(self.front.connections), len(self.back.connections)
+            self._since = marks[0]
         recording = Recording()
         yield recording
         with self.changed:
@@ -373,17 +372,16 @@ class Relays:
             back = self.back.connections[marks[1] :]
             self.changed.wait_for(lambda: all(c.closed is not None for c in front + back), CLOSING)
             recording.front_connections = list(front)
-            recording.back_connections = list(back)
             recording.front = sorted(
                 (e for c in front for e in c.exchanges), key=lambda e: e.request.began
             )
             recording.back = [e for c in back for e in c.exchanges]
 
     def match(self, exchange: Exchange) -> None:
-        """The client's exchange a request the server gets is (the first one unmatched with the
-        same request). Called holding `changed`."""
+        """The client's exchange a request the server gets is (the first one of this session
+        unmatched with the same request). Called holding `changed`."""
         key = exchange.key()
-        for connection in self.front.connections:
+        for connection in self.front.connections[self._since :]:
             for front in connection.exchanges:
                 if front.peer is None and front.key() == key:
                     front.peer, exchange.peer = exchange, front
@@ -397,7 +395,7 @@ class Relays:
             exchange = connection.exchanges[at] if at < len(connection.exchanges) else None
             peer = exchange.peer if exchange is not None else None
             if peer is None or message.held is not None:
-                return  # an answer to no request, or one the client never sent: the bytes say so
+                return  # unpaired (the test says so), or this stream was held already
 
             def arrived() -> bool:
                 response = peer.response
