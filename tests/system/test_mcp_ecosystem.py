@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -309,7 +310,8 @@ def test_every_exchange_reaches_the_server_and_the_client_byte_for_byte_and_no_e
     down = sum(c.sizes["down"] for c in recording.front_connections)
     print(
         f"{case.id}: {len(pairs)} exchanges, {up} bytes up, {down} down, {len(delays)} events, "
-        f"largest added delay {max(delays, default=0) * 1000:.1f} ms; "
+        f"added delay per event {statistics.median(delays or [0]) * 1000:.1f} ms median, "
+        f"{max(delays, default=0) * 1000:.1f} ms largest; "
         f"session {ran.direct_took:.2f} s direct, {ran.proxied_took:.2f} s proxied"
     )
 
