@@ -300,3 +300,22 @@ def test_hidden_text_in_a_definition_is_said_once_and_in_each_result_it_arrives_
     assert list_tools(session, [hiding]).hidden_text == []  # the same definition again
     assert [h.part for h in call_with_notice(session, text="a\u202eb").hidden_text] == ["result"]
     assert [h.part for h in call_with_notice(session, text="a\u202eb").hidden_text] == ["result"]
+
+
+def test_a_change_after_list_changed_on_the_get_stream_is_said_as_announced():
+    session = Session()
+    initialize(session)
+    list_tools(session, [forecast()])
+    notice = b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n\n'  # fmt: skip
+    stream = Exchange(
+        method="GET",
+        url=URL,
+        request_headers={"mcp-session-id": "s1"},
+        status=200,
+        response_headers={"content-type": "text/event-stream"},
+        response_body=notice,
+        api="mcp",
+    )
+    assert session.stream("get", stream) == []
+    changes = list_tools(session, [forecast(annotations={"readOnlyHint": False})]).tool_changes
+    assert [(c.tool, c.change, c.announced) for c in changes] == [("forecast", "changed", True)]

@@ -706,3 +706,49 @@ def test_what_waits_is_bounded_and_a_lost_piece_restarts_the_reading():
     channels.posted(*posted(rpc("ping", 5)))
     (pair,) = channels.stream("get", f"{BASE}/sse", event(answer(5, {})), lost=True)
     assert pair.unanswered is None
+
+
+NOTICE = event(rpc("notifications/tools/list_changed", None))
+
+
+def test_a_list_change_on_a_get_stream_is_said_however_it_is_cut_and_its_other_events_are_not():
+    log = event(rpc("notifications/message", None, level="info", data="tools/list_changed"))
+    wire = b"id: 0\ndata: \n\n" + log + event(rpc("roots/list", 9)) + NOTICE + log
+    for cut in range(len(wire) + 1):
+        channels = mcp.Channels()
+        said = channels.stream("get", URL, wire[:cut])
+        said += channels.stream("get", URL, wire[cut:], ended=True)
+        assert said == [mcp.Changed(URL)]  # Streamable HTTP: said for the stream's own session
+
+
+def test_a_list_change_on_a_legacy_stream_follows_the_responses_that_came_before_it():
+    channels = mcp.Channels()
+    channels.stream("get", f"{BASE}/sse", ENDPOINT)
+    # The list's answer came before the change, and before the inspector had the list's POST;
+    # the ping's answer came after the change.
+    wire = event(answer(2, {"tools": []})) + NOTICE + event(answer(4, {}))
+    assert channels.stream("get", f"{BASE}/sse", wire) == []
+    assert channels.posted(*posted(rpc("ping", 4))) != []  # the change does not wait for it
+    pair, change = channels.posted(*posted(rpc("tools/list", 2)))
+    assert isinstance(pair, mcp.Paired) and change == mcp.Changed(POSTS)
+    assert channels.stream("get", f"{BASE}/sse", NOTICE) == [mcp.Changed(POSTS)]  # none waits
+    # A change still waiting when the stream ends, or the recording does, is said then.
+    assert channels.stream("get", f"{BASE}/sse", event(answer(5, {})) + NOTICE) == []
+    assert channels.stream("get", f"{BASE}/sse", b"", ended=True) == [mcp.Changed(POSTS)]
+    channels.stream("again", f"{BASE}/sse", ENDPOINT + event(answer(6, {})) + NOTICE)
+    assert channels.close() == [mcp.Changed(POSTS)]
+    # Past the bound, the response it waits for is let go, and it is said.
+    channels = mcp.Channels(waiting=1)
+    channels.stream("get", f"{BASE}/sse", ENDPOINT + event(answer(7, {})) + NOTICE)
+    assert channels.stream("get", f"{BASE}/sse", event(answer(8, {}))) == [mcp.Changed(POSTS)]
+
+
+def test_a_call_after_a_list_change_says_its_list_was_not_read_again():
+    server = listed(initialized(list_changed=True), [tool("t0")]).tool_server
+    assert server is not None
+    verdict = call(mcp.list_changed(server), "t0", {"q": 1})
+    assert verdict.calls[0].schema_errors == []  # not checked against the list it had
+    assert verdict.unchecked == [
+        "call 3: arguments not validated, the server said its tool list changed "
+        "(notifications/tools/list_changed), and it was not listed again since"
+    ]
