@@ -110,7 +110,7 @@ class Session:
         application: who sent it (a model request's tools are pinned under it)."""
         if legacy_stream(exchange):
             return self.stream(exchange.url, exchange, ended=True)
-        if exchange.status == ANSWERED_ON_STREAM and _mcp(exchange):
+        if exchange.status in (ANSWERED_ON_STREAM, None) and _mcp(exchange):
             value, error = loads(exchange.request_body)
             paired = self.channels.posted(exchange, value) if error is None else None
             if paired is not None:
@@ -146,7 +146,10 @@ class Session:
                 continue
             exchange = pair.exchange.model_copy(update={"api": "mcp"})
             verdict = self.inspect(exchange)
-            if pair.unanswered is not None:
+            if pair.unanswered is not None and exchange.status is None:
+                verdict.outcome = "client_gone"  # it hung up on the POST, and no answer came
+                verdict.reason = f"the client hung up before the answer; {pair.unanswered}"
+            elif pair.unanswered is not None:
                 said = [verdict.reason] if verdict.reason else []
                 verdict.reason = "; ".join([*said, pair.unanswered])
             done.append((exchange, verdict))

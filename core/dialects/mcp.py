@@ -614,14 +614,18 @@ class Channels:
     def posted(self, exchange: Any, request: Any) -> list[Said] | None:
         """A POST to an MCP server and its parsed body. None: not one the session's stream
         answers (inspect it as it is); else the exchanges it completes, maybe none yet (and a
-        list change that waited for them)."""
-        if exchange.status != ANSWERED_ON_STREAM:
+        list change that waited for them). A POST with no status (the client hung up before
+        its 202, as a client that exits after its last result does) is one when a session's
+        stream serves its endpoint: the server answers it there all the same."""
+        endpoint = _endpoint(exchange.url)
+        if exchange.status != ANSWERED_ON_STREAM and not (
+            exchange.status is None and self._serves(endpoint)
+        ):
             return None
         asked = [m for m in messages_of(request) if isinstance(m.get("method"), str)]
         asked = [m for m in asked if _rpc_id(m) is not None]
         if not asked:
             return None  # notifications and answers: the 202 is the whole of it
-        endpoint = _endpoint(exchange.url)
         paired: list[Said] = []
         for message in asked:
             key = (endpoint, _rpc_id(message) or "")
@@ -712,6 +716,12 @@ class Channels:
                 self._responses[key] = (text, len(text))
         return paired
 
+    def _serves(self, endpoint: str) -> bool:
+        """Is a session's stream open on this endpoint, or a response it carried waiting?"""
+        return any(k[0] == endpoint for k in self._responses) or any(
+            s.endpoint == endpoint for s in self._streams.values()
+        )
+
     def _changed(self, stream: _Stream) -> list[Said]:
         """The stream said the tool list changed: said now, or once the responses that came
         before it on a legacy stream have met their POSTs (or were let go)."""
@@ -736,7 +746,10 @@ class Channels:
         return [Changed(change[0])]
 
     def _ended(self, endpoint: str | None) -> list[Said]:
-        """The session's stream closed: its requests will get no response."""
+        """The session's stream closed: its requests will get no response. The responses it
+        carried still wait (within the bounds) for their POSTs, whose records may come after
+        the stream's end: a client that exits closes both at once. A list change that waited
+        for them is said now."""
         if endpoint is None:
             return []
         paired: list[Said] = []
@@ -745,7 +758,6 @@ class Channels:
             self.held -= waiting.size
             paired.append(Paired(_exchange(waiting.exchange, waiting.message), NEVER_ANSWERED))
         for key in [k for k in self._responses if k[0] == endpoint]:
-            self.held -= self._responses.pop(key)[1]
             paired += self._settled(key)
         return paired
 
@@ -764,9 +776,13 @@ class Channels:
 
 
 def _exchange(posted: Any, message: Mapping[str, Any], response: str | None = None) -> Any:
-    """The POST's exchange with one of its requests, answered by the stream's event (or not)."""
+    """The POST's exchange with one of its requests, answered by the stream's event (or not).
+    Answered, a POST the client hung up on has the status the server gives every POST it takes
+    (202): what it said is read from the stream."""
+    status = ANSWERED_ON_STREAM if response is not None else posted.status
     return posted.model_copy(
         update={
+            "status": status,
             "request_body": dumps(message).encode(),
             "request_headers": {
                 k: v for k, v in posted.request_headers.items() if k.lower() != "content-encoding"

@@ -183,3 +183,30 @@ def test_a_list_change_on_a_legacy_stream_forgets_the_list_of_the_session_its_en
     (_, listing_read), (_, call_read) = session.read(recorded)
     assert listing_read.listed_tools == ["t0"]
     assert call_read.unchecked == [UNCHECKED]
+
+
+def test_a_legacy_post_the_client_hung_up_on_is_logged_with_its_answer_or_said_client_gone():
+    base = "http://tools.example.com:8000"
+    hung_up = Exchange(
+        method="POST",
+        url=f"{base}/messages/?session_id=ab12",
+        request_body=call("x").request_body,
+        api="mcp",
+    )  # no status: the client exited before it read the 202
+
+    def stream(body: bytes) -> Exchange:
+        return Exchange(method="GET", url=f"{base}/sse", status=200, response_body=body)
+
+    session = Session()
+    assert (
+        session.stream("get", stream(b"event: endpoint\ndata: /messages/?session_id=ab12\n\n"))
+        == []
+    )
+    assert session.read(hung_up) == []  # its answer comes on the stream
+    answered = b'event: message\ndata: {"jsonrpc": "2.0", "id": 3, "result": {"content": []}}\n\n'
+    ((_, verdict),) = session.stream("get", stream(answered))
+    assert (verdict.outcome, [c.name for c in verdict.calls]) == ("inspected", ["t0"])
+    assert session.read(hung_up) == []
+    ((_, gone),) = session.stream("get", stream(b""), ended=True)
+    assert gone.outcome == "client_gone"  # as any MCP POST with no answer is
+    assert gone.reason.startswith("the client hung up before the answer; its response never came")

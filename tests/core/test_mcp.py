@@ -697,6 +697,33 @@ def test_a_recording_pairs_posts_stored_before_their_stream_and_what_waits_is_sa
     )
 
 
+def test_a_post_the_client_hung_up_on_pairs_with_its_answer_even_after_the_stream_ended():
+    # The mcp SDK's SSE client exits right after its last result: the POST's 202 is never read
+    # (no status), and the GET stream's end may be recorded before the POST.
+    call_ = rpc("tools/call", 7, name="t0", arguments={})
+    hung_up = posted(call_)[0].model_copy(update={"status": None, "response_body": b""})
+    for stream_ends_first in (False, True):
+        channels = mcp.Channels()
+        channels.stream("get", f"{BASE}/sse", ENDPOINT)
+        if stream_ends_first:
+            said = channels.stream("get", f"{BASE}/sse", event(answer(7, {})), ended=True)
+            assert said == []
+            (pair,) = channels.posted(hung_up, call_)
+        else:
+            assert channels.posted(hung_up, call_) == []
+            (pair,) = channels.stream("get", f"{BASE}/sse", event(answer(7, {})))
+        verdict = inspect(pair.exchange)
+        assert (pair.unanswered, verdict.outcome, verdict.status) == (None, "inspected", 202)
+        assert [c.name for c in verdict.calls] == ["t0"] and len(channels) == 0
+    # Where no session's stream serves the endpoint, it is read as it is.
+    assert mcp.Channels().posted(hung_up, call_) is None
+    channels = mcp.Channels()
+    channels.stream("get", f"{BASE}/sse", ENDPOINT)
+    assert channels.posted(hung_up, call_) == []
+    (never,) = channels.stream("get", f"{BASE}/sse", b"", ended=True)
+    assert (never.unanswered, never.exchange.status) == (mcp.NEVER_ANSWERED, None)
+
+
 def test_what_waits_is_bounded_and_a_lost_piece_restarts_the_reading():
     channels = mcp.Channels(waiting=2)
     said = [p for n in range(4) for p in channels.posted(*posted(rpc("ping", n))) or []]
