@@ -78,7 +78,7 @@ def _tools(request: Mapping[str, Any]) -> list[Tool]:
     for tool in map(as_dict, as_list(request.get("tools"))):
         function = as_dict(tool.get("function"))
         name = as_str(function.get("name")).strip()
-        if name and as_str(tool.get("type") or "function") == "function":
+        if name:  # of any type: Ollama's server renders every tool to the model as a function
             out.append(
                 Tool(
                     name=name,

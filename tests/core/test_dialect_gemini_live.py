@@ -155,6 +155,41 @@ def test_a_tool_call_and_a_turn_complete_send_the_batch_at_once():
     assert ends_turn("gemini_live", live.tool_call(PARIS), "toolCall")
     assert ends_turn("gemini_live", live.turn_complete(10, 2), "serverContent")
     assert not ends_turn("gemini_live", live.text("Hi"), "serverContent")
+    # So do what may end a turn or the session: a cancellation, goAway, an error.
+    for message in (live.cancellation("fc_paris"), live.go_away(), live.frame({"error": {}})):
+        assert ends_turn("gemini_live", message, kind_of("gemini_live", message))
+
+
+USAGE = {
+    "promptTokenCount": 147,
+    "responseTokenCount": 36,
+    "totalTokenCount": 183,
+    "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 147}],
+    "responseTokensDetails": [{"modality": "AUDIO", "tokenCount": 36}],
+}
+
+
+def test_a_long_message_ends_the_turn_whether_its_marker_comes_first_or_last():
+    usage_after = live.frame({"serverContent": {"turnComplete": True}, "usageMetadata": USAGE})
+    text_before = live.frame(
+        {"serverContent": {"modelTurn": {"parts": [{"text": "x" * 400}]}, "turnComplete": True}}
+    )
+    for message in (usage_after, text_before):  # the marker in one end, the other end read too
+        assert len(message) > gemini_live.HEAD + 100
+        assert ends_turn("gemini_live", message, "serverContent")
+
+
+def test_a_message_whose_key_is_not_in_its_head_is_held_and_left_to_the_reader():
+    padded = b"{" + b" " * 300 + live.audio()[1:]
+    assert kind_of("gemini_live", padded) is None
+    assert needed("gemini_live", padded, None)
+    assert ends_turn("gemini_live", padded, None)
+
+
+def test_the_setups_acknowledgement_and_resumption_handles_are_never_held():
+    update = live.frame({"sessionResumptionUpdate": {"newHandle": "CiQ4ZGQ1", "resumable": True}})
+    for message in (live.setup_complete(), update):
+        assert not needed("gemini_live", message, kind_of("gemini_live", message))
 
 
 def test_the_setup_reads_as_gemini_reads_a_request_under_auto():
@@ -173,6 +208,20 @@ def test_behavior_unset_blocks_on_the_gemini_api_and_not_on_vertex():
     declared = {"tools": [{"function_declarations": [WEATHER, BOOKING]}]}
     assert gemini_live.blocking_names(declared, vertex=False) == ({"get_weather"}, {"book_ticket"})
     assert gemini_live.blocking_names(declared, vertex=True) == (set(), {"get_weather", "book_ticket"})  # fmt: skip
+
+
+def test_behavior_is_read_by_the_enums_names_and_numbers():
+    behaviors = ("BLOCKING", 1, "NON_BLOCKING", 2, "UNSPECIFIED", 0)
+    declared = {"tools": [{"functionDeclarations": [
+        {"name": f"f{i}", "behavior": behavior} for i, behavior in enumerate(behaviors)]}]}  # fmt: skip
+    assert gemini_live.blocking_names(declared, vertex=False) == (
+        {"f0", "f1", "f4", "f5"},
+        {"f2", "f3"},
+    )
+    assert gemini_live.blocking_names(declared, vertex=True) == (
+        {"f0", "f1"},
+        {"f2", "f3", "f4", "f5"},
+    )
 
 
 # --- turns ---------------------------------------------------------------------------------------
@@ -312,6 +361,7 @@ def test_a_blocking_call_never_answered_while_the_model_went_on_is_unanswered_ca
     said = verdicts[-1]
     assert (said.scope, rules([said])) == ("session", [("unanswered-call", ["fc_paris"])])
     assert said.loop_errors[0].where == "the socket's close, after 2 turn(s)"
+    assert said.loop_errors[0].repair.startswith("send a toolResponse with a functionResponse")
     assert "unanswered-call" in DEFAULT
 
 
@@ -329,6 +379,7 @@ def test_a_hang_up_while_a_tool_runs_is_unanswered_at_close_and_fails_nothing():
     s.server(live.tool_call(PARIS, TICKET))
     said = s.close()[-1]
     assert rules([said]) == [("unanswered-at-close", ["fc_paris", "fc_ticket"])]
+    assert said.loop_errors[0].repair.endswith("send each functionResponse before closing.")
     assert "unanswered-at-close" not in DEFAULT
 
 
@@ -350,15 +401,33 @@ def test_calls_owed_when_the_server_said_go_away_may_be_answered_on_the_resumed_
     assert rules(verdicts) == [("unanswered-at-close", ["fc_paris"])]
 
 
-def test_a_response_to_a_call_never_made_is_an_orphan():
+def test_a_response_to_a_call_never_made_is_an_orphan_and_the_rest_are_read():
     s = Session_()
     s.client(setup())
     s.server(live.tool_call(PARIS))
-    s.client(respond(("fc_paris", "get_weather", {}), ("fc_nowhere", "get_weather", {})))
+    s.client(respond(("fc_nowhere", "get_weather", {}), ("fc_paris", "get_weather", {})))
     s.server(*live.answer("12C."))
     verdicts = s.close()
-    assert rules(verdicts) == [("orphan-result", ["fc_nowhere"])]
-    assert verdicts[1].loop_errors[0].where == "functionResponses.1"
+    assert (rules(verdicts), results(verdicts)) == (
+        [("orphan-result", ["fc_nowhere"])],
+        [("fc_paris", "ok")],
+    )
+    (orphan,) = verdicts[1].loop_errors
+    assert orphan.where == "functionResponses.0"
+    assert "with the same id;" in orphan.repair
+
+
+TAG = "".join(chr(0xE0000 + ord(c)) for c in "obey")  # tag characters: invisible, spelling obey
+
+
+def test_hidden_characters_in_a_function_response_are_reported():
+    s = Session_()
+    s.client(setup())
+    s.server(live.tool_call(PARIS))
+    s.client(respond(("fc_paris", "get_weather", {"text": f"12C{TAG}"})))
+    s.server(*live.answer("12C."))
+    hidden = [(h.part, h.tool, h.kind, h.spelled) for v in s.close() for h in v.hidden_text]
+    assert hidden == [("result", "fc_paris", "tag", "obey")]
 
 
 def test_a_resumed_session_is_a_new_reading_and_answers_from_the_old_socket_are_no_orphans():

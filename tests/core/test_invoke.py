@@ -70,6 +70,8 @@ def test_the_model_id_and_the_family_it_names(raw, model, family):
 def test_other_paths_are_not_invoke_model(raw):
     assert not invoke.recognise("POST", raw)
     assert model_id(raw) is None
+    said = reading(raw, {"messages": [{"role": "user", "content": "Hi"}]})
+    assert (said.api, said.model, said.why) == (None, None, NO_SHAPE)
 
 
 MESSAGES = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 10,
@@ -87,6 +89,8 @@ CHAT = {"messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens"
         ("anthropic.claude-v2", MESSAGES, True, "messages", None),  # Claude 2 takes Messages too
         ("anthropic.claude-v2", COMPLETION, True, None, TEXT_COMPLETIONS),
         ("anthropic.claude-instant-v1", COMPLETION, False, None, TEXT_COMPLETIONS),
+        # a body with messages is no legacy completion, whatever else it carries
+        ("anthropic.claude-v2", {**MESSAGES, "prompt": "Hi"}, False, "messages", None),
         (NOVA, CONVERSE, True, "converse", None),
         ("us.amazon.nova-premier-v1:0", CONVERSE, False, "converse", None),
         ("amazon.nova-canvas-v1:0", {"taskType": "TEXT_IMAGE"}, False, None, "Amazon Nova media"),
@@ -138,11 +142,47 @@ def test_without_its_body_the_id_alone_says_what_it_can():
     assert reading(path(NOVA), None).api == "converse"
     assert reading(path("anthropic.claude-3-haiku-20240307-v1:0"), None).api == "messages"
     assert reading(path("amazon.titan-text-lite-v1"), None).why is not None
-    profile = reading(path("arn:aws:bedrock:us-east-1:1:application-inference-profile/x"), None)
-    assert (profile.api, profile.why) == (None, None)  # the body will say
+    arn = "arn:aws:bedrock:us-east-1:1:application-inference-profile/x"
+    profile = reading(path(arn), None)
+    assert (profile.api, profile.model, profile.why) == (None, arn, None)  # the body will say
     assert (
         detect_api("POST", HOST + path("arn:aws:bedrock:us-east-1:1:provisioned-model/p")) is None
     )
+
+
+PROFILE = "arn:aws:bedrock:us-east-1:1:application-inference-profile/x1"
+
+
+def user(content: Any) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": content}]
+
+
+@pytest.mark.parametrize(
+    ("body", "api", "why"),
+    [
+        # Converse's blocks are keyed by their kind, with no `type`
+        ({"messages": user([{"text": "Hi"}, {"image": {"format": "png"}}])}, "converse", None),
+        # Converse's own fields say it with no block to look at
+        ({"schemaVersion": "messages-v1", "messages": []}, "converse", None),
+        ({"messages": [], "toolConfig": {"tools": []}}, "converse", None),
+        ({"messages": [], "inferenceConfig": {"maxTokens": 10}}, "converse", None),
+        # Chat's parts are typed
+        ({"messages": user([{"type": "text", "text": "Hi"}])}, "chat", None),
+        # parts a Chat body never has, blocks Converse never has, or the two mixed
+        ({"messages": user([{"type": "text", "text": "Hi"}, {"text": "Hi"}])}, None, NO_SHAPE),
+        ({"messages": user([{"body": "Hi"}])}, None, NO_SHAPE),
+        # messages win over a prompt
+        ({"messages": user("Hi"), "prompt": "Hi"}, "chat", None),
+        # the legacy completion, by either of its signs
+        ({"prompt": "\n\nHuman: Hi\n\nAssistant:"}, None, TEXT_COMPLETIONS),
+        ({"prompt": "Hi", "max_tokens_to_sample": 300}, None, TEXT_COMPLETIONS),
+        ({"message": "Hi", "chat_history": []}, None, "Cohere Command R"),
+    ],
+)  # fmt: skip
+def test_an_id_that_names_no_family_is_read_by_its_bodys_shape(body, api, why):
+    said = reading(path(PROFILE), body)
+    assert (said.api, said.model) == (api, PROFILE)
+    assert (said.why or "").startswith(why or "")
 
 
 # --- whole exchanges -------------------------------------------------------------------------

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tooltap.core import Exchange, StreamReader, inspect
-from tooltap.core.dialects import detect_api
-from tooltap.core.dialects.ollama import unheld
+from tooltap.core.dialects import detect_api, dialect
+from tooltap.core.dialects.ollama import MAX_NODES, unheld
 from tooltap.core.loop import check_loop
 
 CHAT = "http://localhost:11434/api/chat"
@@ -121,6 +121,21 @@ def test_a_streamed_turn_gives_the_verdict_the_same_turn_gives_unstreamed():
     )
 
 
+@pytest.mark.parametrize(
+    ("asked", "answered", "model"),
+    [("qwen3:8b", "qwen3:8b-q4_K_M", "qwen3:8b-q4_K_M"), ("qwen3:8b", None, "qwen3:8b"),
+     (None, None, None)],
+)  # fmt: skip
+def test_the_model_is_the_one_the_answer_names_else_the_one_asked_for(asked, answered, model):
+    request = {"messages": ask()["messages"], "stream": False} | ({"model": asked} if asked else {})
+    body = line({"content": "Hi"}, done=True)
+    body = {k: v for k, v in body.items() if k != "model"} | (
+        {"model": answered} if answered else {}
+    )
+    verdict = inspect(exchange(request, json.dumps(body).encode(), "application/json"))
+    assert verdict.model == model
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_any_split_of_an_ndjson_stream_gives_the_same_turn(data):
@@ -134,8 +149,7 @@ def test_any_split_of_an_ndjson_stream_gives_the_same_turn(data):
     whole.feed(raw)
     assert split == whole.close()
     assert (split.complete, split.bad_events, split.events) == (True, 0, len(STREAM))
-    assert split.response["message"]["tool_calls"] == WHOLE["message"]["tool_calls"]
-    assert split.response["message"]["content"] == "Checking both."
+    assert split.response == WHOLE  # the answer the server sends when asked not to stream
 
 
 def test_each_call_keeps_its_id_or_is_named_by_its_place_and_its_arguments_as_sent():
@@ -154,6 +168,7 @@ def test_each_call_keeps_its_id_or_is_named_by_its_place_and_its_arguments_as_se
         ("tool_calls[2]", '{"city": "Oslo"'),
         ("tool_calls[3]", ""),
     ]
+    assert {c.type for c in verdict.calls} == {"function_call"}
     assert verdict.calls[2].parse_error.type == "JSONDecodeError"
     assert verdict.calls[3].parse_error.type == "MissingArguments"
     assert verdict.awaiting == []  # Ollama refuses no history: nothing is owed to it
@@ -168,6 +183,22 @@ def test_no_tool_is_strict_whatever_the_request_says_and_a_fan_out_voids_nothing
     one = inspect(exchange(ask(tools=strict), ndjson([STREAM[2], STREAM[-1]])))
     assert one.state == "no-strict-declared"
     assert inspect(exchange(ask(), ndjson(STREAM[4:]))).state == "no-tools"
+
+
+@pytest.mark.parametrize(
+    ("declared", "state"),
+    [
+        ({"function": {"name": "get_weather", "parameters": WEATHER}}, "fanout-no-strict"),
+        # Ollama's server renders every tool to the model whatever its type (template.go)
+        ({"type": "tool", "function": {"name": "get_weather", "parameters": WEATHER}},
+         "fanout-no-strict"),
+        ({"type": "function", "function": {"name": " ", "parameters": WEATHER}}, "no-tools"),
+        ({"type": "function", "function": {"parameters": WEATHER}}, "no-tools"),
+    ],
+)  # fmt: skip
+def test_every_named_tool_is_declared_whatever_its_type(declared, state):
+    verdict = inspect(exchange(ask(tools=[declared]), ndjson(STREAM)))
+    assert verdict.state == state
 
 
 def test_bad_arguments_are_answered_in_ollamas_terms():
@@ -198,6 +229,11 @@ def test_format_is_the_output_format(declared, state):
     assert verdict.format_state == state
 
 
+def test_a_format_ollama_refuses_is_named_as_it_was_sent():
+    verdict = inspect(exchange(ask(format="yaml"), ndjson(STREAM[4:])))
+    assert verdict.format_detail.startswith("Format type '\"yaml\"' is not one tooltap knows")
+
+
 def test_a_schema_beside_tools_leaves_their_arguments_unheld_and_what_the_grammar_skips_is_said():
     schema = {
         "type": "object",
@@ -226,12 +262,62 @@ def test_a_schema_beside_tools_leaves_their_arguments_unheld_and_what_the_gramma
     assert json_mode.repairs[0].startswith('give format a JSON schema rather than "json"')
 
 
+def test_json_mode_and_a_schema_alone_are_answered_in_ollamas_terms():
+    json_mode = inspect(exchange(ask(format="json"), ndjson(STREAM[4:])))
+    assert json_mode.repairs == [
+        'give format a JSON schema rather than "json": JSON mode holds the output to JSON, and '
+        "to no shape."
+    ]
+    halves = inspect(
+        exchange(ask(format={"type": "number", "multipleOf": 0.5}), ndjson(STREAM[4:]))
+    )
+    assert (halves.format_state, halves.repairs) == (
+        "enforced",
+        [
+            "check these in your own code: the grammar Ollama samples the format under does not "
+            "hold them: $.multipleOf"
+        ],
+    )
+
+
+@pytest.mark.parametrize(("count", "more"), [(20, ""), (21, " (and 1 more)")])
+def test_twenty_unheld_keywords_are_named_and_the_rest_counted(count, more):
+    prices = {f"p{i}": {"type": "number", "minimum": 0} for i in range(count)}
+    schema = {"type": "object", "properties": prices}
+    verdict = inspect(exchange(ask(format=schema), ndjson(STREAM[4:])))
+    named = ", ".join(f"$.properties.p{i}.minimum" for i in range(20))
+    assert verdict.repairs == [
+        "check these in your own code: the grammar Ollama samples the format under does not "
+        f"hold them: {named}{more}"
+    ]
+
+
 def test_the_schema_walk_is_bounded_and_total():
     deep: Any = {"type": "string"}
-    for _ in range(5000):
+    for _ in range(MAX_NODES + 100):
         deep = {"type": "array", "items": deep, "uniqueItems": True}
-    assert len(unheld(deep)) <= 10_000
+    assert len(unheld(deep)) == MAX_NODES  # one for each node it read
     assert unheld([1, {"not": 2}]) == [] and unheld("x") == []
+
+
+def test_the_schema_walk_reads_every_place_a_schema_holds_one():
+    schema = {
+        "type": "object",
+        "properties": {"flag": True, "n": {"type": "number", "maximum": 9}},  # true: any value
+        "$defs": {"d": {"minProperties": 1}},
+        "anyOf": [{"multipleOf": 2}],
+        "prefixItems": [{"uniqueItems": True}],
+        "items": {"type": "string", "format": "email"},
+        "additionalProperties": {"not": {}},
+    }
+    assert unheld(schema) == [
+        "$.properties.n.maximum",
+        "$.$defs.d.minProperties",
+        "$.anyOf[0].multipleOf",
+        "$.prefixItems[0].uniqueItems",
+        "$.items.format",
+        "$.additionalProperties.not",
+    ]
 
 
 def test_generate_carries_no_tools_and_reads_its_text_and_format():
@@ -271,6 +357,30 @@ def test_generate_carries_no_tools_and_reads_its_text_and_format():
     assert verdict.state == "no-tools"
 
 
+def test_a_generate_stream_adds_up_to_its_whole_answer_tool_calls_and_all():
+    top = {"model": "gpt-oss:20b", "created_at": "t"}
+    calls = [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]
+    lines = [
+        top | {"response": "", "thinking": "Weather.", "done": False},
+        top | {"response": "", "tool_calls": calls, "done": False},
+        top | {"response": "Checking", "done": False},
+        top | {"response": " now.", "done": True, "done_reason": "stop", "eval_count": 9},
+    ]
+    reader = StreamReader("ollama", framing="ndjson")
+    reader.feed(ndjson(lines))
+    assert reader.close().response == top | {
+        "response": "Checking now.",
+        "thinking": "Weather.",
+        "tool_calls": calls,
+        "done": True,
+        "done_reason": "stop",
+        "eval_count": 9,
+    }
+    verdict = inspect(exchange({"model": "gpt-oss:20b", "prompt": "Paris?"}, ndjson(lines),
+                               url=GENERATE))  # fmt: skip
+    assert [(c.call_id, c.name) for c in verdict.calls] == [("tool_calls[0]", "get_weather")]
+
+
 def test_a_stream_cut_short_keeps_what_came_whole_and_says_it_ended_early():
     raw = ndjson(STREAM)
     cut = raw[: raw.index(b'"content": "Checking"') + 5]  # inside a line
@@ -278,6 +388,7 @@ def test_a_stream_cut_short_keeps_what_came_whole_and_says_it_ended_early():
     assert [c.call_id for c in verdict.calls] == ["call_ab12cd34", "call_q2m7x0ta"]
     assert verdict.reason == "the stream ended before its final event"
     assert verdict.stream_errors == []  # the half line was cut, not malformed
+    assert verdict.finish_reasons == []  # the done_reason comes with the last line
 
 
 def test_a_bad_line_is_a_malformed_event_and_the_rest_is_read():
@@ -426,3 +537,64 @@ def test_only_the_newest_turn_is_reported_and_roles_are_read_as_the_server_lower
 def test_an_empty_result_is_taken_as_ollama_takes_it():
     assert loop(history(assistant(call("Paris")), tool(""))) == []
     assert loop(history(assistant(call("Paris")), {"role": "tool"})) == []
+
+
+TAG = "".join(chr(0xE0000 + ord(c)) for c in "obey")  # tag characters: invisible, spelling obey
+
+
+def results(request: dict[str, Any]) -> list[tuple[str, str, str, list[str | None]]]:
+    return [(r.call_id, r.where, r.outcome, [h.spelled for h in r.hidden])
+            for r in check_loop("ollama", request).results]  # fmt: skip
+
+
+def test_a_result_that_answers_no_call_is_kept_by_its_id_else_its_tool_with_what_it_said():
+    failed = f'{{"error": "no such city{TAG}"}}'
+    after_text = history({"role": "assistant", "content": "Hi"},
+                         tool(failed, tool_call_id="call_x", tool_name="get_weather"))  # fmt: skip
+    assert results(after_text) == [("call_x", "messages.2", "error", ["obey"])]
+    assert loop(after_text) == [("orphan-result", ["call_x"], "messages.2")]
+    one_too_many = history(assistant(call("Paris")), tool(),
+                           tool(failed, tool_call_id="call_y", tool_name="get_stock_price"))  # fmt: skip
+    assert results(one_too_many)[1] == ("call_y", "messages.3", "error", ["obey"])
+    assert loop(one_too_many) == [("orphan-result", ["call_y"], "messages.3")]
+
+
+def test_a_result_for_another_tool_is_an_orphan_even_after_a_call_was_answered():
+    request = history(assistant(call("Paris"), call("Rome")), tool(tool_name="get_weather"),
+                      tool(tool_name="get_stock_price"))  # fmt: skip
+    assert loop(request) == [
+        ("orphan-result", ["get_stock_price"], "messages.3"),
+        ("unanswered-call", ["get_weather"], "messages.1"),
+    ]
+    (unanswered,) = [e for e in check_loop("ollama", request).errors if e.rule == "unanswered-call"]
+    assert unanswered.repair.startswith(
+        "answer every call with exactly one result carrying its tool_name,"
+    )
+
+
+def test_a_call_with_an_id_answered_twice_by_name_is_a_duplicate():
+    # newer servers give calls ids, and ollama-python drops them from the results
+    twice = history(assistant(call("Paris", "call_a")), tool(tool_name="get_weather"),
+                    tool(tool_name="get_weather"))  # fmt: skip
+    assert loop(twice) == [("duplicate-result", ["get_weather"], "messages.3")]
+
+
+def test_a_call_with_neither_id_nor_name_is_named_by_its_place():
+    request = history(assistant(call("Paris"), {"function": {"arguments": {}}}),
+                      tool(tool_name="get_weather"))  # fmt: skip
+    assert loop(request) == [("unanswered-call", ["messages.1.tool_calls.1"], "messages.1")]
+
+
+def test_only_the_models_messages_make_calls():
+    request = history({"role": "user", "content": "", "tool_calls": [call("Paris")]},
+                      tool(tool_name="get_weather"))  # fmt: skip
+    assert loop(request) == [("orphan-result", ["get_weather"], "messages.2")]
+
+
+def test_the_instructions_are_the_system_text_of_either_path():
+    generate = {"model": "llama3.2", "prompt": "Why?", "system": "Be brief."}
+    assert dialect("ollama").instructions(generate) == "Be brief."
+    chat = ask(messages=[{"role": "system", "content": "Be brief."},
+                         {"role": "user", "content": "Hi"},
+                         {"role": "system", "content": "Answer in French."}])  # fmt: skip
+    assert dialect("ollama").instructions(chat) == "Be brief.\nAnswer in French."
