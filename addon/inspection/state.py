@@ -236,6 +236,10 @@ class RedisState:
                     if self._stopping.wait(wait):
                         return
                     continue
+                except Exception:
+                    if self._stopping.is_set():
+                        return  # closed under the ping: redis-py reads a socket it closed
+                    raise
                 answered = True
                 break
         finally:
