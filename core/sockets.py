@@ -103,6 +103,26 @@ ERROR_STATUS = {
     "insufficient_quota": 429,
     "server_error": 500,
 }
+# RFC 6455's close codes (IANA's registry) by name, as a session error's type carries them.
+CLOSE_NAMES = {
+    1002: "protocol_error",
+    1003: "unsupported_data",
+    1006: "abnormal_closure",
+    1007: "invalid_frame_payload_data",
+    1008: "policy_violation",
+    1009: "message_too_big",
+    1010: "mandatory_extension",
+    1011: "internal_error",
+    1012: "service_restart",
+    1013: "try_again_later",
+    1014: "bad_gateway",
+    1015: "tls_handshake",
+}
+# A close that says nothing went wrong: done, going away (a server's restart or its session's
+# time limit), or no code at all. The clients agree: websockets (google-genai's and the Agents
+# SDK's transport) raises ConnectionClosedOK for exactly these.
+NORMAL_CLOSES = frozenset({1000, 1001, 1005})
+MAX_CLOSE_REASON = 256  # characters kept of a close's reason (RFC 6455 allows 123 bytes)
 MAX_LANES = 64  # Responses stream_id lanes, or Realtime responses running, per socket
 MAX_WAITING = 16  # response.create messages waiting for their response, per lane
 MAX_ITEMS = 1_000  # Realtime results kept between two response.create messages
@@ -184,6 +204,32 @@ def error_status(event: dict[str, Any]) -> int | None:
     if isinstance(status, int) and not isinstance(status, bool) and status >= 400:
         return status
     return ERROR_STATUS.get(api_error(event).type)
+
+
+@dataclass(frozen=True, slots=True)
+class SocketClose:
+    """How a socket ended, as the proxy saw its close frame: the code (1006 when the connection
+    dropped without one), the reason, and whose close it was (None: not known)."""
+
+    code: int | None
+    reason: str = ""
+    by_client: bool | None = None
+
+    @property
+    def server_error(self) -> bool:
+        """Did the server end the socket with a code that is not a normal close?"""
+        return self.by_client is False and self.code is not None and self.code not in NORMAL_CLOSES
+
+    def error(self) -> ApiError:
+        """The close as a session error: its code's name (or number), its code and reason."""
+        code = self.code
+        if code in CLOSE_NAMES:
+            kind = CLOSE_NAMES[code]
+        else:  # a private code (4000-4999) or a registered one with no name yet: its number
+            kind = str(code) if code is not None and 1000 <= code <= 4999 else "invalid"
+        said = f"the server closed the socket with {code} ({kind.replace('_', ' ')})"
+        reason = self.reason[:MAX_CLOSE_REASON]
+        return ApiError(type=kind, message=f"{said}: {reason}" if reason else said)
 
 
 @dataclass(slots=True)
@@ -343,8 +389,11 @@ class ResponsesSocket(_Reader):
             done.append(self._done(self.active.pop(lane)))
         return done
 
-    def close(self) -> list[SocketTurn]:
-        """The turns the socket's end cut off, and the requests that never got a response."""
+    def close(self, end: SocketClose | None = None) -> list[SocketTurn]:
+        """The turns the socket's end cut off, and the requests that never got a response.
+
+        end, the close itself, says nothing more: the Responses API states its errors in
+        `error` events."""
         turns = [self._done(turn, cut=not turn.errored) for turn in self.active.values()]
         for queue in self.waiting.values():
             turns += (SocketTurn(self._exchange(c.request, None), cut=True) for c in queue)
@@ -530,7 +579,14 @@ class RealtimeSocket(_Reader):
             return [self._done(turn)]
         return []
 
-    def close(self) -> list[SocketTurn]:
+    def close(self, end: SocketClose | None = None) -> list[SocketTurn]:
+        """The turns the close cut off, and the calls still owed.
+
+        end, the close itself, is no session error here, whatever its code: the Realtime API
+        states its errors in `error` events (read as they come; the session stays open after
+        them) and ends its sessions with 1000, or 1001 at the session's time limit. Another
+        code is no part of the API, and could count again a failure an error event said; a
+        close that cuts a turn still says so on that turn."""
         turns = [self._done(turn, cut=True) for turn in self.turns.values()]
         turns += (
             SocketTurn(self._exchange(c.request, None), c.prior, cut=True) for c in self.waiting
@@ -753,8 +809,8 @@ class GeminiLiveSocket(_Reader):
     still owed at the close is unanswered-call when the model went on without it (a blocking
     call, and the user said something and a turn completed since), else unanswered-at-close
     (a hang-up while a tool ran, a non-blocking call, or a socket the server said it would close
-    with goAway). goAway and the session's error messages are counted as session errors, not
-    findings.
+    with goAway). goAway, the session's error messages and a server's close with an error code
+    are counted as session errors, not findings.
     """
 
     api: Api = "gemini_live"
@@ -823,8 +879,16 @@ class GeminiLiveSocket(_Reader):
             self._add(self.turn, message)
         return []
 
-    def close(self) -> list[SocketTurn]:
+    def close(self, end: SocketClose | None = None) -> list[SocketTurn]:
+        """The turn the close cut off; the close itself when the server ended the session with
+        an error code (the Live API's way of saying most session errors: 1007 for an invalid
+        argument, 1008 for a policy such as an invalid key or a quota, 1011 for an internal
+        error, with a reason); then the calls still owed, and responses no turn took."""
         turns = [self._done(self.turn, cut=True)] if self.turn is not None else []
+        if end is not None and end.server_error:
+            error = end.error()
+            reason = f"the server closed the socket with an error: {error.type}"
+            turns.append(self._said(session_errors=[error], reason=reason))
         went_on = [key for key, owed in self.owed.items() if owed.went_on]
         cut_short = [key for key, owed in self.owed.items() if not owed.went_on]
         if self.going_away:  # the session may go on, resumed, on another socket

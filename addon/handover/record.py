@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from tooltap.core import REQUEST_HEADERS, RESPONSE_HEADERS, Api, Exchange
+from tooltap.core.sockets import SocketClose
 
 HEAD = struct.Struct(">II")  # how many bodies, the metadata's length; then a length per body
 LENGTH = struct.Struct(">Q")
@@ -54,7 +55,7 @@ class SocketBatch:
     first: int = 0  # how many messages the socket carried before this batch
     lost: bool = False  # messages went by unread since the last batch
     ended: bool = False  # the socket closed after this batch
-    closed_by_client: bool | None = None
+    close: SocketClose | None = None  # the socket's close, when it ended
     skipped: dict[str, int] = field(default_factory=dict)  # messages not kept, by reason
     let_go: str | None = None  # why tooltap stops following the socket after this batch
 

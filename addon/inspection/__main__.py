@@ -29,7 +29,7 @@ from ..sinks.traces import traces
 from .applications import Applications
 from .inspector import Inspector
 from .pins import open_pins
-from .state import open_state
+from .state import await_first_answer, open_state
 
 logger = logging.getLogger("tooltap")
 RETURN_AFTER = 32 * MiB  # bodies inspected before freed memory is worth giving back
@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     stream = open(log_file, "a", encoding="utf-8") if log_file else sys.stdout  # noqa: SIM115
     sink = LogSink(settings["tooltap_log_format"], settings["tooltap_log_arguments"], stream)
     state = open_state(settings, metrics.state_error)
+    await_first_answer(state)  # the proxy's records queue meanwhile
     inspector = Inspector(
         sink,
         metrics,

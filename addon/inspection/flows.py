@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tooltap.core import REQUEST_HEADERS, Exchange
-from tooltap.core.sockets import SocketTurn, socket_reader, wanted
+from tooltap.core.sockets import SocketClose, SocketTurn, socket_reader, wanted
 from tooltap.core.wire import detect_socket
 
 from ..options import BY_NAME
@@ -33,6 +33,14 @@ def socket_ending(flow: Any) -> tuple[str | None, str | None]:
     return ending(ws.closed_by_client, ws.close_code, ws.close_reason or "", error)
 
 
+def socket_close(flow: Any) -> SocketClose | None:
+    """A WebSocket flow's close, as mitmproxy recorded it; None while it is open."""
+    ws = flow.websocket
+    if ws is None or ws.closed_by_client is None:
+        return None
+    return SocketClose(ws.close_code, ws.close_reason or "", ws.closed_by_client)
+
+
 def socket_turns(flow: Any) -> list[SocketTurn]:
     """A recorded WebSocket's turns, read from its messages as the live proxy reads them."""
     api = detect_socket(flow.request.path)
@@ -48,5 +56,5 @@ def socket_turns(flow: Any) -> list[SocketTurn]:
     if ws.timestamp_end is None:  # saved while open: what was in flight had not ended
         turns += reader.lost("the socket was still open when the flow was saved")
     else:
-        turns += reader.close()
+        turns += reader.close(socket_close(flow))
     return turns

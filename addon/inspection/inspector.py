@@ -66,9 +66,8 @@ class Inspector:
         started = time.perf_counter()
         if record.part is not None:
             part = record.part
-            data = b"".join(record.chunks) or record.response_body
             paired = self.session.stream(
-                part.key, record.url, data, ended=part.ended, lost=part.lost
+                part.key, record.exchange(), ended=part.ended, lost=part.lost
             )
             self._emit_all(record, paired, started)
             return

@@ -24,6 +24,7 @@ this process's pins answer: a change may then be said by two replicas, never one
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -49,7 +50,10 @@ from tooltap.core.definitions import (
 from tooltap.core.shapes import as_dict
 
 from ..options import BY_NAME
+from ..sinks.redaction import hash_key_shared
 from .state import FAILED, NAMESPACE, RedisState, State
+
+logger = logging.getLogger("tooltap")
 
 MAX_DEFINITION = 256 << 10  # bytes of one pinned definition kept; past it, its fingerprint only
 PINS_BYTES = 32 << 20  # bytes of pins this process keeps
@@ -450,6 +454,13 @@ def load_lock(path: str) -> Lock | None:
 
 def open_pins(settings: Mapping[str, Any], state: State) -> Pins:
     """The pins these settings ask for: beside the shared state when there is one."""
+    if isinstance(state, RedisState) and not hash_key_shared():
+        logger.warning(
+            "the tool-definition pins are shared in Redis, but TOOLTAP_HASH_KEY is unset: this "
+            "replica hashes the applications' credentials under a key of its own, so it shares "
+            "no pin of an application told apart by its credential; set one TOOLTAP_HASH_KEY "
+            "in every replica"
+        )
     store: PinStore = (
         RedisPins(state, settings["tooltap_pins_ttl"])
         if isinstance(state, RedisState)

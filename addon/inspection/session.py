@@ -26,7 +26,7 @@ from tooltap.core import (
     served_session,
 )
 from tooltap.core.definitions import endpoint
-from tooltap.core.dialects.mcp import ANSWERED_ON_STREAM, Channels, Paired
+from tooltap.core.dialects.mcp import ANSWERED_ON_STREAM, Changed, Channels, Said, list_changed
 from tooltap.core.jsontext import loads
 
 from .pins import Pins
@@ -68,6 +68,18 @@ class ToolServers:
         self._servers[key] = server
         self._sizes[key] = size
         self._servers.move_to_end(key)
+        self._trim()
+
+    def list_changed(self, key: ServerKey) -> None:
+        """The server said the session's tool list changed: forgotten until it is listed again,
+        and that list announced (a session tooltap knew nothing of is remembered for it)."""
+        self.held -= self._sizes.get(key, 0)
+        self._servers[key] = list_changed(self._servers.get(key) or ToolServer())
+        self._sizes[key] = 0
+        self._servers.move_to_end(key)
+        self._trim()
+
+    def _trim(self) -> None:
         while self._servers and (len(self._servers) > self.sessions or self.held > self.limit):
             oldest, _ = self._servers.popitem(last=False)
             self.held -= self._sizes.pop(oldest)
@@ -97,33 +109,47 @@ class Session:
         exchanges it completes, each with its verdict, in order; none while it waits.
         application: who sent it (a model request's tools are pinned under it)."""
         if legacy_stream(exchange):
-            return self._paired(
-                self.channels.stream(exchange.url, exchange.url, exchange.response_body, ended=True)
-            )
-        if exchange.status == ANSWERED_ON_STREAM and _mcp(exchange):
+            return self.stream(exchange.url, exchange, ended=True)
+        if exchange.status in (ANSWERED_ON_STREAM, None) and _mcp(exchange):
             value, error = loads(exchange.request_body)
             paired = self.channels.posted(exchange, value) if error is None else None
             if paired is not None:
-                return self._paired(paired)
+                return self._paired(paired, exchange)
         return [(exchange, self.inspect(exchange, application=application))]
 
     def stream(
-        self, key: str, url: str, data: bytes, *, ended: bool = False, lost: bool = False
+        self, key: str, piece: Exchange, *, ended: bool = False, lost: bool = False
     ) -> list[tuple[Exchange, Verdict]]:
-        """Bytes of an MCP server's GET stream as they came (key: which stream); lost: some
-        went by unread before them. The exchanges its responses complete."""
-        return self._paired(self.channels.stream(key, url, data, ended=ended, lost=lost))
+        """Bytes of an MCP server's GET stream as they came (key: which stream; piece: the GET,
+        its body these bytes); lost: some went by unread before them. The exchanges its
+        responses complete; a tool list change it says is applied to its session."""
+        said = self.channels.stream(key, piece.url, piece.response_body, ended=ended, lost=lost)
+        return self._paired(said, piece)
 
     def finish(self) -> list[tuple[Exchange, Verdict]]:
         """What still waits for its other half, said (the end of a recording)."""
         return self._paired(self.channels.close())
 
-    def _paired(self, paired: list[Paired]) -> list[tuple[Exchange, Verdict]]:
+    def _paired(
+        self, said: list[Said], heard: Exchange | None = None
+    ) -> list[tuple[Exchange, Verdict]]:
+        """The exchanges completed, inspected, and the list changes said, applied, in order;
+        heard: the exchange whose reading said them (whose session a change is in)."""
         done = []
-        for pair in paired:
+        for pair in said:
+            if isinstance(pair, Changed):
+                # Its session: the GET's Mcp-Session-Id, else the one the POST endpoint names.
+                at = (heard or Exchange(method="GET", url=pair.url)).model_copy(
+                    update={"url": pair.url}
+                )
+                self.tool_servers.list_changed((endpoint(pair.url), served_session(at)))
+                continue
             exchange = pair.exchange.model_copy(update={"api": "mcp"})
             verdict = self.inspect(exchange)
-            if pair.unanswered is not None:
+            if pair.unanswered is not None and exchange.status is None:
+                verdict.outcome = "client_gone"  # it hung up on the POST, and no answer came
+                verdict.reason = f"the client hung up before the answer; {pair.unanswered}"
+            elif pair.unanswered is not None:
                 said = [verdict.reason] if verdict.reason else []
                 verdict.reason = "; ".join([*said, pair.unanswered])
             done.append((exchange, verdict))

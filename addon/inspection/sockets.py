@@ -49,7 +49,7 @@ class Sockets:
         for message, source in zip(messages, batch.sources, strict=True):
             turns += reader.feed(message, bool(source))
         if batch.ended:
-            turns += reader.close()
+            turns += reader.close(batch.close)
             del self._readers[key]
         elif batch.let_go is not None:  # what is in flight will not be seen to its end
             turns += reader.lost(batch.let_go)

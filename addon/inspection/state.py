@@ -31,6 +31,7 @@ logger = logging.getLogger("tooltap")
 REMEMBERED = 10_000  # response ids each kind of memory keeps in this process
 NAMESPACE = "tooltap:"
 TIMEOUT = 0.1  # seconds a Redis command may take before this exchange does without it
+FIRST_ANSWER = 2.0  # seconds a starting inspector waits for Redis before its first record
 BACKOFF = (0.25, 5.0)  # seconds before Redis is tried again after a failure: first, most
 
 
@@ -235,6 +236,10 @@ class RedisState:
                     if self._stopping.wait(wait):
                         return
                     continue
+                except Exception:
+                    if self._stopping.is_set():
+                        return  # closed under the ping: redis-py reads a socket it closed
+                    raise
                 answered = True
                 break
         finally:
@@ -270,6 +275,15 @@ def _call_ids(value: bytes) -> list[str] | None:
     if isinstance(ids, list) and all(isinstance(i, str) for i in ids):
         return ids
     return None
+
+
+def await_first_answer(state: State, timeout: float = FIRST_ANSWER) -> None:
+    """Wait, at most `timeout`, for Redis to answer a starting inspector: the first exchanges
+    would otherwise use this replica's memory alone (a proxy listens before Redis answers), and
+    their pins and ids be missed by the other replicas. Traffic waits for none of it: its
+    records queue meanwhile."""
+    if isinstance(state, RedisState):
+        state.answering.wait(timeout)
 
 
 def open_state(settings: Mapping[str, Any], on_error: Callable[[], None]) -> State:

@@ -18,7 +18,7 @@ from tooltap.core.sockets import ends_turn, kind_of, needed, readable
 
 from ..handover.budget import Budget, MiB
 from ..handover.record import Record, SocketBatch
-from ..inspection.flows import socket_ending
+from ..inspection.flows import socket_close, socket_ending
 
 BATCH_MESSAGES = 256  # a batch goes at this many messages, or bytes, if no response ends first
 BATCH_BYTES = MiB
@@ -79,7 +79,6 @@ class SocketTap:
         ended: the socket closed after them. let_go: tooltap stops following it, and why.
         """
         flow = self.flow
-        closed_by = flow.websocket.closed_by_client if flow.websocket is not None else None
         record = Record.of(
             self.api,
             flow.request,
@@ -93,7 +92,7 @@ class SocketTap:
                 self.first,
                 self.lost,
                 ended,
-                closed_by if ended else None,
+                socket_close(flow) if ended else None,
                 dict(self.skipped),
                 let_go,
             ),

@@ -75,6 +75,11 @@ def hash_key() -> bytes:
     return env.encode() if env else secrets.token_bytes(32)
 
 
+def hash_key_shared() -> bool:
+    """Whether hash_key() is TOOLTAP_HASH_KEY, which other processes can share."""
+    return bool(os.environ.get("TOOLTAP_HASH_KEY"))
+
+
 def keyed(key: bytes, text: str) -> str:
     """The HMAC-SHA256 of a text under a key, in hex."""
     return hmac.new(key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()

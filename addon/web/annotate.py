@@ -23,11 +23,11 @@ from typing import Any
 from mitmproxy import ctx, hooks, http
 
 from tooltap.core import Api, Exchange, Verdict
-from tooltap.core.sockets import socket_reader, wanted
+from tooltap.core.sockets import SocketClose, socket_reader, wanted
 from tooltap.core.wire import detect_socket
 
 from ..inspection.applications import Applications
-from ..inspection.flows import flow_exchange, socket_ending
+from ..inspection.flows import flow_exchange, socket_close, socket_ending
 from ..inspection.scrub import scrub
 from ..inspection.session import Session
 from ..inspection.sockets import MAX_SOCKETS, Reader, socket_verdict
@@ -142,7 +142,8 @@ class WebAnnotations:
             messages = flow.websocket.messages
             last = messages[-1].timestamp if messages else None
             ending = socket_ending(flow)
-            self._submit(flow, self._close, last, credentials, reader, *ending)
+            close = socket_close(flow)
+            self._submit(flow, self._close, last, credentials, reader, close, *ending)
 
     def _exchange(self, flow: http.HTTPFlow) -> None:
         self._seen[flow.id] = None
@@ -218,8 +219,10 @@ class WebAnnotations:
     def _lost(self, reader: Reader) -> list[Verdict]:
         return [socket_verdict(self.session, turn) for turn in reader.lost()]
 
-    def _close(self, reader: Reader, note: str | None, failure: str | None) -> list[Verdict]:
-        return [socket_verdict(self.session, t, note, failure) for t in reader.close()]
+    def _close(
+        self, reader: Reader, close: SocketClose | None, note: str | None, failure: str | None
+    ) -> list[Verdict]:
+        return [socket_verdict(self.session, t, note, failure) for t in reader.close(close)]
 
     # --- back on the event loop -----------------------------------------------
 

@@ -26,6 +26,9 @@ socket, its tools declared once, in the client's first message (`setup`). What i
   follows it): a call is owed a response until one comes, however late; a cancelled call
   (`toolCallCancellation.ids`) is owed nothing; what is still owed when the socket closes is
   judged then (owed_at_close).
+- Most session errors come as the server's close, with a code and a reason (1007, 1008, 1011),
+  which google-genai raises as an APIError: a server's close with any code but 1000, 1001 or
+  1005 is a session error (tooltap.core.sockets.SocketClose), as goAway and error messages are.
 """
 
 from __future__ import annotations

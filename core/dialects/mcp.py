@@ -58,6 +58,7 @@ MAX_TASKS = 1_000  # tasks awaiting their result per session; past it the oldest
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 TASK_META = "modelcontextprotocol.io/task"
 STREAMED = "tooltap:messages"  # the assembled stream's key: no JSON-RPC message has it
+LIST_CHANGED = "notifications/tools/list_changed"
 NO_STRUCTURED = "the tool declares an outputSchema and its result has no structuredContent"
 # JSON-RPC's codes, and MCP's own, by name (the `type` of a rejection).
 CODES = {
@@ -179,6 +180,14 @@ def _remember_task(server: ToolServer, task: str, call: TaskCall) -> ToolServer:
     return server.model_copy(update={"tasks": tasks})
 
 
+def list_changed(server: ToolServer) -> ToolServer:
+    """The session after its server said its tool list changed: what was listed is no longer
+    known to hold until it is listed again, and that next list was announced. Pure."""
+    return server.model_copy(
+        update={"tools": {}, "complete": False, "next_cursor": None, "announced": True}
+    )
+
+
 def _listed(server: ToolServer, cursor: str | None, result: Mapping[str, Any]) -> ToolServer:
     """The session after a page of tools/list: a list read from its first page to one without
     nextCursor is whole; a page from a list not seen from its start is kept, not whole."""
@@ -240,6 +249,11 @@ def _call(
     # Each reason that keeps an unknown name from being a finding, the first that holds.
     if not served.known:
         why = "nothing of this session was seen before (or it was forgotten)"
+    elif not server.tools and server.announced:
+        why = (
+            "the server said its tool list changed (notifications/tools/list_changed), and it "
+            "was not listed again since"
+        )
     elif not server.tools and not server.complete:
         why = "no tools/list answer was seen in this session"
     elif not server.complete:
@@ -397,11 +411,8 @@ def serve(
             else:
                 served.results.append(_result(call_id, result, tool, validators))
     served.repairs = _repairs(served)
-    if any(m.get("method") == "notifications/tools/list_changed" for m in received):
-        # The list changed: what was listed is no longer known to hold.
-        served.server = served.server.model_copy(
-            update={"tools": {}, "complete": False, "next_cursor": None, "announced": True}
-        )
+    if any(m.get("method") == LIST_CHANGED for m in received):
+        served.server = list_changed(served.server)
     return served
 
 
@@ -498,6 +509,12 @@ DIALECT = Dialect(
 # every POST of its session. So a 202 to a request waits for its response, and a response for
 # its request, each bounded in number and bytes; what never met its other half is said when
 # the stream ends (or at close()), never dropped in silence.
+#
+# A session's stream also says when the server's tool list changed
+# (notifications/tools/list_changed): on this transport and on Streamable HTTP's GET stream,
+# whose events are otherwise the server's own business. That is said as a Changed, in stream
+# order: after the exchanges of the responses that came before it on the stream, even those
+# still waiting for their POST, so that a list read before the change never outlives it.
 
 MAX_WAITING = 1_000  # requests awaiting their response, and responses their request, each
 MAX_BYTES = 16 << 20  # ... and the bytes they hold together
@@ -515,6 +532,18 @@ class Paired:
 
     exchange: Any  # an Exchange (inspection imports this module, so it cannot import it back)
     unanswered: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Changed:
+    """The server said on a session's stream that its tool list changed. `url`: where the
+    session's exchanges go (the legacy transport's POST endpoint, its session in the query; on
+    Streamable HTTP the stream's own, its session in the GET's Mcp-Session-Id)."""
+
+    url: str
+
+
+Said = Paired | Changed  # what a session's stream and its POSTs complete, in order
 
 
 def _endpoint(url: str) -> str:
@@ -552,14 +581,16 @@ class _Waiting:
 
 
 class _Stream:
-    """One GET stream: its decoder, and the endpoint its first event named."""
+    """One GET stream: its decoder, and the endpoint its first event named (None: Streamable
+    HTTP's GET stream), as path and query and as the URL a POST goes to."""
 
-    __slots__ = ("decoder", "endpoint", "url")
+    __slots__ = ("decoder", "endpoint", "posts", "url")
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.decoder = SSEDecoder()
         self.endpoint: str | None = None
+        self.posts = url
 
 
 class Channels:
@@ -573,27 +604,36 @@ class Channels:
         self._streams: OrderedDict[str, _Stream] = OrderedDict()
         self._requests: OrderedDict[tuple[str, str], _Waiting] = OrderedDict()
         self._responses: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
+        # A list change said on a legacy stream while responses that came before it still wait
+        # for their POSTs, by endpoint: the URL it is said for, and those responses.
+        self._changes: dict[str, tuple[str, set[tuple[str, str]]]] = {}
 
     def __len__(self) -> int:
         return len(self._requests) + len(self._responses)
 
-    def posted(self, exchange: Any, request: Any) -> list[Paired] | None:
+    def posted(self, exchange: Any, request: Any) -> list[Said] | None:
         """A POST to an MCP server and its parsed body. None: not one the session's stream
-        answers (inspect it as it is); else the exchanges it completes, maybe none yet."""
-        if exchange.status != ANSWERED_ON_STREAM:
+        answers (inspect it as it is); else the exchanges it completes, maybe none yet (and a
+        list change that waited for them). A POST with no status (the client hung up before
+        its 202, as a client that exits after its last result does) is one when a session's
+        stream serves its endpoint: the server answers it there all the same."""
+        endpoint = _endpoint(exchange.url)
+        if exchange.status != ANSWERED_ON_STREAM and not (
+            exchange.status is None and self._serves(endpoint)
+        ):
             return None
         asked = [m for m in messages_of(request) if isinstance(m.get("method"), str)]
         asked = [m for m in asked if _rpc_id(m) is not None]
         if not asked:
             return None  # notifications and answers: the 202 is the whole of it
-        endpoint = _endpoint(exchange.url)
-        paired: list[Paired] = []
+        paired: list[Said] = []
         for message in asked:
             key = (endpoint, _rpc_id(message) or "")
             response = self._responses.pop(key, None)
             if response is not None:
                 self.held -= response[1]
                 paired.append(Paired(_exchange(exchange, message, response[0])))
+                paired += self._settled(key)
                 continue
             size = len(exchange.request_body) // len(asked)
             stale = self._requests.pop(key, None)
@@ -606,10 +646,11 @@ class Channels:
 
     def stream(
         self, key: str, url: str, data: bytes, *, ended: bool = False, lost: bool = False
-    ) -> list[Paired]:
+    ) -> list[Said]:
         """Bytes of a GET stream on an MCP server (key: which stream), cut anywhere; ended: it
         closed after them; lost: bytes before them went by unread (the event they cut is
-        dropped, and reading starts again at the next). The exchanges its responses complete."""
+        dropped, and reading starts again at the next). The exchanges its responses complete,
+        and the list changes it says, in order."""
         stream = self._streams.get(key)
         if stream is None:
             stream = self._streams[key] = _Stream(url)
@@ -619,12 +660,13 @@ class Channels:
         events = stream.decoder.feed(data)
         if ended:
             events += stream.decoder.close()
-        paired: list[Paired] = []
+        paired: list[Said] = []
         for event in events:
             if event.event == "endpoint" and stream.endpoint is None:
-                stream.endpoint = _endpoint(urljoin(stream.url, event.data.strip()))
-            elif event.event in ("message", "") and stream.endpoint is not None:
-                paired += self._received(stream.endpoint, event.data)
+                stream.posts = urljoin(stream.url, event.data.strip())
+                stream.endpoint = _endpoint(stream.posts)
+            elif event.event in ("message", ""):
+                paired += self._received(stream, event.data)
         if ended:
             del self._streams[key]
             paired += self._ended(stream.endpoint)
@@ -633,26 +675,34 @@ class Channels:
             paired += self._ended(oldest.endpoint)
         return paired + self._trim()
 
-    def close(self) -> list[Paired]:
+    def close(self) -> list[Said]:
         """Everything still waiting, said: the end of a recording."""
-        paired = [
+        paired: list[Said] = [
             Paired(_exchange(w.exchange, w.message), NEVER_ANSWERED)
             for w in self._requests.values()
         ]
+        paired += [Changed(url) for url, _ in self._changes.values()]
         self._requests.clear()
         self._responses.clear()
         self._streams.clear()
+        self._changes.clear()
         self.held = 0
         return paired
 
-    def _received(self, endpoint: str, data: str) -> list[Paired]:
+    def _received(self, stream: _Stream, data: str) -> list[Said]:
+        endpoint = stream.endpoint
+        if endpoint is None and LIST_CHANGED not in data:
+            return []  # Streamable HTTP's GET stream: only a list change is read there
         value, error = loads(data)
         if error is not None:
             return []
-        paired: list[Paired] = []
+        paired: list[Said] = []
         for message in messages_of(value):
+            if message.get("method") == LIST_CHANGED:
+                paired += self._changed(stream)
+                continue
             rpc_id = _rpc_id(message)
-            if rpc_id is None or not is_response(message):
+            if endpoint is None or rpc_id is None or not is_response(message):
                 continue  # the server's own requests and notifications: no call of the client's
             key = (endpoint, rpc_id)
             waiting = self._requests.pop(key, None)
@@ -666,36 +716,73 @@ class Channels:
                 self._responses[key] = (text, len(text))
         return paired
 
-    def _ended(self, endpoint: str | None) -> list[Paired]:
-        """The session's stream closed: its requests will get no response."""
+    def _serves(self, endpoint: str) -> bool:
+        """Is a session's stream open on this endpoint, or a response it carried waiting?"""
+        return any(k[0] == endpoint for k in self._responses) or any(
+            s.endpoint == endpoint for s in self._streams.values()
+        )
+
+    def _changed(self, stream: _Stream) -> list[Said]:
+        """The stream said the tool list changed: said now, or once the responses that came
+        before it on a legacy stream have met their POSTs (or were let go)."""
+        endpoint = stream.endpoint
+        before = {k for k in self._responses if k[0] == endpoint}
+        if endpoint is None or not before:
+            return [Changed(stream.posts)]
+        _, waited = self._changes.get(endpoint, ("", set()))
+        self._changes[endpoint] = (stream.posts, waited | before)
+        return []
+
+    def _settled(self, key: tuple[str, str]) -> list[Said]:
+        """A waiting response left (paired or let go): a list change that waited for it, if it
+        was the last, is said."""
+        change = self._changes.get(key[0])
+        if change is None:
+            return []
+        change[1].discard(key)
+        if change[1]:
+            return []
+        del self._changes[key[0]]
+        return [Changed(change[0])]
+
+    def _ended(self, endpoint: str | None) -> list[Said]:
+        """The session's stream closed: its requests will get no response. The responses it
+        carried still wait (within the bounds) for their POSTs, whose records may come after
+        the stream's end: a client that exits closes both at once. A list change that waited
+        for them is said now."""
         if endpoint is None:
             return []
-        paired = []
+        paired: list[Said] = []
         for key in [k for k in self._requests if k[0] == endpoint]:
             waiting = self._requests.pop(key)
             self.held -= waiting.size
             paired.append(Paired(_exchange(waiting.exchange, waiting.message), NEVER_ANSWERED))
         for key in [k for k in self._responses if k[0] == endpoint]:
-            self.held -= self._responses.pop(key)[1]
+            paired += self._settled(key)
         return paired
 
-    def _trim(self) -> list[Paired]:
+    def _trim(self) -> list[Said]:
         """Past the bounds, the oldest waiting go: a request said, a response dropped."""
-        paired = []
+        paired: list[Said] = []
         while self._requests and (len(self._requests) > self.waiting or self.held > self.limit):
             _, waiting = self._requests.popitem(last=False)
             self.held -= waiting.size
             paired.append(Paired(_exchange(waiting.exchange, waiting.message), LET_GO))
         while self._responses and (len(self._responses) > self.waiting or self.held > self.limit):
-            _, (_, size) = self._responses.popitem(last=False)
+            key, (_, size) = self._responses.popitem(last=False)
             self.held -= size
+            paired += self._settled(key)
         return paired
 
 
 def _exchange(posted: Any, message: Mapping[str, Any], response: str | None = None) -> Any:
-    """The POST's exchange with one of its requests, answered by the stream's event (or not)."""
+    """The POST's exchange with one of its requests, answered by the stream's event (or not).
+    Answered, a POST the client hung up on has the status the server gives every POST it takes
+    (202): what it said is read from the stream."""
+    status = ANSWERED_ON_STREAM if response is not None else posted.status
     return posted.model_copy(
         update={
+            "status": status,
             "request_body": dumps(message).encode(),
             "request_headers": {
                 k: v for k, v in posted.request_headers.items() if k.lower() != "content-encoding"

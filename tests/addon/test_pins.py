@@ -12,10 +12,11 @@ from typing import Any
 import redis
 from support.captures import exchange_of
 
+from tooltap.addon import options
 from tooltap.addon.inspection.applications import Applications
-from tooltap.addon.inspection.pins import LocalPins, Pins, RedisPins
+from tooltap.addon.inspection.pins import LocalPins, Pins, RedisPins, open_pins
 from tooltap.addon.inspection.session import Session
-from tooltap.addon.inspection.state import RedisState
+from tooltap.addon.inspection.state import LocalState, RedisState
 from tooltap.core import Exchange
 from tooltap.core.definitions import Lock, lock_of
 
@@ -273,6 +274,23 @@ def test_replicas_sharing_redis_pin_once_and_say_a_change_once(redis_server):
         b.close()
 
 
+def test_a_replica_sharing_pins_without_a_shared_hash_key_says_so_at_start(
+    redis_server, monkeypatch, caplog
+):
+    settings = options.defaults() | {"tooltap_state": redis_server.url}
+    shared = RedisState(redis_server.url, 60, lambda: None)
+    try:
+        monkeypatch.delenv("TOOLTAP_HASH_KEY", raising=False)
+        assert isinstance(open_pins(settings, shared).store, RedisPins)
+        assert caplog.text.count("TOOLTAP_HASH_KEY is unset") == 1
+        open_pins(settings, LocalState())  # one replica: nothing to share
+        monkeypatch.setenv("TOOLTAP_HASH_KEY", "the same in every replica")
+        open_pins(settings, shared)
+        assert caplog.text.count("TOOLTAP_HASH_KEY is unset") == 1
+    finally:
+        shared.close()
+
+
 def test_hidden_text_in_a_definition_is_said_once_and_in_each_result_it_arrives_in():
     session = Session()
     initialize(session)
@@ -282,3 +300,22 @@ def test_hidden_text_in_a_definition_is_said_once_and_in_each_result_it_arrives_
     assert list_tools(session, [hiding]).hidden_text == []  # the same definition again
     assert [h.part for h in call_with_notice(session, text="a\u202eb").hidden_text] == ["result"]
     assert [h.part for h in call_with_notice(session, text="a\u202eb").hidden_text] == ["result"]
+
+
+def test_a_change_after_list_changed_on_the_get_stream_is_said_as_announced():
+    session = Session()
+    initialize(session)
+    list_tools(session, [forecast()])
+    notice = b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n\n'  # fmt: skip
+    stream = Exchange(
+        method="GET",
+        url=URL,
+        request_headers={"mcp-session-id": "s1"},
+        status=200,
+        response_headers={"content-type": "text/event-stream"},
+        response_body=notice,
+        api="mcp",
+    )
+    assert session.stream("get", stream) == []
+    changes = list_tools(session, [forecast(annotations={"readOnlyHint": False})]).tool_changes
+    assert [(c.tool, c.change, c.announced) for c in changes] == [("forecast", "changed", True)]

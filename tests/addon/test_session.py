@@ -110,3 +110,103 @@ def test_a_later_page_adds_its_bytes_and_a_first_page_starts_them_anew():
     again = listing("a", ["t9"])
     session.inspect(again)
     assert session.tool_servers.held == len(again.response_body)
+
+
+NOTICE = b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n\n'
+UNCHECKED = (
+    "call 3: arguments not validated, the server said its tool list changed "
+    "(notifications/tools/list_changed), and it was not listed again since"
+)
+
+
+def get_stream(session: str, body: bytes) -> Exchange:
+    """A piece of a session's GET stream (Streamable HTTP), as the inspector is handed it."""
+    return Exchange(
+        method="GET",
+        url="http://tools.example.com/mcp",
+        request_headers={"mcp-session-id": session},
+        status=200,
+        response_headers={"content-type": "text/event-stream"},
+        response_body=body,
+        api="mcp",
+    )
+
+
+def test_a_list_change_on_the_get_stream_forgets_that_sessions_list_until_it_is_listed_again():
+    session = Session()
+    for name in ("a", "b"):
+        session.inspect(listing(name, ["t0"]))
+    assert session.stream("get-a", get_stream("a", NOTICE[:30])) == []
+    assert session.stream("get-a", get_stream("a", NOTICE[30:])) == []
+    assert session.inspect(call("a")).unchecked == [UNCHECKED]
+    # The other session's list holds, and only its bytes are held.
+    assert [e.path for e in session.inspect(call("b")).calls[0].schema_errors] == ["$"]
+    assert session.tool_servers.held == len(listing("b", ["t0"]).response_body)
+    session.inspect(listing("a", ["t0"]))  # listed again: checked again
+    assert [e.path for e in session.inspect(call("a")).calls[0].schema_errors] == ["$"]
+
+
+def test_a_list_change_on_a_legacy_stream_forgets_the_list_of_the_session_its_endpoint_names():
+    base = "http://tools.example.com:8000"
+
+    def posted(message: dict) -> Exchange:
+        return Exchange(
+            method="POST",
+            url=f"{base}/messages/?session_id=ab12",
+            request_body=json.dumps(message).encode(),
+            status=202,
+            response_body=b"Accepted",
+            api="mcp",
+        )
+
+    def event(message: dict) -> bytes:
+        return b"event: message\ndata: " + json.dumps(message).encode() + b"\n\n"
+
+    session = Session()
+    listed = json.loads(listing("x", ["t0"]).response_body)
+    # A recording: the POSTs first, then the stream that answered them, the change between.
+    assert session.read(posted(json.loads(listing("x", ["t0"]).request_body))) == []
+    assert session.read(posted(json.loads(call("x").request_body))) == []
+    stream = (
+        b"event: endpoint\ndata: /messages/?session_id=ab12\n\n"
+        + event(listed)
+        + NOTICE
+        + event({"jsonrpc": "2.0", "id": 3, "result": {"content": []}})
+    )
+    recorded = Exchange(
+        method="GET",
+        url=f"{base}/sse",
+        status=200,
+        response_headers={"content-type": "text/event-stream"},
+        response_body=stream,
+    )
+    (_, listing_read), (_, call_read) = session.read(recorded)
+    assert listing_read.listed_tools == ["t0"]
+    assert call_read.unchecked == [UNCHECKED]
+
+
+def test_a_legacy_post_the_client_hung_up_on_is_logged_with_its_answer_or_said_client_gone():
+    base = "http://tools.example.com:8000"
+    hung_up = Exchange(
+        method="POST",
+        url=f"{base}/messages/?session_id=ab12",
+        request_body=call("x").request_body,
+        api="mcp",
+    )  # no status: the client exited before it read the 202
+
+    def stream(body: bytes) -> Exchange:
+        return Exchange(method="GET", url=f"{base}/sse", status=200, response_body=body)
+
+    session = Session()
+    assert (
+        session.stream("get", stream(b"event: endpoint\ndata: /messages/?session_id=ab12\n\n"))
+        == []
+    )
+    assert session.read(hung_up) == []  # its answer comes on the stream
+    answered = b'event: message\ndata: {"jsonrpc": "2.0", "id": 3, "result": {"content": []}}\n\n'
+    ((_, verdict),) = session.stream("get", stream(answered))
+    assert (verdict.outcome, [c.name for c in verdict.calls]) == ("inspected", ["t0"])
+    assert session.read(hung_up) == []
+    ((_, gone),) = session.stream("get", stream(b""), ended=True)
+    assert gone.outcome == "client_gone"  # as any MCP POST with no answer is
+    assert gone.reason.startswith("the client hung up before the answer; its response never came")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 from support.flows import relay, socket_flow
 from support.sockets import (
@@ -18,8 +19,10 @@ from support.sockets import (
 
 import tooltap.addon.proxy.addon as addon_module
 from tooltap.addon.handover.record import SocketBatch
+from tooltap.addon.harness import live
 from tooltap.addon.inspection.sockets import Sockets
 
+LIVE_PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 RECORDED = [
     (direction == "sent", frame(event)) for direction, event in recording(RESPONSES_CASSETTE)
 ]
@@ -205,6 +208,27 @@ async def test_messages_refused_by_a_full_hand_over_are_counted_as_queue_full(ha
     )
     turns = [e for e in harness.events() if e["event"] == "turn"]
     assert [t["outcome"] for t in turns] == ["inspected"]  # the second was lost, not misread
+
+
+async def test_a_live_socket_the_server_closes_with_an_error_code_is_a_session_error(harness):
+    flow = socket_flow(LIVE_PATH, host="generativelanguage.googleapis.com")
+    harness.addon.websocket_start(flow)
+    setup = {"setup": {"model": "models/gemini-live-2.5-flash-preview"}}
+    relay(harness.addon, flow, [(True, json.dumps(setup)), (False, live.setup_complete())])
+    flow.websocket.closed_by_client, flow.websocket.close_code = False, 1008
+    flow.websocket.close_reason = "API key not valid. Please pass a valid API key."
+    harness.addon.websocket_end(flow)
+    assert harness.addon.flush(5)
+    (error,) = [e for e in harness.events() if e["event"] == "session_error"]
+    assert (error["api"], error["type"], error["message"]) == (
+        "gemini_live",
+        "policy_violation",
+        "the server closed the socket with 1008 (policy violation): "
+        "API key not valid. Please pass a valid API key.",
+    )
+    labels = {"api": "gemini_live", "type": "policy_violation"}
+    assert harness.value("tooltap_session_errors_total", **labels) == 1
+    assert harness.value("tooltap_flows_total", api="gemini_live", outcome="inspected") == 0
 
 
 def test_one_socket_holding_more_than_the_limit_lets_go_of_its_turn_in_flight():

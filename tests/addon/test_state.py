@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 import redis
@@ -18,9 +19,11 @@ from tooltap.addon.harness.redis_server import RedisServer
 from tooltap.addon.inspection import state as state_module
 from tooltap.addon.inspection.session import Session
 from tooltap.addon.inspection.state import (
+    FIRST_ANSWER,
     LocalState,
     Recalled,
     RedisState,
+    await_first_answer,
     backoff,
     location,
     open_state,
@@ -251,6 +254,35 @@ def test_redis_is_tried_again_in_its_own_thread_and_used_once_it_answers(free_po
         a.state.close()
         client.close()
         server.stop()
+
+
+def test_a_starting_inspector_waits_for_redis_to_answer_before_its_first_record(
+    free_port, said, monkeypatch
+):
+    if RedisServer.missing():
+        pytest.skip("redis-server is not installed (./dev test installs Debian's redis-server)")
+    monkeypatch.setattr(state_module, "BACKOFF", (0.5, 0.5))  # the next try comes late
+    down = said(DOWN)
+    a = Replica(f"redis://127.0.0.1:{free_port}/0", answering=False)
+    assert down.seen.wait(WAIT)  # the first try missed: Redis was not up yet
+    server = RedisServer(free_port).start()
+    try:
+        await_first_answer(a.state, WAIT)
+        assert a.state.answering.is_set()  # the first record goes to Redis
+    finally:
+        a.state.close()
+        server.stop()
+
+
+def test_a_starting_inspector_waits_no_longer_than_its_bound_for_a_redis_that_is_down(
+    free_port,
+):
+    a = Replica(f"redis://127.0.0.1:{free_port}/0", answering=False)  # nothing listens
+    started = time.monotonic()
+    await_first_answer(a.state, 0.2)
+    assert not a.state.answering.is_set() and time.monotonic() - started < FIRST_ANSWER
+    a.state.close()
+    await_first_answer(LocalState(), WAIT)  # one replica's memory: nothing to wait for
 
 
 def test_the_tries_wait_longer_each_time_up_to_the_most():

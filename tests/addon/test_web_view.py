@@ -177,6 +177,30 @@ def test_a_recorded_socket_no_one_annotated_shows_its_turns_on_the_upgrade():
     assert pretty(flow, flow.websocket.messages[-1]).view_name != "tooltap"
 
 
+async def test_a_live_socket_the_server_closed_with_an_error_code_shows_its_session_error(web):
+    from mitmproxy.websocket import WebSocketMessage
+    from support.flows import socket_flow
+    from wsproto.frame_protocol import Opcode
+
+    annotations, _ = web
+    annotations.running()
+    path = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
+    flow = socket_flow(path, host="generativelanguage.googleapis.com")
+    annotations.websocket_start(flow)
+    setup = json.dumps({"setup": {"model": "models/gemini-live-2.5-flash-preview"}}).encode()
+    flow.websocket.messages.append(WebSocketMessage(Opcode.TEXT, True, setup))
+    annotations.websocket_message(flow)
+    flow.websocket.closed_by_client, flow.websocket.close_code = False, 1011
+    flow.websocket.close_reason = "Internal error occurred."
+    await annotated(annotations, flow, hook="websocket_end")
+    assert flow.comment == "tooltap: session-error"
+    (said,) = flow.metadata[KEY]["verdicts"]
+    assert [(e["type"], e["message"]) for e in said["session_errors"]] == [
+        ("internal_error", "the server closed the socket with 1011 (internal error): "
+         "Internal error occurred.")
+    ]  # fmt: skip
+
+
 async def test_an_exchange_seen_again_gets_one_verdict_not_two(web):
     annotations, _ = web
     annotations.running()

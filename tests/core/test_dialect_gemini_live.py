@@ -22,6 +22,7 @@ from tooltap.addon.inspection.session import Session
 from tooltap.core.dialects import detect_socket, gemini_live
 from tooltap.core.findings import DEFAULT, findings
 from tooltap.core.sockets import (
+    SocketClose,
     ends_turn,
     kind_of,
     needed,
@@ -76,8 +77,8 @@ class Session_:
         for message in messages:
             self.turns += self.reader.feed(message, False)
 
-    def close(self) -> list[Any]:
-        self.turns += self.reader.close()
+    def close(self, end: SocketClose | None = None) -> list[Any]:
+        self.turns += self.reader.close(end)
         out = []
         for turn in self.turns:
             if turn.said is not None:
@@ -489,6 +490,78 @@ def test_an_error_message_is_a_session_error_not_a_finding_that_fails():
     ]
 
 
+QUOTA = "You exceeded your current quota, please check your plan and billing details."
+
+
+def errors(verdicts: list[Any]) -> list[tuple[str, str]]:
+    return [(e.type, e.message) for v in verdicts if not isinstance(v, str) for e in v.session_errors]  # fmt: skip
+
+
+def test_a_server_close_with_an_error_code_is_a_session_error_with_its_reason():
+    s = Session_()
+    s.client(setup())
+    s.client(ask())
+    s.server(*live.answer("Sunny."))
+    *turns, said = s.close(SocketClose(1008, QUOTA, by_client=False))
+    assert len(turns) == 1 and turns[0].outcome == "inspected"
+    assert errors([said]) == [
+        ("policy_violation", f"the server closed the socket with 1008 (policy violation): {QUOTA}")
+    ]
+    assert (said.scope, said.reason) == (
+        "session",
+        "the server closed the socket with an error: policy_violation",
+    )
+    assert findings(said) == ["session-error"]
+    assert "session-error" not in DEFAULT  # reported; fails an audit only when asked
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [(1007, "invalid_frame_payload_data"), (1011, "internal_error"), (1006, "abnormal_closure"),
+     (4003, "4003"), (1016, "1016"), (999, "invalid")],
+)  # fmt: skip
+def test_every_error_code_is_typed_by_its_name_else_its_number(code, kind):
+    s = Session_()
+    s.client(setup())
+    (said,) = s.close(SocketClose(code, "", by_client=False))
+    assert errors([said]) == [(kind, f"the server closed the socket with {code} ({kind.replace('_', ' ')})")]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "end",
+    [SocketClose(1000, "", False), SocketClose(1001, "going away", False),
+     SocketClose(1005, "", False), SocketClose(1011, "keepalive ping timeout", True),
+     SocketClose(1008, QUOTA, None), SocketClose(None, "", False), None],
+)  # fmt: skip
+def test_a_normal_close_and_a_clients_close_say_nothing(end):
+    s = Session_()
+    s.client(setup())
+    s.client(ask())
+    s.server(*live.answer("Sunny."))
+    (turn,) = s.close(end)
+    assert turn.scope == "turn" and turn.session_errors == []
+
+
+def test_a_close_that_cuts_a_turn_owing_a_call_says_all_three_in_order():
+    s = Session_()
+    s.client(setup())
+    s.client(ask())
+    s.server(live.tool_call(PARIS), live.text("While I look"))
+    reason = "Internal error occurred."
+    calling, cut, closed, owed = s.close(SocketClose(1011, reason, by_client=False))
+    assert calling.calls[0].call_id == "fc_paris"
+    assert cut.reason == "the turn ended before its final event"
+    assert errors([closed]) == [("internal_error", f"the server closed the socket with 1011 (internal error): {reason}")]  # fmt: skip
+    assert rules([owed]) == [("unanswered-at-close", ["fc_paris"])]
+
+
+def test_a_close_reason_past_its_bound_is_cut_to_it():
+    s = Session_()
+    s.client(setup())
+    (said,) = s.close(SocketClose(1008, "x" * 5_000, by_client=False))
+    assert len(said.session_errors[0].message) < 400
+
+
 # --- bounds and loss ----------------------------------------------------------------------------
 
 
@@ -561,11 +634,13 @@ SERVER = [
         max_size=40,
     ),
     late=st.booleans(),
+    end=st.none() | st.builds(SocketClose, st.none() | st.integers(), st.text(max_size=200),
+                              st.none() | st.booleans()),
 )  # fmt: skip
 def test_any_messages_in_any_order_are_read_without_raising_and_nothing_is_held_after(
-    messages, late
+    messages, late, end
 ):
-    read_to_the_close(socket_reader("gemini_live", URL, 2_048, late), messages)
+    read_to_the_close(socket_reader("gemini_live", URL, 2_048, late), messages, end)
 
 
 def test_a_turns_text_pieces_past_the_first_are_not_held_and_its_verdict_is_the_same():

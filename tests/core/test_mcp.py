@@ -697,6 +697,33 @@ def test_a_recording_pairs_posts_stored_before_their_stream_and_what_waits_is_sa
     )
 
 
+def test_a_post_the_client_hung_up_on_pairs_with_its_answer_even_after_the_stream_ended():
+    # The mcp SDK's SSE client exits right after its last result: the POST's 202 is never read
+    # (no status), and the GET stream's end may be recorded before the POST.
+    call_ = rpc("tools/call", 7, name="t0", arguments={})
+    hung_up = posted(call_)[0].model_copy(update={"status": None, "response_body": b""})
+    for stream_ends_first in (False, True):
+        channels = mcp.Channels()
+        channels.stream("get", f"{BASE}/sse", ENDPOINT)
+        if stream_ends_first:
+            said = channels.stream("get", f"{BASE}/sse", event(answer(7, {})), ended=True)
+            assert said == []
+            (pair,) = channels.posted(hung_up, call_)
+        else:
+            assert channels.posted(hung_up, call_) == []
+            (pair,) = channels.stream("get", f"{BASE}/sse", event(answer(7, {})))
+        verdict = inspect(pair.exchange)
+        assert (pair.unanswered, verdict.outcome, verdict.status) == (None, "inspected", 202)
+        assert [c.name for c in verdict.calls] == ["t0"] and len(channels) == 0
+    # Where no session's stream serves the endpoint, it is read as it is.
+    assert mcp.Channels().posted(hung_up, call_) is None
+    channels = mcp.Channels()
+    channels.stream("get", f"{BASE}/sse", ENDPOINT)
+    assert channels.posted(hung_up, call_) == []
+    (never,) = channels.stream("get", f"{BASE}/sse", b"", ended=True)
+    assert (never.unanswered, never.exchange.status) == (mcp.NEVER_ANSWERED, None)
+
+
 def test_what_waits_is_bounded_and_a_lost_piece_restarts_the_reading():
     channels = mcp.Channels(waiting=2)
     said = [p for n in range(4) for p in channels.posted(*posted(rpc("ping", n))) or []]
@@ -706,3 +733,49 @@ def test_what_waits_is_bounded_and_a_lost_piece_restarts_the_reading():
     channels.posted(*posted(rpc("ping", 5)))
     (pair,) = channels.stream("get", f"{BASE}/sse", event(answer(5, {})), lost=True)
     assert pair.unanswered is None
+
+
+NOTICE = event(rpc("notifications/tools/list_changed", None))
+
+
+def test_a_list_change_on_a_get_stream_is_said_however_it_is_cut_and_its_other_events_are_not():
+    log = event(rpc("notifications/message", None, level="info", data="tools/list_changed"))
+    wire = b"id: 0\ndata: \n\n" + log + event(rpc("roots/list", 9)) + NOTICE + log
+    for cut in range(len(wire) + 1):
+        channels = mcp.Channels()
+        said = channels.stream("get", URL, wire[:cut])
+        said += channels.stream("get", URL, wire[cut:], ended=True)
+        assert said == [mcp.Changed(URL)]  # Streamable HTTP: said for the stream's own session
+
+
+def test_a_list_change_on_a_legacy_stream_follows_the_responses_that_came_before_it():
+    channels = mcp.Channels()
+    channels.stream("get", f"{BASE}/sse", ENDPOINT)
+    # The list's answer came before the change, and before the inspector had the list's POST;
+    # the ping's answer came after the change.
+    wire = event(answer(2, {"tools": []})) + NOTICE + event(answer(4, {}))
+    assert channels.stream("get", f"{BASE}/sse", wire) == []
+    assert channels.posted(*posted(rpc("ping", 4))) != []  # the change does not wait for it
+    pair, change = channels.posted(*posted(rpc("tools/list", 2)))
+    assert isinstance(pair, mcp.Paired) and change == mcp.Changed(POSTS)
+    assert channels.stream("get", f"{BASE}/sse", NOTICE) == [mcp.Changed(POSTS)]  # none waits
+    # A change still waiting when the stream ends, or the recording does, is said then.
+    assert channels.stream("get", f"{BASE}/sse", event(answer(5, {})) + NOTICE) == []
+    assert channels.stream("get", f"{BASE}/sse", b"", ended=True) == [mcp.Changed(POSTS)]
+    channels.stream("again", f"{BASE}/sse", ENDPOINT + event(answer(6, {})) + NOTICE)
+    assert channels.close() == [mcp.Changed(POSTS)]
+    # Past the bound, the response it waits for is let go, and it is said.
+    channels = mcp.Channels(waiting=1)
+    channels.stream("get", f"{BASE}/sse", ENDPOINT + event(answer(7, {})) + NOTICE)
+    assert channels.stream("get", f"{BASE}/sse", event(answer(8, {}))) == [mcp.Changed(POSTS)]
+
+
+def test_a_call_after_a_list_change_says_its_list_was_not_read_again():
+    server = listed(initialized(list_changed=True), [tool("t0")]).tool_server
+    assert server is not None
+    verdict = call(mcp.list_changed(server), "t0", {"q": 1})
+    assert verdict.calls[0].schema_errors == []  # not checked against the list it had
+    assert verdict.unchecked == [
+        "call 3: arguments not validated, the server said its tool list changed "
+        "(notifications/tools/list_changed), and it was not listed again since"
+    ]

@@ -34,6 +34,7 @@ from tooltap.core.findings import DEFAULT, findings
 from tooltap.core.sockets import (
     MAX_LANES,
     MAX_WAITING,
+    SocketClose,
     SocketTurn,
     leading_type,
     needed,
@@ -338,6 +339,25 @@ def test_a_socket_closed_mid_turn_gives_the_cut_turn_and_the_request_left_unansw
     assert cut.reason == "the turn ended before its final event"
     assert [(c.name, c.arguments_raw) for c in cut.calls] == [("get_weather", '{"city":"Oslo"}')]
     assert (never.outcome, never.reason) == ("upstream_error", "no response from the upstream")
+
+
+@pytest.mark.parametrize("api", ["responses", "realtime"])
+def test_an_openai_socket_closed_with_an_error_code_says_it_on_the_cut_turn_only(api):
+    # OpenAI's APIs state their errors in `error` events: the close itself is no session error.
+    reader = realtime_started() if api == "realtime" else socket_reader(api, RESPONSES_URL, 8 << 20)
+    if api == "realtime":
+        messages = [(True, {"type": "response.create"}), *realtime_events("resp_cut000000001")]
+    else:
+        create = (True, {"type": "response.create", "input": "a"})
+        messages = [create, *((False, m.encode()) for m in responses_turn("resp_a", []))]
+    turns, _ = feed(reader, messages[:-1])  # cut before the response's final event
+    turns += reader.close(SocketClose(1011, "Internal error occurred.", by_client=False))
+    (cut,) = verdicts(turns)
+    assert (cut.scope, cut.reason, cut.session_errors) == (
+        "turn",
+        "the turn ended before its final event",
+        [],
+    )
 
 
 def test_junk_is_counted_and_a_server_message_that_is_not_json_is_a_malformed_event():

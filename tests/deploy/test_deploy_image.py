@@ -169,7 +169,12 @@ def kubernetes_container() -> tuple[list[str], list[str]]:
     security = container["securityContext"]
     assert security["readOnlyRootFilesystem"] and not security["allowPrivilegeEscalation"]
     assert [m["mountPath"] for m in container["volumeMounts"]] == ["/tmp"]
-    env = {e["name"]: options[e["valueFrom"]["configMapKeyRef"]["key"]] for e in container["env"]}
+    # The hash key's Secret is optional and not created here: the kubelet leaves it unset.
+    env = {
+        e["name"]: options[e["valueFrom"]["configMapKeyRef"]["key"]]
+        for e in container["env"]
+        if "configMapKeyRef" in e["valueFrom"]
+    }
     args = [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], arg) for arg in container["args"]]
     flags = [
         f"--user={pod['securityContext']['runAsUser']}:{pod['securityContext']['runAsGroup']}",

@@ -100,11 +100,24 @@ def test_the_validator_rejects_an_unknown_field():
         kubernetes_validate.validate(broken, VERSIONS[-1], strict=True)
 
 
-def test_the_design_is_secret_free():
+def secret_refs() -> dict[str, dict]:
+    """The container's variables that come from a Secret, by name."""
+    return {
+        e["name"]: e["valueFrom"]["secretKeyRef"]
+        for e in container()["env"]
+        if "secretKeyRef" in e["valueFrom"]
+    }
+
+
+def test_no_secret_ships_and_the_one_read_is_the_optional_hash_key_the_readme_creates():
     text = "\n".join(p.read_text(encoding="utf-8") for p in KUBERNETES.glob("*.yaml"))
-    assert all(r["kind"] != "Secret" for r in resources())
-    assert "secretKeyRef" not in text
-    assert "secretName" not in text
+    assert all(r["kind"] != "Secret" for r in resources())  # no API key, no placeholder key
+    assert "secretName" not in text and text.count("secretKeyRef") == 1
+    readme = (DEPLOY / "README.md").read_text(encoding="utf-8")
+    create = r"kubectl create secret generic (\S+) -n tooltap --from-literal=(\w+)="
+    ((name, key),) = re.findall(rf'^{create}"\$\(openssl rand -hex 32\)"$', readme, re.MULTILINE)
+    # Optional: a pod starts without it, under a key of its own.
+    assert secret_refs() == {"TOOLTAP_HASH_KEY": {"name": name, "key": key, "optional": True}}
 
 
 def test_the_pod_runs_non_root_on_a_read_only_root_filesystem():
@@ -154,7 +167,11 @@ def test_the_listen_and_metrics_addresses_match_the_container_ports():
 
 
 def test_every_option_variable_comes_from_the_configmap():
-    env = {e["name"]: e["valueFrom"]["configMapKeyRef"] for e in container()["env"]}
+    env = {
+        e["name"]: e["valueFrom"]["configMapKeyRef"]
+        for e in container()["env"]
+        if "configMapKeyRef" in e["valueFrom"]
+    }
     used = {v for a in container()["args"] for v in re.findall(r"\$\((\w+)\)", a)}
     # The rest are read by the process itself: OpenTelemetry's standard variable.
     assert set(env) - used == {"OTEL_EXPORTER_OTLP_ENDPOINT"} and used <= set(env)

@@ -12,14 +12,17 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 
-def in_session(url: str, work: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+def in_session(url: str, work: Callable[[ClientSession], Awaitable[Any]], **options: Any) -> Any:
     """Run work in one MCP session of the SDK's own client: over the legacy HTTP+SSE transport
-    for a URL ending in /sse, else over Streamable HTTP."""
+    for a URL ending in /sse, else over Streamable HTTP. options: the ClientSession's."""
     connect = sse_client if url.endswith("/sse") else streamable_http_client
 
     async def run() -> Any:
         with anyio.fail_after(60):
-            async with connect(url) as (read, write), ClientSession(read, write) as session:
+            async with (
+                connect(url) as (read, write),
+                ClientSession(read, write, **options) as session,
+            ):
                 await session.initialize()
                 return await work(session)
 

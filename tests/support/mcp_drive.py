@@ -6,7 +6,10 @@ CLIENT is `mcp` (the official SDK's ClientSession, 1.x or 2.x, protocol 2025-11-
 (the SDK 2.x's Client, which speaks 2026-07-28 to a server that does) or `fastmcp` (2.x or 4.x),
 run with the interpreter of a venv that has it. A URL ending in /sse is the legacy HTTP+SSE
 transport. It prints one JSON line: each tools/call it made, with its outcome (ok, error for a
-result flagged isError, or the exception the client raised), in order.
+result flagged isError, or the exception the client raised), in order; and (the `mcp` client)
+the data of each log message the server sent it (notifications/message) while the session was
+open. The everything server logs "Roots updated" on the session's stream once it has the
+client's roots: the `everything` session waits for it (10 s at most) before it closes.
 
 SCENARIO: `tools` (tests/support/mcp_eco_server.py and mcp_server.py's weather tools: add,
 a bad add, weather, flagged), `task` (tools, then fastmcp's slow_add as a background task),
@@ -18,6 +21,7 @@ get-structured-content, get-roots-list).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from typing import Any
@@ -43,6 +47,16 @@ async def outcome(call: Any) -> str:
     return "error" if failed else "ok"
 
 
+LOGGED: list[Any] = []  # the server's log messages, as the client got them
+ROOTS_LOGGED = asyncio.Event()
+
+
+async def _logged(params: Any) -> None:
+    LOGGED.append(params.data)
+    if str(params.data).startswith("Roots updated"):
+        ROOTS_LOGGED.set()
+
+
 async def official(url: str, scenario: str) -> list[tuple[str, str]]:
     from mcp import ClientSession
 
@@ -53,11 +67,17 @@ async def official(url: str, scenario: str) -> list[tuple[str, str]]:
 
     async with (
         connect(url) as streams,
-        ClientSession(streams[0], streams[1], list_roots_callback=_roots) as session,
+        ClientSession(
+            streams[0], streams[1], list_roots_callback=_roots, logging_callback=_logged
+        ) as session,
     ):
         await session.initialize()
         await session.list_tools()
-        return [(n, await outcome(session.call_tool(n, a))) for n, a in _calls(scenario)]
+        done = [(n, await outcome(session.call_tool(n, a))) for n, a in _calls(scenario)]
+        if scenario == "everything":
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ROOTS_LOGGED.wait(), 10)
+        return done
 
 
 async def modern(url: str, scenario: str) -> list[tuple[str, str]]:
@@ -98,4 +118,4 @@ CLIENTS = {"mcp": official, "modern": modern, "fastmcp": fastmcp}
 if __name__ == "__main__":
     client, url, scenario = sys.argv[1:4]
     calls = asyncio.run(asyncio.wait_for(CLIENTS[client](url, scenario), 60))
-    print(json.dumps({"calls": calls}))
+    print(json.dumps({"calls": calls, "logged": LOGGED}))

@@ -235,12 +235,13 @@ def realtime_turn(response_id: str, calls: list[tuple[str, str, str]], text: str
     return [frame(e) for e in events]
 
 
-def read_to_the_close(reader: Any, messages: list[tuple[bool, bytes]]) -> None:
-    """A socket read to its close and every turn inspected: nothing raises, nothing stays held."""
+def read_to_the_close(reader: Any, messages: list[tuple[bool, bytes]], end: Any = None) -> None:
+    """A socket read to its close (end: the close itself) and every turn inspected: nothing
+    raises, nothing stays held."""
     turns = []
     for from_client, message in messages:
         turns += reader.feed(message, from_client)
-    turns += reader.close()
+    turns += reader.close(end)
     for turn in turns:
         inspect(turn.exchange, turn.prior)
     assert reader.held == 0

@@ -5,7 +5,9 @@ Two replicas (A and B) share pins in a real redis-server, in front of the `mcp` 
 (tests/support/mcp_definitions_server.py), driven by the SDK's own client: a tool changed
 within a session after notifications/tools/list_changed is said, announced, by the replica
 that saw it; a tool changed between two sessions is said by the other replica, against the pin
-the first one made; each change once. Hidden text in a description (tag characters, a
+the first one made; each change once. A change the server announces on the session's GET
+stream (not inside an answer) is applied there too: a call made before the list is read again
+is not held to the old list, and the change is said, announced. Hidden text in a description (tag characters, a
 zero-width joiner between Latin letters) and in a result is found, and the visible text of
 many scripts beside it is not. A third proxy in front of a loopback model API: one
 application (one key) declares a tool on the Responses API (openai's client) and on Messages
@@ -24,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import anyio
 import httpx
+import mcp_types as types
 import openai
 import pytest
 from junitparser import JUnitXml
@@ -164,6 +168,46 @@ def test_a_change_between_sessions_is_said_by_the_other_replica_against_the_firs
     )
     assert counted(b, "tooltap_tool_changes_total", 1, api="mcp", server="shifty") == 1
     assert a.wait_for("tool_changed", since=mark_a, timeout=0.3) == []
+
+
+def test_a_change_announced_on_the_get_stream_forgets_the_list_and_is_said_announced(replicas):
+    a, _ = replicas
+    mark = a.mark()
+    told: dict[str, anyio.Event] = {}
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told["changed"].set()  # it came on the GET stream: drift's answer holds none
+
+    async def work(session: ClientSession) -> list[str | None]:
+        told["changed"] = anyio.Event()
+        before = await session.list_tools()
+        await session.call_tool("drift", {})
+        with anyio.fail_after(10):
+            await told["changed"].wait()
+        await session.call_tool("forecast", {"city": "Oslo"})  # before the list is read again
+        after = await session.list_tools()
+        return [before.tools[0].description, after.tools[0].description]
+
+    url = f"{a.url}/drifting/mcp"
+    assert in_session(url, work, message_handler=on_message) == [FORECAST, RUG]
+    (change,) = changes(a, mark, 1)
+    assert (change["server"], change["tool"], change["change"], change["announced"]) == (
+        "drifting 1.0",
+        "forecast",
+        "changed",
+        True,
+    )
+    assert change["details"] == [f"$.description: {json.dumps(FORECAST)} → {json.dumps(RUG)}"]
+    calls = a.wait_for("tool_call", 2, since=mark)
+    turns = a.wait_for("turn", where=lambda e: e.get("rpc") == ["tools/call"], count=2, since=mark)
+    # The call made before the list was read again is not held to the old one, and says why
+    # (drift's own call may be read after the first notice too: the notice came while it ran).
+    forecast = next(c["call_id"] for c in calls if c["name"] == "forecast")
+    assert (
+        f"call {forecast}: arguments not validated, the server said its tool list changed "
+        "(notifications/tools/list_changed), and it was not listed again since"
+    ) in [u for t in turns for u in t["unchecked"]]
 
 
 def test_hidden_text_in_a_description_and_a_result_is_found_and_visible_text_is_not(replicas):

@@ -9,10 +9,10 @@ binary), that the cadence is kept (the upstream answers only after the client's 
 which the client sends only once the previous answer reached it: a proxy that held a frame
 back would hang the session), and the exact log lines and /metrics values for: a call
 answered, one cancelled, a NON_BLOCKING one answered turns later, one never answered before
-the socket closed, and arguments off their schema. The last test audits the flow file a
+the socket closed, arguments off their schema, and a socket the server closes with 1008 and a
+reason (a session error, as google-genai raises it). The last test audits the flow file a
 recording proxy saved (`tooltap audit -r`, run in this process) and finds what the live proxy
-found. One upstream and one proxy serve
-the module.
+found, the server's close included. One upstream and one proxy serve the module.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 from google import genai
-from google.genai import types
+from google.genai import errors, types
 from support.prom import sample, scrape
 
 from tooltap.addon.audit.command import main as audit
@@ -36,6 +36,7 @@ from tooltap.addon.commands.demo_live import ask, until_call, until_turn_complet
 from tooltap.addon.harness import live
 from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.harness.replay import ReplayServer, Reply
+from tooltap.addon.harness.sockets import Close
 
 PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 WEATHER, BOOKING = live.WEATHER, live.BOOKING
@@ -49,7 +50,9 @@ MODELS = {
     "late": "gemini-2.0-flash-live-001",
     "unanswered": "gemini-3.1-flash-live-preview",
     "off-schema": "gemini-live-2.5-flash",
+    "refused": "gemini-2.5-flash-preview-native-audio-dialog",
 }
+QUOTA = "You exceeded your current quota, please check your plan and billing details."
 SCRIPTS = {
     "answered": live.script(
         ("clientContent", [live.tool_call(PARIS)]),
@@ -84,6 +87,8 @@ SCRIPTS = {
         ("clientContent", [live.tool_call(PARIS, ROME)]),
         ("toolResponse", live.answer("Paris is 12C; Rome I could not read.")),
     ),
+    # The Live API's way of saying most session errors: a close with a code and a reason.
+    "refused": live.script(("clientContent", [live.text("Let me check."), Close(1008, QUOTA)])),
 }
 
 
@@ -341,6 +346,34 @@ def test_arguments_off_their_schema_and_an_error_response_are_reported(upstream,
     assert delta("tooltap_tool_results_total", api="gemini_live", outcome="ok") == 1
 
 
+async def refused(s: Any, received: list[bytes]) -> None:
+    """Ask, and read until the server's close: google-genai raises it as an APIError."""
+    await ask(s, "Weather in Paris?")
+    with pytest.raises(errors.APIError) as raised:
+        async for _message in s.receive():
+            pass
+    assert (raised.value.code, raised.value.details) == (1008, QUOTA)
+
+
+def test_a_server_close_with_an_error_code_is_a_session_error_as_the_client_raised_it(
+    upstream, proxy
+):
+    since, delta = proxy.mark(), Delta(proxy)
+    received = session(proxy, "refused", refused)
+    both_ways(upstream, "refused", received)
+    (said,) = events(proxy, since, "session_error", 1)
+    assert said == {"api": "gemini_live", "transport": "websocket", "type": "policy_violation",
+                    "message": f"the server closed the socket with 1008 (policy violation): {QUOTA}",
+                    "event": "session_error", "level": "info"}  # fmt: skip
+    (cut,) = events(proxy, since, "turn", 1)  # the turn it cut says so, as before
+    assert (cut["outcome"], cut["reason"]) == (
+        "upstream_error",
+        f"the upstream failed: the server closed the socket (code 1008: {QUOTA})",
+    )
+    assert delta("tooltap_session_errors_total", api="gemini_live", type="policy_violation") == 1
+    assert delta("tooltap_flows_total", api="gemini_live", outcome="upstream_error") == 1
+
+
 def test_audit_of_the_flow_file_finds_what_the_live_proxy_found(upstream, tmp_path):
     flows = tmp_path / "live.mitm"
     extra = ("--set", f"save_stream_file={flows}")
@@ -365,22 +398,29 @@ def test_audit_of_the_flow_file_finds_what_the_live_proxy_found(upstream, tmp_pa
 
         session(recording, "unanswered", unanswered)
         session(recording, "off-schema", off_schema, declarations=(WEATHER,))
-        live_turns = recording.wait_for("turn", 4)
+        session(recording, "refused", refused)
+        live_turns = recording.wait_for("turn", 5)
         live_calls = recording.wait_for("tool_call", 3)
         (live_error,) = recording.wait_for("loop_error", 1)
-    for scenario in ("unanswered", "off-schema"):
+        (live_close,) = recording.wait_for("session_error", 1)
+    for scenario in ("unanswered", "off-schema", "refused"):
         connection_of(upstream, scenario)
     out = io.StringIO()  # `tooltap audit -r live.mitm --format json`, in this process
     code = audit(parser().parse_args(["audit", "-r", str(flows), "--format", "json"]), out)
     assert code == 1  # findings
     rows = [json.loads(line) for line in out.getvalue().splitlines()]
     summary = rows.pop()
-    assert (summary["summary"], summary["read"]) == (True, 5)
-    (said,) = [r for r in rows if r["scope"] == "session"]
+    assert (summary["summary"], summary["read"]) == (True, 7)
+    said, closed = [r for r in rows if r["scope"] == "session"]
     rows.remove(said)
-    assert sorted((r["model"], r["state"], len(r["calls"])) for r in rows) == sorted(
-        (t["model"], t["state"], t["calls"]) for t in live_turns
+    rows.remove(closed)
+    assert sorted((r["model"], r["state"], len(r["calls"]), r["outcome"]) for r in rows) == sorted(
+        (t["model"], t["state"], t["calls"], t["outcome"]) for t in live_turns
     )
+    # mitmproxy keeps the close's code and reason in the flow: the same session error.
+    assert [(e["type"], e["message"]) for e in closed["session_errors"]] == [
+        (live_close["type"], live_close["message"])
+    ]
     audited_calls = [(c["call_id"], c["schema_errors"]) for r in rows for c in r["calls"]]
     assert sorted(audited_calls, key=str) == sorted(
         ((c["call_id"], c["schema_errors"]) for c in live_calls), key=str

@@ -8,18 +8,29 @@ Clients: the TypeScript SDK 1.32 (tests/support/mcp_node), `mcp` 1.30 and 2.3 (C
 and 2.3's Client on protocol 2026-07-28 with its input_required round), fastmcp 2.14 and 4.2.
 The SDK 1.x and 2.x, and fastmcp 2 and 4, live in pinned side venvs (tests/support/sidevenv.py).
 
-For each session: the client gets the same outcomes through the proxy as direct (the session
+Each session runs once (shared by the two tests), direct and proxied side by side, the proxied
+one as client -> front relay -> tooltap -> back relay -> server (tests/support/relay.py).
+
+Read whole and true: the client gets the same outcomes through the proxy as direct (the session
 works at all: a held GET stream stalls roots/list and the whole legacy transport); every
 tools/call the client made is logged once, by name, in order; the one call made off its schema
 is the one argument finding; nothing else is a finding (no priming event, task, input_required
-answer or 202 becomes one); every exchange is MCP, inspected, unreasoned. Each session's wall
-time, direct and proxied (run side by side), is printed (`-s`).
+answer or 202 becomes one); every exchange is MCP, inspected, unreasoned.
+
+Passed on unchanged and never held: every exchange the server had is the one the client had,
+byte for byte both ways (the request's Host aside, which reverse mode rewrites; bodies without
+their chunked framing); every event of every stream, POST answers and GET streams alike, reached
+the client before the server's next byte on that stream was let through (the back relay's lock
+step); and the everything server's log message on the GET stream reached the client while the
+session was open. Each session's bytes, events, largest added delay per event and wall time,
+direct and proxied, are printed (`-s`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -28,11 +39,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 from support import sidevenv
 from support.mcp_server import running
+from support.relay import Recording, Relays
 
 from tooltap.addon.harness.launch import Proxy, free_port, free_ports
 
@@ -132,22 +145,32 @@ def servers(envs):
 
 
 @pytest.fixture(scope="module")
-def proxy(servers):
+def relays(servers):
+    """For each server, a front and a back relay around the proxy: name -> its Relays."""
+    made = {name: Relays(int(urlsplit(url).port or 80)) for name, url in servers.items()}
+    yield made
+    for pair in made.values():
+        pair.close()
+
+
+@pytest.fixture(scope="module")
+def proxy(servers, relays):
+    """One `tooltap run`, each server an upstream of it through its back relay, each of its
+    listening ports the target of that server's front relay."""
     names = list(servers)
     first = free_ports(len(names))
-    upstreams = [f"mcp:{servers[name]}" for name in names]
+    upstreams = [f"mcp:{relays[name].back.url}" for name in names]
     with Proxy.tooltap(
         upstreams, "--log-format", "json", listen=f"127.0.0.1:{first}"
     ) as running_proxy:
-        running_proxy.bases = {
-            name: f"http://127.0.0.1:{first + i}" for i, name in enumerate(names)
-        }
+        for i, name in enumerate(names):
+            relays[name].to(first + i)
         yield running_proxy
 
 
-def drive(case: Case, envs: dict[str, Any], *bases: str) -> list[tuple[list[list[str]], float]]:
-    """One session of the case's client against each base, side by side: each session's calls'
-    outcomes, and its wall time."""
+def drive(case: Case, envs: dict[str, Any], *bases: str) -> list[tuple[dict[str, Any], float]]:
+    """One session of the case's client against each base, side by side: what each printed
+    (its calls' outcomes, the log messages it got; or `failed`, its error), and its wall time."""
     ran: dict[str, tuple[int, str, str, float]] = {}
 
     def session(base: str) -> None:
@@ -169,19 +192,48 @@ def drive(case: Case, envs: dict[str, Any], *bases: str) -> list[tuple[list[list
     outcomes = []
     for base in bases:
         code, out, err, took = ran[base]
-        assert code == 0, err[-2000:]
-        outcomes.append((json.loads(out.strip().splitlines()[-1])["calls"], took))
+        printed = json.loads(out.strip().splitlines()[-1]) if code == 0 else {"failed": err[-2000:]}
+        outcomes.append((printed, took))
     return outcomes
 
 
+@dataclass
+class Ran:
+    """One case's session, direct and proxied side by side, the proxied one through the relays."""
+
+    direct: dict[str, Any]  # what the client printed
+    proxied: dict[str, Any]
+    direct_took: float  # wall time, seconds
+    proxied_took: float
+    recording: Recording
+    mark: int  # where the proxy's log was when it began
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, Ran]:
+    return {}
+
+
+@pytest.fixture
+def ran(case, envs, servers, relays, proxy, runs) -> Ran:
+    """The case's session, run once for this module's tests."""
+    if case.id not in runs:
+        mark = proxy.mark()
+        with relays[case.server].session() as recording:
+            (direct, direct_took), (proxied, proxied_took) = drive(
+                case, envs, servers[case.server], relays[case.server].front.url
+            )
+        runs[case.id] = Ran(direct, proxied, direct_took, proxied_took, recording, mark)
+    return runs[case.id]
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_a_public_client_and_server_session_is_read_whole_and_true(case, envs, servers, proxy):
-    mark = proxy.mark()
-    (direct, direct_took), (proxied, proxied_took) = drive(
-        case, envs, servers[case.server], proxy.bases[case.server]
-    )
-    assert proxied == direct  # the same session, through the proxy
-    names = [name for name, _ in proxied]
+def test_a_public_client_and_server_session_is_read_whole_and_true(case, ran, proxy):
+    for printed in (ran.direct, ran.proxied):
+        assert "failed" not in printed, printed["failed"]
+    assert ran.proxied["calls"] == ran.direct["calls"]  # the same session, through the proxy
+    names = [name for name, _ in ran.proxied["calls"]]
+    mark = ran.mark
     calls = proxy.wait_for("tool_call", len(names), since=mark, timeout=20)
     proxy.wait_for("turn", where=lambda e: e.get("rpc") == ["tools/call"], count=len(names),
                    since=mark, timeout=20)  # fmt: skip
@@ -202,7 +254,68 @@ def test_a_public_client_and_server_session_is_read_whole_and_true(case, envs, s
     assert {t["server"] for t in turns if t["rpc"] == ["tools/call"]} != {None}
     results = [e for e in events if e.get("event") == "tool_result"]
     assert len(results) == len(names)  # each call's result checked once (a task's too)
+    print(f"{case.id}: {len(turns)} exchanges, {len(names)} calls, 1 finding")
+
+
+# What the proxy may change in a request it passes on, by design: mitmproxy in reverse mode
+# rewrites Host to the upstream's (its documented keep_host_header option, off by default,
+# keeps it). Nothing else may differ, in either direction. (mitmproxy's HTTP/1 layer would also
+# drop an `Expect: 100-continue` it answers itself; no client here sends one.) A chunked body is
+# compared without its framing: mitmproxy re-frames a streamed body in the pieces it reads.
+REWRITTEN = {b"host"}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_every_exchange_reaches_the_server_and_the_client_byte_for_byte_and_no_event_is_held(
+    case, ran
+):
+    recording = ran.recording
+    # Every event of every stream (POST answers and GET streams) went on in lock step: the
+    # client had it before the server's next byte on that stream was let through.
+    assert recording.held() == []
+    assert "failed" not in ran.proxied, ran.proxied["failed"]
+    # Every exchange the server had is one the client sent, and every one the client sent
+    # reached the server (none answered by the proxy itself).
+    pairs = recording.pairs()
+    assert len(pairs) == len(recording.back) == len(recording.front) > 0
+    delays = []
+    for client, server in pairs:
+        # The request line and body paired them; the headers are the same but for REWRITTEN.
+        assert kept(client.request.headers) == kept(server.request.headers)
+        got, sent = client.response, server.response
+        assert sent is not None
+        if got is None:  # the client hung up before any answer came: its own doing
+            assert client.connection.hung_up is not None
+            continue
+        assert (got.start, got.headers) == (sent.start, sent.headers)
+        # The client's body is the server's: whole, or up to where the client hung up.
+        assert bytes(got.body) == bytes(sent.body if got.ended else sent.body[: len(got.body)])
+        assert [e.data for e in got.events] == [e.data for e in sent.events[: len(got.events)]]
+        missed = sent.events[len(got.events) :]
+        assert all(e.sent >= (client.connection.hung_up or float("inf")) for e in missed)
+        delays += [g.came - s.sent for g, s in zip(got.events, sent.events, strict=False)]
+    if case.scenario == "everything":
+        # The everything server logs on the session's GET stream once it has the client's
+        # roots: the client had that message while the session was open (it waits for it,
+        # 10 s at most, before it closes), and it came on a GET stream.
+        for printed in (ran.direct, ran.proxied):
+            assert any(str(d).startswith("Roots updated") for d in printed["logged"])
+        assert any(
+            b"Roots updated" in e.data
+            for c in recording.front
+            if c.request.start.startswith(b"GET ") and c.response is not None
+            for e in c.response.events
+        )
+    up = sum(c.sizes["up"] for c in recording.front_connections)
+    down = sum(c.sizes["down"] for c in recording.front_connections)
     print(
-        f"{case.id}: {len(turns)} exchanges, {len(names)} calls, 1 finding; "
-        f"session {direct_took:.2f} s direct, {proxied_took:.2f} s proxied"
+        f"{case.id}: {len(pairs)} exchanges, {up} bytes up, {down} down, {len(delays)} events, "
+        f"added delay per event {statistics.median(delays or [0]) * 1000:.1f} ms median, "
+        f"{max(delays, default=0) * 1000:.1f} ms largest; "
+        f"session {ran.direct_took:.2f} s direct, {ran.proxied_took:.2f} s proxied"
     )
+
+
+def kept(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The headers the proxy passes on as they are, in order."""
+    return [(k, v) for k, v in headers if k.lower() not in REWRITTEN]

@@ -247,11 +247,11 @@ def test_an_error_line_inside_the_stream_is_logged_with_the_servers_words(proxy)
         "event": "stream_error", "level": "warning", "api": "ollama", "response_id": None,
         "type": "", "message": MID_STREAM,
     }  # fmt: skip
-    assert (turn["status"], turn["calls"], turn["reason"]) == (
-        200,
-        1,
-        "the stream ended before its final event",
-    )
+    assert (turn["status"], turn["calls"]) == (200, 1)
+    # The client raises at the error line and hangs up; whether the proxy saw that before the
+    # upstream's end is a race between two sockets, and the reason says which when it was.
+    cut = "the stream ended before its final event"
+    assert turn["reason"] in (cut, f"{cut} (Client disconnected.)")
 
 
 def test_a_refusal_is_logged_in_ollamas_words(proxy):

@@ -4,7 +4,10 @@
 //
 // A URL ending in /sse is the legacy HTTP+SSE transport (SSEClientTransport), any other
 // Streamable HTTP. It prints one JSON line: each tools/call it made, with its outcome (ok,
-// error for a result flagged isError, or the error it raised), in order.
+// error for a result flagged isError, or the error it raised), in order; and the data of each
+// log message the server sent it (notifications/message) before it closed the session.
+// The everything server logs "Roots updated" on the session's GET stream once it has the
+// client's roots: the `everything` session waits for it (10 s at most) before it closes.
 // SCENARIO `everything` drives @modelcontextprotocol/server-everything: echo, get-sum (then
 // with an argument off its schema), get-structured-content, get-roots-list (the server asks
 // the client for its roots on the session's stream) and simulate-research-query, a task
@@ -13,7 +16,10 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ListRootsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import {
+  ListRootsRequestSchema,
+  LoggingMessageNotificationSchema,
+} from "@modelcontextprotocol/sdk/types.js";
 
 const [url, scenario] = process.argv.slice(2);
 const CALLS = {
@@ -36,6 +42,13 @@ const client = new Client({ name: "tooltap-test", version: "1.0.0" }, { capabili
 client.setRequestHandler(ListRootsRequestSchema, async () => ({
   roots: [{ uri: "file:///work", name: "work" }],
 }));
+const logged = [];
+let rootsLogged;
+const rootsLog = new Promise((resolve) => (rootsLogged = resolve));
+client.setNotificationHandler(LoggingMessageNotificationSchema, (notice) => {
+  logged.push(notice.params.data);
+  if (String(notice.params.data).startsWith("Roots updated")) rootsLogged();
+});
 const transport = url.endsWith("/sse")
   ? new SSEClientTransport(new URL(url))
   : new StreamableHTTPClientTransport(new URL(url));
@@ -67,6 +80,12 @@ if (scenario === "everything") {
   }
   calls.push(["simulate-research-query", outcome]);
 }
+if (scenario === "everything") {
+  let waited;
+  await Promise.race([rootsLog, new Promise((resolve) => (waited = setTimeout(resolve, 10000)))]);
+  clearTimeout(waited);
+}
+const got = [...logged]; // before the session closes
 await client.close();
 clearTimeout(timer);
-console.log(JSON.stringify({ calls }));
+console.log(JSON.stringify({ calls, logged: got }));
