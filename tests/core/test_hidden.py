@@ -2,11 +2,22 @@
 where it is and what tags spell; visible text in any script (joiners in Persian words and
 Indic conjuncts, emoji sequences, variation selectors, subdivision flags) never is."""
 
+from typing import Any
+
+import pytest
 import regex
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tooltap.core.hidden import CANDIDATE, scan, scan_text
+from tooltap.core.hidden import (
+    CANDIDATE,
+    MAX_DEPTH,
+    MAX_FOUND,
+    MAX_SPELLED,
+    MAX_STRINGS,
+    scan,
+    scan_text,
+)
 
 TAG = 0xE0000
 SCOTLAND = "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"
@@ -43,6 +54,15 @@ VISIBLE = [
     "Silben\u00adtrennung",  # a soft hyphen between letters
     "\ufeffLeading byte order mark",
     "ᠮᠣᠩᠭᠣᠯ\u180eᠠ",  # Mongolian vowel separator
+    "ᠠ\u180b ᠠ\u180c ᠠ\u180d ᠠ\u180f",  # Mongolian free variation selectors 1-4
+    "≩\ufe00 ∩\ufe00 ⊊\ufe00 ◯\ufe0d",  # VS1-VS14 after a symbol (≩︀ ∩︀ ⊊︀: StandardizedVariants)
+    "葛\U000e01ef",  # the last ideographic variation selector (VS256)
+    "بَ\u200c كتاب",  # ZWNJ after an Arabic letter and its vowel mark
+    "iPhone\u200cها API\u200cی که",  # Persian suffixes after a Latin word
+    "ภาษา\u200bThai English\u200bภาษา",  # ZWSP with a script written unspaced on one side
+    "a\u034f\u0301",  # a combining grapheme joiner before a combining mark
+    "\u115f\u1161 \u1100\u1160",  # the Hangul choseong and jungseong fillers
+    "שלום\u200f \u202b\u05d0\u202c",  # RLM, and an embedding closed in order
 ]
 
 
@@ -184,3 +204,97 @@ def test_scanning_never_raises_and_runs_cover_only_candidates(text: str) -> None
     for hidden in scan_text(text):
         run = text[hidden.at : hidden.at + hidden.count]
         assert all(CANDIDATE.match(c) for c in run)
+
+
+@pytest.mark.parametrize(
+    ("text", "at", "kind"),
+    [
+        ("ignore\u200c", 6, "zero-width"),  # a joiner at the end of Latin text
+        ("x\u200d😀", 1, "zero-width"),  # ZWJ after no emoji
+        ("x\u200c😀", 1, "zero-width"),  # ZWNJ before an emoji
+        ("end\u00ad.", 3, "format"),  # a soft hyphen that breaks no word
+        ("a\u034fb", 1, "format"),  # a grapheme joiner before no mark
+        ("ᠠ\u180ex", 1, "format"),  # a vowel separator after Mongolian, before Latin
+        ("a\u180b", 1, "variation-selector"),  # a Mongolian selector after a Latin letter
+        ("\ufe0fhi 😀", 0, "variation-selector"),  # a selector at the start selects nothing
+        ("a\U000e01ef", 1, "variation-selector"),  # VS256 after no ideograph
+        ("a\U000e01f0", 1, "format"),  # the unassigned code point after VS256
+        ("a\U000e0000", 1, "tag"),  # the tags block, from its first code point ...
+        ("a\U000e007f", 1, "tag"),  # ... to CANCEL TAG
+        ("a\U000e0080", 1, "format"),
+        ("x\u200by " + SCOTLAND, 1, "zero-width"),  # a flag hides nothing before it
+    ],
+)
+def test_each_invisible_character_without_a_job_where_it_sits_is_found(
+    text: str, at: int, kind: str
+) -> None:
+    (found,) = scan_text(text)
+    assert (found.where, found.at, found.count, found.kind) == ("$", at, 1, kind)
+
+
+def test_a_selector_after_the_code_point_past_the_selectors_is_a_variant() -> None:
+    assert scan_text("\ufe10\ufe00") == []  # U+FE10, a vertical comma, is no selector
+
+
+def test_in_right_to_left_text_a_stray_closer_is_found_and_its_marks_are_not() -> None:
+    (found,) = scan_text("שלום\u200f \u2069abc")
+    assert (found.at, found.kind) == (6, "bidi")
+    (found,) = scan_text("שלום\u200f \u2067abc")  # an isolate never closed
+    assert (found.at, found.kind) == (6, "bidi")
+    (found,) = scan_text("مرحبا \u202eabc\u202c")  # an override, once: its PDF closes it
+    assert (found.at, found.chars) == (6, ["U+202E"])
+
+
+def test_tags_spell_every_ascii_character_and_a_long_spelling_is_cut() -> None:
+    (found,) = scan_text("a" + tags("~{x}~"))
+    assert found.spelled == "~{x}~"
+    (whole,) = scan_text("a" + tags("x" * MAX_SPELLED))
+    assert whole.spelled == "x" * MAX_SPELLED
+    (cut,) = scan_text("a" + tags("x" * (MAX_SPELLED + 1)))
+    assert cut.spelled == "x" * MAX_SPELLED + "…"
+
+
+def selectors(data: bytes) -> str:
+    return "".join(chr(0xFE00 + b) if b < 16 else chr(0xE0100 + b - 16) for b in data)
+
+
+def test_two_selectors_in_a_run_already_spell_bytes_and_every_byte_value_is_read() -> None:
+    (two,) = scan_text("😀" + selectors(b"hi"))
+    assert two.spelled == "hi"
+    (low,) = scan_text("😀" + selectors(b"ok\n\x00"))
+    assert low.spelled == "ok\n\x00"
+
+
+def nested(depth: int, leaf: Any, keyed: bool) -> Any:
+    for _ in range(depth):
+        leaf = {"k": leaf} if keyed else [leaf]
+    return leaf
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_strings_are_read_to_the_depth_bound_and_past_a_part_too_deep(keyed: bool) -> None:
+    hidden = "a\u200b"
+    assert len(scan(nested(MAX_DEPTH, hidden, keyed))[0]) == 1
+    assert scan(nested(MAX_DEPTH + 1, hidden, keyed))[0] == []
+    assert len(scan(nested(MAX_DEPTH - 1, {hidden: 1}, keyed))[0]) == 1  # a key, at the bound
+    assert scan(nested(MAX_DEPTH, {hidden: 1}, keyed))[0] == []
+    # What is too deep is passed over, not the end of the walk.
+    found, _ = scan({"deep": nested(MAX_DEPTH + 5, "x", keyed), "z": hidden})
+    assert [h.where for h in found] == ["$.z"]
+
+
+def test_strings_are_read_to_the_count_bound() -> None:
+    texts = ["x"] * MAX_STRINGS
+    assert len(scan([*texts[:-1], "a\u200b"])[0]) == 1
+    assert scan([*texts, "a\u200b"])[0] == []
+
+
+def test_scan_keeps_fifty_runs_and_counts_the_rest_under_the_path_it_is_given() -> None:
+    found, more = scan(["a\u200b"] * (MAX_FOUND + 3), "$.content")
+    assert (len(found), more) == (MAX_FOUND, 3)
+    assert found[0].where == "$.content[0]"
+
+
+def test_a_key_that_is_no_plain_name_is_quoted_in_the_path() -> None:
+    found, _ = scan({"it's\\\u200b": 1})
+    assert [h.where for h in found] == ["$['it\\'s\\\\\\u{200B}'] (key)"]
