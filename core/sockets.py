@@ -885,7 +885,9 @@ class GeminiLiveSocket(_Reader):
         argument, 1008 for a policy such as an invalid key or a quota, 1011 for an internal
         error, with a reason); then the calls still owed, and responses no turn took."""
         turns = [self._done(self.turn, cut=True)] if self.turn is not None else []
-        if end is not None and end.server_error:
+        # After goAway the close is the one it announced (at the session's time limit the
+        # server closes with 1008 or 1011): counted once, as the goAway already was.
+        if end is not None and end.server_error and not self.going_away:
             error = end.error()
             reason = f"the server closed the socket with an error: {error.type}"
             turns.append(self._said(session_errors=[error], reason=reason))
@@ -950,6 +952,14 @@ class GeminiLiveSocket(_Reader):
             self.blocking, self.free = gemini_live.blocking_names(setup, self.vertex)
             resumption = as_dict(gemini.field(setup, "sessionResumption"))
             self.blind |= bool(as_str(gemini.field(resumption, "handle")))
+            return
+        update = gemini.field(value, "contextUpdate")
+        if isinstance(update, dict):  # no input of the user's: the tools, if set, are replaced
+            tools = gemini.field(update, "tools")
+            if isinstance(tools, dict) and self.request is not None:
+                listed = {"tools": gemini.field(tools, "tools") or []}
+                self.request = self.request | listed
+                self.blocking, self.free = gemini_live.blocking_names(listed, self.vertex)
             return
         responses = gemini.field(gemini.field(value, "toolResponse"), "functionResponses")
         if responses is not None:

@@ -241,8 +241,8 @@ _CALL_PARTS = re.compile(rb'"function_?(?:[cC]all|[rR]esponse)"')
 # What the reader uses, by the message's key: the rest (the setup's acknowledgement,
 # resumption handles) is never held.
 NEEDED = frozenset(
-    {"setup", "toolResponse", "clientContent", "realtimeInput", "serverContent", "toolCall",
-     "toolCallCancellation", "goAway", "usageMetadata", "error"}
+    {"setup", "contextUpdate", "toolResponse", "clientContent", "realtimeInput", "serverContent",
+     "toolCall", "toolCallCancellation", "goAway", "usageMetadata", "error"}
 )  # fmt: skip
 
 

@@ -401,6 +401,36 @@ def test_calls_owed_when_the_server_said_go_away_may_be_answered_on_the_resumed_
     assert rules(verdicts) == [("unanswered-at-close", ["fc_paris"])]
 
 
+def test_the_close_a_go_away_announced_is_counted_once_whatever_its_code():
+    # At the session's time limit the server says goAway, then closes with 1008 or 1011.
+    s = Session_()
+    s.client(setup())
+    s.server(*live.answer("Sunny."), live.go_away("1s"))
+    verdicts = s.close(SocketClose(1011, "Deadline expired", by_client=False))
+    errors_ = [e.type for v in verdicts if not isinstance(v, str) for e in v.session_errors]
+    assert errors_ == ["goAway"]
+
+
+def test_a_context_update_replaces_the_sessions_tools_and_is_no_input_of_the_users():
+    # google-genai's send_context_update(tools=[...]): the list replaces the setup's.
+    non_blocking = {**WEATHER, "behavior": "NON_BLOCKING", "parameters": {"type": "object"}}
+    update = {"contextUpdate": {"tools": {"tools": [{"functionDeclarations": [non_blocking]}]}}}
+    s = Session_()
+    s.client(setup(WEATHER))
+    assert kind_of("gemini_live", json.dumps(update).encode()) == "contextUpdate"
+    assert needed("gemini_live", json.dumps(update).encode(), "contextUpdate")
+    s.client(update)
+    s.client(ask())
+    s.server(live.tool_call(ROME), *live.answer("Let me check."))  # kelvin: off the old schema
+    s.client(ask("And tomorrow?"))
+    s.server(*live.answer("Tomorrow too."))
+    verdicts = s.close()
+    calls = [c for v in verdicts if not isinstance(v, str) for c in v.calls]
+    assert [(c.call_id, c.schema_errors) for c in calls] == [("fc_rome", [])]
+    # Non-blocking now: the model went on without its answer, as the API allows.
+    assert rules(verdicts) == [("unanswered-at-close", ["fc_rome"])]
+
+
 def test_a_response_to_a_call_never_made_is_an_orphan_and_the_rest_are_read():
     s = Session_()
     s.client(setup())
