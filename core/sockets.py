@@ -967,6 +967,7 @@ class GeminiLiveSocket(_Reader):
             return
         for owed in self.owed.values():  # input of the user's: the model may answer it
             owed.prompted = True
+        answered: list[Any] = []
         for content in map(
             as_dict, as_list(gemini.field(gemini.field(value, "clientContent"), "turns"))
         ):
@@ -974,8 +975,8 @@ class GeminiLiveSocket(_Reader):
             for call in (as_dict(gemini.field(part, "functionCall")) for part in parts):
                 if as_str(call.get("id")):  # replayed history: answerable, owed nothing
                     _remember(self.answerable, as_str(call.get("id")))
-            answered = [gemini.field(part, "functionResponse") for part in parts]
-            self._responses([r for r in answered if isinstance(r, dict)], size)
+            answered += [gemini.field(part, "functionResponse") for part in parts]
+        self._responses([r for r in answered if isinstance(r, dict)], size)  # its size once
 
     def _responses(self, responses: list[Any], size: int) -> None:
         """Function responses: each answers its call now, and waits for the next turn."""

@@ -431,6 +431,20 @@ def test_a_context_update_replaces_the_sessions_tools_and_is_no_input_of_the_use
     assert rules(verdicts) == [("unanswered-at-close", ["fc_rome"])]
 
 
+def test_responses_in_several_turns_of_one_message_count_its_bytes_once():
+    part = lambda c: {"functionResponse": {"id": c[0], "name": c[1], "response": {"ok": 1}}}  # noqa: E731
+    message = {"clientContent": {"turns": [{"role": "user", "parts": [part(c)]} for c in (PARIS, ROME)]}}  # fmt: skip
+    size = len(json.dumps(message).encode())
+    s = Session_(max_turn=size * 3 // 2)  # room for the message once, not twice
+    s.client(setup())
+    s.server(live.tool_call(PARIS, ROME))
+    s.client(message)
+    s.server(*live.answer("12C and 18C."))
+    verdicts = s.close()
+    assert "too_many_items" not in s.reader.skipped
+    assert results(verdicts) == [("fc_paris", "ok"), ("fc_rome", "ok")]
+
+
 def test_a_response_to_a_call_never_made_is_an_orphan_and_the_rest_are_read():
     s = Session_()
     s.client(setup())
