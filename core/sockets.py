@@ -25,10 +25,11 @@ from typing import Any
 from .dialects import gemini, gemini_live
 from .dialects.realtime import owed_at_close
 from .errors import ApiError, api_error
-from .inspection import Exchange, Verdict
+from .exchange import Exchange
 from .jsontext import dumps, loads
 from .shapes import as_dict, as_list, as_str
 from .turn import Api
+from .verdict import Verdict
 
 # The events a turn needs. The rest (text and audio deltas, transcripts, rate
 # limits) is never held: over a long socket it is nearly everything.
