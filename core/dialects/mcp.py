@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..arguments import SchemaError, ValidatorCache, diagnose, validate
+from ..assembly import StreamAssembler
 from ..definitions import listed
 from ..errors import ApiError
 from ..hidden import scan
@@ -436,26 +437,16 @@ def _repairs(served: Served) -> list[str]:
     ]
 
 
-class Assembler:
+class Assembler(StreamAssembler):
     """An SSE response's JSON-RPC messages, in order; complete once a response is among them."""
 
     def __init__(self) -> None:
-        self.errors: list[ApiError] = []
+        super().__init__()
         self._messages: list[dict[str, Any]] = []
-        self._answered = False
-
-    @property
-    def complete(self) -> bool:
-        return self._answered
 
     def event(self, event: Mapping[str, Any]) -> None:
         self._messages.append(dict(event))
-        self._answered = self._answered or (
-            "method" not in event and ("result" in event or "error" in event)
-        )
-
-    def done_marker(self) -> None:
-        pass
+        self.done = self.done or ("method" not in event and ("result" in event or "error" in event))
 
     def result(self) -> dict[str, Any]:
         return {STREAMED: self._messages}
