@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -241,6 +241,15 @@ class SocketReader:
         self.held -= len(turn.request) + (turn.size if turn.skipped is None else 0)
         exchange = self._exchange(turn.request, turn.events)
         return SocketTurn(exchange, turn.prior, cut=cut, skipped=turn.skipped)
+
+    def _drop(self, turns: Iterable[HeldTurn], why: str) -> list[SocketTurn]:
+        """Turns in flight when messages went by unread: each ends uninspected, for why."""
+        done = []
+        for turn in turns:
+            if turn.skipped is None:
+                turn.events, turn.skipped = [], why
+            done.append(self._done(turn))
+        return done
 
     def feed(self, message: bytes, from_client: bool) -> list[SocketTurn]:
         raise NotImplementedError

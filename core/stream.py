@@ -22,7 +22,7 @@ from .errors import ApiError, api_error
 from .eventstream import EventStreamDecoder, Message
 from .jsonarray import ArrayDecoder
 from .jsontext import loads, loads_lenient
-from .ndjson import NDJSONDecoder
+from .lines import NDJSONDecoder
 from .sse import SSEDecoder
 from .turn import Api
 
@@ -131,33 +131,31 @@ class StreamReader:
 
     def _messages(self, messages: list[Message]) -> list[Any]:
         """Event-stream messages as the dialect's events; an exception is a stream error."""
-        out = []
+        out: list[Any] = []
         for message in messages:
             if message.message_type == "exception":
                 error = api_error(loads(message.payload)[0])
                 kind = message.exception_type or message.event_type
                 self._assembler.errors.append(ApiError(type=kind, message=error.message))
                 continue
-            value = _event(message)
-            if value is None:
-                self._bad += 1
-                continue
-            self._events += 1
-            self._assembler.event(value)
-            out.append(value)
+            self._hand(_event(message), out)
         return out
 
     def _elements(self, values: list[Any]) -> list[Any]:
         """A JSON array's elements as the dialect's events: each must be an object."""
-        out = []
+        out: list[Any] = []
         for value in values:
-            if not isinstance(value, dict):
-                self._bad += 1
-                continue
-            self._events += 1
-            self._assembler.event(value)
-            out.append(value)
+            self._hand(value, out)
         return out
+
+    def _hand(self, value: Any, out: list[Any]) -> None:
+        """An event to the dialect's assembler, if it is a JSON object; else it is a bad one."""
+        if not isinstance(value, dict):
+            self._bad += 1
+            return
+        self._events += 1
+        self._assembler.event(value)
+        out.append(value)
 
     def _events_of(self, events: list[Any], cut: bool = False) -> list[Any]:
         """SSE events: OpenAI's `[DONE]` marks the end; every other event's data is JSON."""

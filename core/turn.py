@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .hidden import Hidden
 from .jsontext import dumps
-from .shapes import as_dict, as_list, as_str
+from .shapes import as_bool, as_dict, as_list, as_str
 
 Api = Literal[
     "responses",
@@ -46,6 +46,27 @@ class Tool(BaseModel):
     namespace: str | None = None
     description: Any = None  # what the model reads of it, besides its name and parameters
     annotations: Any = None  # a hosted MCP server's hints (readOnlyHint, ...)
+
+    @classmethod
+    def declared(
+        cls,
+        name: str,
+        kind: str,
+        holder: Mapping[str, Any],
+        schema: str = "parameters",
+        **extra: Any,
+    ) -> Tool:
+        """A tool as a request declares it, its fields in `holder`: a function's strict and
+        schema (under `schema`) are read; a custom tool has neither. Pure."""
+        function = kind == "function"
+        return cls(
+            name=name,
+            type=kind,
+            strict=as_bool(holder.get("strict")) if function else None,
+            parameters=holder.get(schema) if function else None,
+            description=holder.get("description"),
+            **extra,
+        )
 
 
 class ToolCall(BaseModel):

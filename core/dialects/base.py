@@ -7,6 +7,7 @@ repairs. The defaults are OpenAI's, whose rules the seeds are; a dialect gives w
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -170,3 +171,15 @@ class Dialect:
     # The response restates the request's tools, and its Turn reads them from there (the
     # Responses echo): the definitions the model read are then read from the request again.
     echoes_tools: bool = False
+
+    @classmethod
+    def from_names(cls, names: Mapping[str, Any], **given: Any) -> Dialect:
+        """A dialect read from its room's own names, as a module states it: a function named
+        after a field (recognise, read_turn, check_loop, finish_reasons, instructions,
+        blockers, ...) is that field, and the class Assembler is its assembler. `given` says
+        the rest (api, settings, what it takes from another room) and wins over a name."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        found = {k: v for k, v in names.items() if k in fields and callable(v)}
+        if "Assembler" in names:
+            found["assembler"] = names["Assembler"]
+        return cls(**(found | given))

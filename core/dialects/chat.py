@@ -28,26 +28,11 @@ def _tools(request: Mapping[str, Any]) -> list[Tool]:
         inner = as_dict(tool.get(kind))
         name = as_str(inner.get("name")).strip()
         if kind in ("function", "custom") and name:
-            out.append(
-                Tool(
-                    name=name,
-                    type=kind,
-                    strict=as_bool(inner.get("strict")) if kind == "function" else None,
-                    parameters=inner.get("parameters") if kind == "function" else None,
-                    description=inner.get("description"),
-                )
-            )
+            out.append(Tool.declared(name, kind, inner))
     for legacy in map(as_dict, as_list(request.get("functions"))):
         name = as_str(legacy.get("name")).strip()
         if name:
-            out.append(
-                Tool(
-                    name=name,
-                    strict=as_bool(legacy.get("strict")),
-                    parameters=legacy.get("parameters"),
-                    description=legacy.get("description"),
-                )
-            )
+            out.append(Tool.declared(name, "function", legacy))
     return out
 
 
@@ -250,12 +235,7 @@ def instructions(request: Mapping[str, Any]) -> str:
     return role_text(request.get("messages"))
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="chat",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    instructions=instructions,
 )

@@ -351,15 +351,9 @@ def instructions(request: Mapping[str, Any]) -> str:
     return text_of(request.get("system"))
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="converse",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    instructions=instructions,
-    blockers=blockers,
     state_repairs=fanout_repairs(
         "set strict: true on the toolSpec (for models Bedrock supports it on)."
     ),
@@ -368,5 +362,4 @@ DIALECT = Dialect(
         converse_blockers,
     ),
     parallel_voids_strict=False,
-    model_in_path=model_in_path,
 )

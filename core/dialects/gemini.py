@@ -634,22 +634,12 @@ def instructions(request: Mapping[str, Any]) -> str:
     return text_of(field(field(request, "systemInstruction"), "parts"))
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="gemini",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    instructions=instructions,
-    blockers=blockers,
     state_repairs=fanout_repairs(
         "set functionCallingConfig.mode to VALIDATED (or ANY), under which Google says the "
         "calls adhere to their schemas."
     ),
-    format_repairs=format_repairs,
     parallel_voids_strict=False,
-    model_in_path=model_in_path,
-    streams=streams,
-    request_blockers=request_blockers,
 )

@@ -451,12 +451,8 @@ class GeminiLiveSocket(SocketReader):
 
     def lost(self, why: str = LOST) -> list[SocketTurn]:
         """Messages went by unread: a call or its response may be among them."""
-        turns = []
-        if self.turn is not None:
-            if self.turn.skipped is None:
-                self.turn.events, self.turn.skipped = [], why
-            turns.append(self._done(self.turn))
-            self.turn = None
+        turns = self._drop([self.turn] if self.turn is not None else [], why)
+        self.turn = None
         self.skipped["lost"] += len(self.results)
         self._take_results()
         self.held, self.blind = 0, True
@@ -606,12 +602,9 @@ class GeminiLiveSocket(SocketReader):
         return [self._done(turn)]
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="gemini_live",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
     finish_reasons=gemini.finish_reasons,
     blockers=gemini.blockers,
     instructions=gemini.instructions,
@@ -619,7 +612,6 @@ DIALECT = Dialect(
         "answer an invalid call with a functionResponse whose response carries an error: the "
         "Live API has no function-calling mode that holds calls to their schemas."
     ),
-    format_repairs=format_repairs,
     parallel_voids_strict=False,
     argument_repair=(
         "answer {calls} with a functionResponse bearing the call's id whose response carries "

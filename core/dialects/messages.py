@@ -57,14 +57,7 @@ def _tools(request: Mapping[str, Any]) -> list[Tool]:
         if not name:
             continue
         if kind == "custom" or "input_schema" in tool:
-            out.append(
-                Tool(
-                    name=name,
-                    strict=as_bool(tool.get("strict")),
-                    parameters=tool.get("input_schema"),
-                    description=tool.get("description"),
-                )
-            )
+            out.append(Tool.declared(name, "function", tool, "input_schema"))
         else:
             # Versioned tools (bash_20250124, web_search_20250305, ...) accept strict too.
             out.append(Tool(name=name, type=kind, strict=as_bool(tool.get("strict"))))
@@ -361,15 +354,9 @@ def instructions(request: Mapping[str, Any]) -> str:
     return text_of(request.get("system"))
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="messages",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    instructions=instructions,
-    blockers=blockers,
     state_repairs=fanout_repairs(
         "declare strict: true on the tools (Anthropic documents no conflict between strict "
         "tools and parallel calls)."
@@ -380,5 +367,4 @@ DIALECT = Dialect(
         anthropic_blockers,
     ),
     parallel_voids_strict=False,
-    model_in_path=model_in_path,
 )

@@ -392,26 +392,18 @@ def instructions(request: Mapping[str, Any]) -> str:
     )
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="ollama",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    blockers=blockers,
     state_repairs=fanout_repairs(
         "where one answer is wanted, ask for it with format (a JSON schema Ollama holds the "
         "output to) rather than with tools."
     ),
-    format_repairs=format_repairs,
     parallel_voids_strict=False,
     argument_repair=(
         "answer {calls} with a tool message (tool_name set) saying what was wrong rather than "
         "dropping the call, and keep the raw arguments for the post-mortem: Ollama takes a "
         "history with a call left unanswered, and the model reads it as never run."
     ),
-    streams=streams,
     framing="ndjson",
-    instructions=instructions,
 )

@@ -314,11 +314,7 @@ class RealtimeSocket(SocketReader):
 
     def lost(self, why: str = LOST) -> list[SocketTurn]:
         """Messages went by unread: the tools and the loop are unknown until shown again."""
-        turns = []
-        for turn in self.turns.values():
-            if turn.skipped is None:
-                turn.events, turn.skipped = [], why
-            turns.append(self._done(turn))
+        turns = self._drop(self.turns.values(), why)
         self.skipped["lost"] += len(self.waiting)
         self.turns, self.waiting, self.items, self.items_size, self.held = {}, deque(), [], 0, 0
         self.known, self.blind = False, True
@@ -482,15 +478,11 @@ class RealtimeSocket(SocketReader):
         ]
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="realtime",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
     finish_reasons=responses.finish_reasons,
     instructions=responses.instructions,
-    state_repairs=state_repairs,
     socket=SocketReading(
         path="/realtime", reader=RealtimeSocket, needed=needed, ends_turn=ends_turn
     ),

@@ -94,16 +94,7 @@ def _tools(tools: Any, namespace: str | None = None) -> list[Tool]:
         if kind == "namespace" and namespace is None:
             out.extend(_tools(tool.get("tools"), name or None))
         elif kind in ("function", "custom") and name:
-            out.append(
-                Tool(
-                    name=name,
-                    type=kind,
-                    strict=as_bool(tool.get("strict")) if kind == "function" else None,
-                    parameters=tool.get("parameters") if kind == "function" else None,
-                    namespace=namespace,
-                    description=tool.get("description"),
-                )
-            )
+            out.append(Tool.declared(name, kind, tool, namespace=namespace))
     return out
 
 
@@ -428,15 +419,9 @@ def instructions(request: Mapping[str, Any]) -> str:
     return "\n".join(filter(None, (said, role_text(request.get("input")))))
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="responses",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    instructions=instructions,
     echoes_tools=True,
     socket=SOCKET,
-    unfinished=unfinished,
 )

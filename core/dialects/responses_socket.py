@@ -131,11 +131,7 @@ class ResponsesSocket(SocketReader):
 
     def lost(self, why: str = LOST) -> list[SocketTurn]:
         """Messages went by unread: forget what was in flight rather than misread it."""
-        turns = []
-        for turn in self.active.values():
-            if turn.skipped is None:
-                turn.events, turn.skipped = [], why
-            turns.append(self._done(turn))
+        turns = self._drop(self.active.values(), why)
         self.skipped["lost"] += sum(len(q) for q in self.waiting.values())
         self.active, self.waiting, self.held = {}, {}, 0
         self._late = set()
