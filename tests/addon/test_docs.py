@@ -132,3 +132,18 @@ def test_every_test_the_promises_page_names_exists():
         if not (ROOT / path).exists() or (name and name not in defined_tests(ROOT / path))
     ]
     assert missing == []
+
+
+def test_the_apis_page_names_the_module_each_api_is_read_in():
+    from tooltap.core.dialects import DIALECTS
+
+    text = (ROOT / "docs" / "apis.md").read_text()
+    section = text.split("## Where each API is read", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `(\w+)` \| `(core/dialects/\w+\.py)`", section, re.MULTILINE))
+    assert set(rows) == set(DIALECTS)
+    for api, module in rows.items():
+        assert (ROOT / module).is_file() and DIALECTS[api].read_turn.__module__.endswith(
+            Path(module).stem
+        ), api
+    for beside in re.findall(r"`(\w+\.py)`: ", section):
+        assert (ROOT / "core" / "dialects" / beside).is_file(), beside
