@@ -105,66 +105,95 @@ def _answered(watch: Watch, pending: Pending, response: Any, tee: type) -> None:
         watch.failed(pending.ledger, f"{response.request.method} {response.request.url}", exc)
 
 
-def _tees(module: ModuleType) -> tuple[type, type]:
-    """A module's own SyncByteStream and AsyncByteStream, teed: the library checks the type."""
+class _Teed:
+    """What both tees share: where a chunk goes, how the reading ends."""
 
-    class SyncTee(module.SyncByteStream):  # type: ignore[name-defined,misc]
+    _pending: Pending
+    _request: bool
+
+    def _chunk(self, chunk: bytes) -> None:
+        (self._pending.request_chunk if self._request else self._pending.chunk)(chunk)
+
+    def _failed(self, exc: BaseException) -> None:
+        if not self._request:
+            self._pending.failed(exc)
+
+    def _done(self, cut: str | None) -> None:
+        if not self._request:
+            self._pending.end(cut=cut)
+
+
+def _tees(module: ModuleType) -> tuple[type, type]:
+    """A module's own SyncByteStream and AsyncByteStream, teed: the library checks the type.
+
+    Only the first reading is kept. The openai SDK reads a stream again after [DONE], to drain
+    the connection, and throws away what it gets; from a socket that is the little after the
+    end, but a stream a mock or a vcrpy cassette replays starts over, and would be read twice.
+    The exchange is over once that second reading ends.
+    """
+
+    class SyncTee(_Teed, module.SyncByteStream):  # type: ignore[name-defined,misc]
         def __init__(self, inner: Any, pending: Pending, *, request: bool = False) -> None:
             self._inner = inner
             self._pending = pending
             self._request = request
+            self._reads = 0
 
         def __iter__(self) -> Iterator[bytes]:
-            pending, request = self._pending, self._request
+            self._reads += 1
+            if self._reads > 1:  # read again: see _tees
+                yield from self._inner
+                self._done(cut=None)
+                return
             try:
                 for chunk in self._inner:
-                    (pending.request_chunk if request else pending.chunk)(chunk)
+                    self._chunk(chunk)
                     yield chunk
             except GeneratorExit:
                 raise
             except BaseException as exc:
-                if not request:
-                    pending.failed(exc)
+                self._failed(exc)
                 raise
-            if not request:
-                pending.end()
+            self._done(cut=None)
 
         def close(self) -> None:
             try:
                 if hasattr(self._inner, "close"):
                     self._inner.close()
             finally:
-                if not self._request:
-                    self._pending.end(cut=CUT)
+                self._done(cut=CUT if self._reads < 2 else None)
 
-    class AsyncTee(module.AsyncByteStream):  # type: ignore[name-defined,misc]
+    class AsyncTee(_Teed, module.AsyncByteStream):  # type: ignore[name-defined,misc]
         def __init__(self, inner: Any, pending: Pending, *, request: bool = False) -> None:
             self._inner = inner
             self._pending = pending
             self._request = request
+            self._reads = 0
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
-            pending, request = self._pending, self._request
+            self._reads += 1
+            if self._reads > 1:  # read again: see _tees
+                async for chunk in self._inner:
+                    yield chunk
+                self._done(cut=None)
+                return
             try:
                 async for chunk in self._inner:
-                    (pending.request_chunk if request else pending.chunk)(chunk)
+                    self._chunk(chunk)
                     yield chunk
             except GeneratorExit:
                 raise
             except BaseException as exc:
-                if not request:
-                    pending.failed(exc)
+                self._failed(exc)
                 raise
-            if not request:
-                pending.end()
+            self._done(cut=None)
 
         async def aclose(self) -> None:
             try:
                 if hasattr(self._inner, "aclose"):
                     await self._inner.aclose()
             finally:
-                if not self._request:
-                    self._pending.end(cut=CUT)
+                self._done(cut=CUT if self._reads < 2 else None)
 
     return SyncTee, AsyncTee
 
