@@ -150,11 +150,14 @@ class Tooltap:
             self.watch()
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
-        check_names(allowed(item), "@pytest.mark.tooltap(allow=...)")
+    def pytest_runtest_setup(self, item: pytest.Item) -> Any:
         if self.mode is not None:
-            self.begin(item)
-        yield
+            self.begin(item)  # before any fixture: what a fixture sends is the test's too
+        outcome = yield
+        try:  # a misspelt name in a marker fails the test's setup: it would allow nothing
+            check_names(allowed(item), "@pytest.mark.tooltap(allow=...)")
+        except pytest.fail.Exception as failed:
+            outcome.force_exception(failed)
 
     @pytest.hookimpl(hookwrapper=True, trylast=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> Iterator[None]:
