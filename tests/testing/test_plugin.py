@@ -357,3 +357,144 @@ def test_a_stream_from_a_real_server_reaches_the_code_unchanged_and_event_by_eve
     )
     result = run(suite, "--tooltap")
     result.assert_outcomes(passed=4)
+
+
+BEDROCK = '''
+import http.server
+import json
+import threading
+
+import pytest
+
+from tooltap.addon.harness.eventstream import CONTENT_TYPE, converse_event
+
+CALLS = [("t1", "get_weather"), ("t2", "get_traffic")]
+USAGE = {"inputTokens": 20, "outputTokens": 9, "totalTokens": 29}
+
+
+def reply(calls):
+    content = [{"toolUse": {"toolUseId": i, "name": n, "input": {"city": "Lisbon"}}}
+               for i, n in calls] or [{"text": "Mild."}]
+    stop = "tool_use" if calls else "end_turn"
+    return {"output": {"message": {"role": "assistant", "content": content}},
+            "stopReason": stop, "usage": USAGE, "metrics": {"latencyMs": 5}}
+
+
+def events(calls):
+    out = [converse_event("messageStart", {"role": "assistant"})]
+    for index, (i, n) in enumerate(calls):
+        out += [
+            converse_event("contentBlockStart", {"contentBlockIndex": index,
+                           "start": {"toolUse": {"toolUseId": i, "name": n}}}),
+            converse_event("contentBlockDelta", {"contentBlockIndex": index,
+                           "delta": {"toolUse": {"input": json.dumps({"city": "Lisbon"})}}}),
+            converse_event("contentBlockStop", {"contentBlockIndex": index}),
+        ]
+    out += [converse_event("messageStop", {"stopReason": "tool_use" if calls else "end_turn"}),
+            converse_event("metadata", {"usage": USAGE, "metrics": {"latencyMs": 5}})]
+    return out
+
+
+class Bedrock(http.server.BaseHTTPRequestHandler):
+    """Converse and ConverseStream: calls first, then an answer, per path."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        calls = [] if len(body["messages"]) > 1 else CALLS
+        if self.path.endswith("/converse-stream"):
+            payload = b"".join(events(calls))
+            kind = CONTENT_TYPE
+        else:
+            payload, kind = json.dumps(reply(calls)).encode(), "application/json"
+        self.send_response(200)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def bedrock_url():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Bedrock)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+'''
+
+
+def test_boto3_converse_and_its_stream_from_a_local_server_and_a_before_send_handler(suite):
+    suite.makeconftest(BEDROCK)
+    suite.makepyfile(
+        test_bedrock="""
+        import json
+
+        import boto3
+        import pytest
+        from botocore.awsrequest import AWSResponse
+        from conftest import CALLS, reply
+        from tooltap.core.findings import DEFAULT
+
+        TOOLS = {"tools": [{"toolSpec": {"name": n, "inputSchema": {"json": {"type": "object"}}}}
+                           for _, n in CALLS]}
+
+        class Raw:
+            def __init__(self, body):
+                self.body = body
+
+            def stream(self, **kwargs):
+                yield self.body
+
+        def failing(tooltap):
+            return {name for name in tooltap.findings if name in DEFAULT}
+
+        def bedrock(url):
+            return boto3.client("bedrock-runtime", region_name="us-east-1", endpoint_url=url,
+                                aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret")
+
+        def loop(client, answer, stream):
+            messages = [{"role": "user", "content": [{"text": "Lisbon?"}]}]
+            if stream:
+                said = [e for e in client.converse_stream(modelId="m", messages=messages,
+                                                          toolConfig=TOOLS)["stream"]]
+                ids = [e["contentBlockStart"]["start"]["toolUse"]["toolUseId"]
+                       for e in said if "contentBlockStart" in e]
+            else:
+                said = client.converse(modelId="m", messages=messages, toolConfig=TOOLS)
+                ids = [b["toolUse"]["toolUseId"] for b in said["output"]["message"]["content"]]
+            content = [{"toolUse": {"toolUseId": i, "name": n, "input": {"city": "Lisbon"}}}
+                       for i, n in CALLS]
+            messages += [{"role": "assistant", "content": content}, {"role": "user", "content": [
+                {"toolResult": {"toolUseId": i, "content": [{"json": {}}]}} for i in ids[:answer]]}]
+            client.converse(modelId="m", messages=messages, toolConfig=TOOLS)
+
+        @pytest.mark.parametrize("stream", [False, True])
+        @pytest.mark.parametrize("answer", [2, 1])
+        def test_server(tooltap, bedrock_url, answer, stream):
+            loop(bedrock(bedrock_url), answer, stream)
+            assert [v.api for v in tooltap.verdicts] == ["converse", "converse"]
+            assert [len(v.calls) for v in tooltap.verdicts] == [2, 0]
+            assert failing(tooltap) == (set() if answer == 2 else {"unanswered-call"})
+
+        @pytest.mark.parametrize("answer", [2, 1])
+        def test_before_send(tooltap, answer):
+            client = bedrock("https://bedrock-runtime.us-east-1.amazonaws.com")
+            turns = iter([reply(CALLS), reply([])])
+            def answered(request, **kwargs):
+                body = json.dumps(next(turns)).encode()
+                return AWSResponse(request.url, 200, {"content-type": "application/json"}, Raw(body))
+            client.meta.events.register("before-send.bedrock-runtime.Converse", answered)
+            loop(client, answer, stream=False)
+            assert [len(v.calls) for v in tooltap.verdicts] == [2, 0]
+            assert failing(tooltap) == (set() if answer == 2 else {"unanswered-call"})
+        """
+    )
+    result = run(suite, "--tooltap")
+    result.assert_outcomes(passed=6)
