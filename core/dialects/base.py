@@ -18,6 +18,7 @@ from ..loop import LoopReport
 from ..schema import SEED_LIMITS, Limits
 from ..served import Served, ToolServer
 from ..shapes import as_dict, as_list
+from ..sockets import SocketReading
 from ..turn import Api, Turn
 
 
@@ -160,7 +161,7 @@ class Dialect:
     format_repairs: Callable[..., list[str]] = openai_format_repairs
     parallel_voids_strict: bool = True  # only OpenAI documents that parallel calls void strict
     argument_repair: str = ARGUMENT_REPAIR  # for calls with bad arguments ({calls}: their ids)
-    socket_path: str | tuple[str, ...] | None = None  # a WebSocket to a path ending so speaks it
+    socket: SocketReading | None = None  # how it is read off a WebSocket, if it speaks over one
     model_in_path: Callable[[str], str | None] | None = None  # where the body names none
     # A body that is not a turn yet (a background response), read later: (method, request,
     # status, stream read whole or not) -> whether to wait for it.

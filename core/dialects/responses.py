@@ -18,6 +18,7 @@ from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import HostedResult, Tool, ToolCall, Turn, callable_names, make_call
 from .base import Dialect, Prior, role_text
+from .responses_socket import SOCKET
 
 # Responses output items the client must answer, and the key that ids them.
 CLIENT_CALL_TYPES = {
@@ -439,6 +440,6 @@ DIALECT = Dialect(
     finish_reasons=finish_reasons,
     instructions=instructions,
     echoes_tools=True,
-    socket_path="/responses",
+    socket=SOCKET,
     unfinished=unfinished,
 )
