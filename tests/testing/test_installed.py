@@ -4,16 +4,12 @@ project of its own, found through the pytest11 entry point."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "README.md", "core", "addon")  # what deploy/Dockerfile copies
+from support import sidevenv
 
 SAMPLE = """
 import httpx2
@@ -65,22 +61,8 @@ def run(*argv: str | Path, cwd: Path | None = None, timeout: float = 120):
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A sample project with its own venv: tooltap (no extras), pytest, openai."""
     root = tmp_path_factory.mktemp("sample-project")
-    for name in SOURCES:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(
-                source, root / "tooltap" / name, ignore=shutil.ignore_patterns("__pycache__")
-            )
-        else:
-            (root / "tooltap").mkdir(exist_ok=True)
-            shutil.copy2(source, root / "tooltap" / name)
-    base = getattr(sys, "_base_executable", sys.executable)
-    made = run(base, "-m", "venv", root / "venv")
-    assert made.returncode == 0, made.stderr
     pins = [f"pytest=={version('pytest')}", f"openai=={version('openai')}"]  # pip's cache
-    pip = (root / "venv/bin/python", "-m", "pip", "--disable-pip-version-check", "--quiet")
-    installed = run(*pip, "install", root / "tooltap", *pins, timeout=900)
-    assert installed.returncode == 0, installed.stdout + installed.stderr
+    sidevenv.fresh(root, *pins)
     (root / "tests").mkdir()
     (root / "tests" / "test_agent.py").write_text(SAMPLE)
     return root
