@@ -51,14 +51,26 @@ class ListedTool(BaseModel):
     output_schema: Any = None
 
 
-class TaskCall(BaseModel):
-    """A tools/call the server answered with a task: whose result tasks/result returns later."""
+class CallSpan(BaseModel):
+    """A tools/call from the request that made it to the one whose answer ended it: ids and
+    times only. Most calls end in their own exchange; one answered with a task ends when its
+    result is fetched (tasks/result, or a tasks/get that carries it), and one answered
+    input_required (protocol 2026-07-28) when the client's retry is answered. Times are the
+    caller's clock, as it passed them (core reads none); None where it passed none."""
 
     model_config = ConfigDict(frozen=True)
 
     name: str  # the tool
-    call_id: str  # the JSON-RPC id of the tools/call that made the task
-    fetched: bool = False  # its result was checked (a result fetched again is not counted again)
+    # The JSON-RPC id of the tools/call that made it, which the call is logged under (a retry
+    # that could not be tied to its call stands for it: its own id, and its start unknown).
+    call_id: str
+    started: float | None = None  # when that request came
+    last_id: str | None = None  # the JSON-RPC id of the request whose answer ended it; None: open
+    ended: float | None = None  # when that answer came
+
+    def end(self, last_id: str, ended: float | None) -> CallSpan:
+        """The call, ended by the answer to request `last_id`."""
+        return self.model_copy(update={"last_id": last_id, "ended": ended})
 
 
 class ToolServer(BaseModel):
@@ -72,7 +84,11 @@ class ToolServer(BaseModel):
     complete: bool = False  # the whole list was seen, from its first page to its last
     fixed: bool = False  # initialize said the list does not change during the session
     next_cursor: str | None = None  # the page a list seen from its start continues with
-    tasks: dict[str, TaskCall] = Field(default_factory=dict)  # by task id, oldest first
+    # Calls whose answer came in a later request, oldest first: by task id (an ended one stays,
+    # so that its result fetched again is not counted again), and by what the retry after an
+    # input_required answer will carry (None: more than one call waits under it).
+    tasks: dict[str, CallSpan] = Field(default_factory=dict)
+    retries: dict[str, CallSpan | None] = Field(default_factory=dict)
     announced: bool = False  # notifications/tools/list_changed came, and no whole list since
 
 
@@ -91,3 +107,4 @@ class Served(BaseModel):
     known: bool = False  # something of the session was remembered before this exchange
     definitions: list[dict[str, Any]] = Field(default_factory=list)  # the tools listed, as sent
     announced: bool = False  # the list was read after the server said it changed
+    ended: list[CallSpan] = Field(default_factory=list)  # the calls this exchange's answers ended
