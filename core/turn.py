@@ -172,6 +172,34 @@ class Turn(BaseModel):
         return response
 
 
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def tokens(
+    input: Any = None, output: Any = None, cached: Any = None, reasoning: Any = None
+) -> dict[str, int]:
+    """The token counts a response states, by the names the log uses (input_tokens,
+    output_tokens, cached_input_tokens, reasoning_tokens): input counts cached tokens and
+    output reasoning tokens, as OpenTelemetry's GenAI conventions have them. A count the API
+    did not give, or gave as no whole number, is left out: never 0 for unknown. Pure."""
+    counted = {
+        "input_tokens": _count(input),
+        "output_tokens": _count(output),
+        "cached_input_tokens": _count(cached),
+        "reasoning_tokens": _count(reasoning),
+    }
+    return {k: v for k, v in counted.items() if v is not None}
+
+
+def plus(base: Any, *more: Any) -> int | None:
+    """base with the counts beside it that the API keeps apart (cache reads and writes,
+    thoughts) added; None when base is not given. Pure."""
+    if _count(base) is None:
+        return None
+    return int(base) + sum(n for n in map(_count, more) if n is not None)
+
+
 def raw_arguments(value: Any) -> str:
     """Arguments as text: strings as received, anything else as compact JSON."""
     if isinstance(value, str):

@@ -100,6 +100,13 @@ class Verdict(BaseModel):
     """Errors a Realtime session sent that refused no request (type: the error's code)."""
     awaiting: list[str] = Field(default_factory=list)
     """The call ids the client must answer in its next request."""
+    duration_ms: float | None = None
+    """From the request's first byte at the proxy to the response's last byte; None where the
+    exchange carries no times."""
+    first_token_ms: float | None = None
+    """A stream's: from the request's end to the first event carrying model output (text,
+    reasoning, or a call's name or arguments); None when the response was not streamed, or
+    carried no output, or no times."""
     more_calls: int = 0
     """Calls past the first MAX_CALLS: counted, not validated nor listed one by one."""
     unchecked: list[str] = Field(default_factory=list)
