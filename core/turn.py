@@ -8,6 +8,7 @@ ones.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -170,6 +171,21 @@ class Turn(BaseModel):
         if self.output_format:
             response["text"] = {"format": self.output_format}
         return response
+
+
+_PLACEHOLDER = re.compile(r"\w+\[\d+\]\Z")
+
+
+def placeholder(where: str, index: int) -> str:
+    """The id a call is logged under when its API gave it none: where it sat
+    (`functionCall[0]`). Pure."""
+    return f"{where}[{index}]"
+
+
+def given_id(call_id: str) -> bool:
+    """Is this an id the API gave the call (not none, not a placeholder)? Only such an id ties
+    a call to its answer across exchanges. Pure."""
+    return bool(call_id) and _PLACEHOLDER.match(call_id) is None
 
 
 def _count(value: Any) -> int | None:

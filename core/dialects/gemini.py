@@ -42,7 +42,7 @@ from ..jsontext import dumps, loads
 from ..loop import Checker, LoopReport, error_payload
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_dict, as_int, as_list, as_str
-from ..turn import Tool, ToolCall, Turn, plus, tokens
+from ..turn import Tool, ToolCall, Turn, placeholder, plus, tokens
 from .base import Dialect, Prior, fanout_repairs, text_of
 
 _PATH = re.compile(
@@ -257,7 +257,7 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         if name:
             calls.append(
                 ToolCall(
-                    call_id=as_str(call.get("id")) or f"functionCall[{len(calls)}]",
+                    call_id=as_str(call.get("id")) or placeholder("functionCall", len(calls)),
                     name=name,
                     type="function_call",
                     arguments_raw=dumps(call["args"]) if "args" in call else "",

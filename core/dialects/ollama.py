@@ -51,7 +51,7 @@ from ..jsontext import dumps
 from ..loop import Checker, LoopReport, error_payload, last_index
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_dict, as_list, as_str
-from ..turn import Tool, ToolCall, Turn, make_call, tokens
+from ..turn import Tool, ToolCall, Turn, make_call, placeholder, tokens
 from .base import Dialect, Prior, fanout_repairs, role_text
 
 PATHS = ("/api/chat", "/api/generate")
@@ -109,7 +109,7 @@ def _calls(holder: Mapping[str, Any]) -> list[ToolCall]:
         function = as_dict(call.get("function"))
         name = as_str(function.get("name")).strip()
         if name:
-            call_id = as_str(call.get("id")) or f"tool_calls[{index}]"
+            call_id = as_str(call.get("id")) or placeholder("tool_calls", index)
             calls.append(make_call(call_id, name, "function_call", function, "arguments"))
     return calls
 
