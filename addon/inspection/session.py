@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from tooltap.core import (
     Exchange,
     ToolServer,
-    ToolTime,
     ValidatorCache,
     Verdict,
     detect_api,
@@ -30,8 +29,8 @@ from tooltap.core.definitions import endpoint
 from tooltap.core.dialects.mcp import list_changed
 from tooltap.core.dialects.mcp_streams import ANSWERED_ON_STREAM, Changed, Channels, Said
 from tooltap.core.jsontext import loads
-from tooltap.core.turn import given_id
 
+from .clock import Clock
 from .pins import Pins
 from .state import REMEMBERED, LocalState, Recalled, State
 
@@ -104,7 +103,7 @@ class Session:
         deadline: float = DEADLINE,
     ) -> None:
         self.state = state if state is not None else LocalState(size)
-        self.deadline = deadline
+        self.clock = Clock(self.state, deadline)  # when calls were issued, answered and run
         self.validators = ValidatorCache()
         self.tool_servers = ToolServers()
         self.pins = pins if pins is not None else Pins()
@@ -179,7 +178,6 @@ class Session:
             exchange, calls, validators=self.validators, tool_server=self.tool_servers.get(key)
         )
         verdict.tool_changes = self.pins.check(verdict.definitions, application)
-        self._time_tools(exchange, verdict)
         hiding = {h.tool for h in verdict.hidden_text if h.part == "definition"}
         if hiding:
             new = self.pins.first_hidden(verdict.definitions, hiding, application)
@@ -188,7 +186,10 @@ class Session:
             ]
         if verdict.tool_server is not None:
             self.tool_servers.keep(key, verdict.tool_server, verdict, len(exchange.response_body))
+            self.clock.tool(" ".join(filter(None, key)), exchange, verdict)
             return verdict
+        if verdict.scope == "turn":
+            self.clock.turn(exchange, verdict)
         response_id = verdict.response_id
         if verdict.api != "responses" or not response_id or verdict.state is None:
             return verdict
@@ -208,39 +209,6 @@ class Session:
         if verdict.awaiting:
             self.state.remember(response_id, verdict.awaiting)
         return verdict
-
-    def _time_tools(self, exchange: Exchange, verdict: Verdict) -> None:
-        """The calls this request answers, timed from the end of the response that issued them
-        (remembered by call id) to this request's arrival; then the calls its response issues,
-        remembered. Only ids the API gave tie a call to its answer: no guess."""
-        if verdict.scope != "turn":
-            return
-        answered = [r.call_id for r in verdict.tool_results if given_id(r.call_id)]
-        arrived = exchange.request_start
-        if answered and arrived is not None:
-            for call_id, (name, issued_at) in self.state.answer(answered).items():
-                waited = max(0.0, arrived - issued_at)
-                verdict.tool_times.append(
-                    ToolTime(
-                        call_id=call_id,
-                        name=name,
-                        waited_ms=round(waited * 1000, 3),
-                        late=waited > self.deadline,
-                        issued_at=issued_at,
-                        answered_at=arrived,
-                    )
-                )
-            waits = [t.waited_ms for t in verdict.tool_times]
-            verdict.tool_wait_ms = max(waits) if waits else None
-        issued_at = exchange.response_end
-        if issued_at is not None and verdict.outcome == "inspected":
-            issued = {
-                c.call_id: (c.name, issued_at)
-                for c in verdict.calls
-                if not c.hosted and given_id(c.call_id)
-            }
-            if issued:
-                self.state.issue(issued)
 
 
 def _mcp(exchange: Exchange) -> bool:

@@ -361,6 +361,11 @@ class Metrics:
             child(self.hidden_text, api, hidden.part).inc()
         for timed in verdict.tool_times:
             child(self.tool_wait, api).observe(timed.waited_ms / 1000)
+            if timed.ran_ms is not None:
+                server = self._bounded(self._servers, self.model_labels, timed.server or "")
+                child(self.tool_run, server).observe(timed.ran_ms / 1000)
+        if any(e.rule == "serial-execution" for e in verdict.loop_errors):
+            child(self.serial_batches, api).inc()
         tool = verdict.scope == "tool"
         if verdict.state is None and not tool:
             return
