@@ -9,6 +9,7 @@ skipped. A socket whose reader was let go is read on as one joined late.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
+from collections.abc import Sequence
 
 from tooltap.core import Api, Verdict
 from tooltap.core.dialects import socket_reader
@@ -35,9 +36,15 @@ class Sockets:
         return len(self._readers)
 
     def read(
-        self, api: Api, url: str, batch: SocketBatch, messages: list[bytes]
+        self,
+        api: Api,
+        url: str,
+        batch: SocketBatch,
+        messages: list[bytes],
+        times: Sequence[float | None] = (),
     ) -> list[SocketTurn]:
-        """Feed one batch of a socket's messages; the turns it finished, in order."""
+        """Feed one batch of a socket's messages (each at its time, when known); the turns it
+        finished, in order."""
         key = batch.key
         reader = self._readers.get(key)
         if reader is None:
@@ -47,8 +54,9 @@ class Sockets:
         self._readers.move_to_end(key)
         before = reader.held
         turns = reader.lost() if batch.lost else []
-        for message, source in zip(messages, batch.sources, strict=True):
-            turns += reader.feed(message, bool(source))
+        times = times if len(times) == len(messages) else [None] * len(messages)
+        for message, source, at in zip(messages, batch.sources, times, strict=True):
+            turns += reader.feed(message, bool(source), at)
         if batch.ended:
             turns += reader.close(batch.close)
             del self._readers[key]

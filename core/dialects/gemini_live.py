@@ -171,6 +171,8 @@ class Assembler(gemini.Assembler):
             chunk["usageMetadata"] = {
                 "promptTokenCount": field(usage, "promptTokenCount"),
                 "candidatesTokenCount": field(usage, "responseTokenCount"),
+                "thoughtsTokenCount": field(usage, "thoughtsTokenCount"),
+                "cachedContentTokenCount": field(usage, "cachedContentTokenCount"),
             }
         super().event(chunk)
 
@@ -367,9 +369,10 @@ class GeminiLiveSocket(SocketReader):
         self.texts = False  # the running turn holds a text piece
         self.completed = 0  # turns ended so far
         self.going_away = False  # the server said it would close the socket
+        self.asked: float | None = None  # when the client last said something since a turn
         self._unnamed = 0
 
-    def feed(self, message: bytes, from_client: bool) -> list[SocketTurn]:
+    def _read(self, message: bytes, from_client: bool) -> list[SocketTurn]:
         value, error = loads(message)
         if error is not None or not isinstance(value, dict):
             self.skipped["not_json"] += 1
@@ -492,6 +495,7 @@ class GeminiLiveSocket(SocketReader):
                 self.request = self.request | listed
                 self.blocking, self.free = blocking_names(listed, self.vertex)
             return
+        self.asked = self.now  # the client said something the model may answer
         responses = gemini.field(gemini.field(value, "toolResponse"), "functionResponses")
         if responses is not None:
             self._responses(as_list(responses), size)
@@ -548,6 +552,11 @@ class GeminiLiveSocket(SocketReader):
         else:
             body = dumps(self.request | {"functionResponses": results}).encode()
             turn = HeldTurn(body, prior)
+        # Timed from what the client last said before it (its words, its tool responses), else
+        # from the turn's first message (the model spoke first, or to a voice tooltap does not
+        # hold).
+        turn.started = self.asked if self.asked is not None else self.now
+        self.asked = None
         self.held += len(turn.request)  # held until the turn is done, as its events are
         self.turn, self.after_call, self.texts = turn, False, False
         return turn
@@ -606,6 +615,7 @@ DIALECT = Dialect.from_names(
     globals(),
     api="gemini_live",
     finish_reasons=gemini.finish_reasons,
+    usage=gemini.usage,
     blockers=gemini.blockers,
     instructions=gemini.instructions,
     state_repairs=fanout_repairs(

@@ -243,7 +243,7 @@ class RealtimeSocket(SocketReader):
         self.waiting: deque[Waiting] = deque()
         self.turns: dict[str, HeldTurn] = {}  # by response id, the responses running
 
-    def feed(self, message: bytes, from_client: bool) -> list[SocketTurn]:
+    def _read(self, message: bytes, from_client: bool) -> list[SocketTurn]:
         value, error = loads(message)
         if error is not None or not isinstance(value, dict):
             self.skipped["not_json"] += 1
@@ -379,7 +379,9 @@ class RealtimeSocket(SocketReader):
         if len(self.waiting) >= MAX_WAITING:
             self.held -= len(self.waiting.popleft().request)
             self.skipped["too_many_waiting"] += 1
-        self.waiting.append(Waiting(body, prior=prior, detached=detached, event_id=event_id))
+        self.waiting.append(
+            Waiting(body, prior=prior, detached=detached, event_id=event_id, at=self.now)
+        )
         self.held += len(body)
 
     def _answered(self, outputs: list[Mapping[str, Any]]) -> None:
@@ -401,9 +403,13 @@ class RealtimeSocket(SocketReader):
             create = self.waiting.popleft()
             self.held -= len(create.request)
         else:  # started by the server (voice activity): the session's settings, no loop
-            create = Waiting(dumps(self.session).encode())
+            create = Waiting(dumps(self.session).encode(), at=self.now)
         turn = HeldTurn(
-            create.request, create.prior, response_id=response_id, detached=create.detached
+            create.request,
+            create.prior,
+            response_id=response_id,
+            detached=create.detached,
+            started=create.at,
         )
         if not self.known:
             turn.skipped = "the session's tools were set before tooltap followed this socket"
@@ -467,7 +473,9 @@ class RealtimeSocket(SocketReader):
             return [self._rejection(create, message, event)]
         if answers in self.outputs:  # a tool result refused
             del self.outputs[answers]
-            return [self._rejection(Waiting(dumps(self.session).encode()), message, event)]
+            return [
+                self._rejection(Waiting(dumps(self.session).encode(), at=self.now), message, event)
+            ]
         said = api_error(event)
         code = as_str(error.get("code")) or said.type
         return [

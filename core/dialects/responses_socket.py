@@ -78,7 +78,7 @@ class ResponsesSocket(SocketReader):
         self.active: dict[str, HeldTurn] = {}
         self._late: set[str] | None = set() if late else None  # lanes seen since joining
 
-    def feed(self, message: bytes, from_client: bool) -> list[SocketTurn]:
+    def _read(self, message: bytes, from_client: bool) -> list[SocketTurn]:
         value, error = loads(message)
         if error is not None or not isinstance(value, dict):
             return self._unreadable(message, from_client)
@@ -146,9 +146,11 @@ class ResponsesSocket(SocketReader):
             self.held -= len(queue.popleft().request)
             self.skipped["too_many_waiting"] += 1
         if len(message) > self.max_turn:  # kept as a place in the line, not as bytes
-            create = Waiting(b"{}", previous, skipped="the request passed tooltap_max_body")
+            create = Waiting(
+                b"{}", previous, skipped="the request passed tooltap_max_body", at=self.now
+            )
         else:
-            create = Waiting(message, previous)
+            create = Waiting(message, previous, at=self.now)
         queue.append(create)
         self.held += len(create.request)
 
@@ -179,7 +181,11 @@ class ResponsesSocket(SocketReader):
 
     def _start(self, lane: str, message: bytes, response: Mapping[str, Any]) -> None:
         create = self._take(lane, as_str(response.get("previous_response_id")))
-        turn = HeldTurn(create.request if create else b"{}", response_id=as_str(response.get("id")))
+        turn = HeldTurn(
+            create.request if create else b"{}",
+            response_id=as_str(response.get("id")),
+            started=create.at if create else self.now,  # a request, else its first event
+        )
         turn.skipped = create.skipped if create else None
         self.active[lane] = turn
         self.held += len(turn.request)  # held until the turn is done, as its events are
@@ -201,7 +207,7 @@ class ResponsesSocket(SocketReader):
             turn.errored = True
             return []
         create = self._take(lane) if waiting else None
-        return [self._rejection(create or Waiting(b"{}"), message, event)]
+        return [self._rejection(create or Waiting(b"{}", at=self.now), message, event)]
 
     def _unreadable(self, message: bytes, from_client: bool) -> list[SocketTurn]:
         """Not a JSON object: a server's goes to its turn (read there as a malformed

@@ -231,3 +231,36 @@ def test_a_hosted_call_is_a_tool_call_line_that_names_its_server_and_no_client_c
     )
     # The model called none of the client's tools: as without the hosted call.
     assert (no_call["event"], turn["event"], turn["calls"]) == ("no_tool_call", "turn", 0)
+
+
+def test_a_tool_time_line_per_answered_call_and_the_turn_says_its_time_and_tokens():
+    on_time = {"call_id": "c1", "name": "f", "waited_ms": 900.0, "issued_at": 1, "answered_at": 2}
+    late = on_time | {"call_id": "c2", "waited_ms": 75000.0, "late": True}
+    verdict = Verdict(
+        api="chat",
+        outcome="inspected",
+        model="gpt-4o",
+        state="no-tools",
+        duration_ms=640.5,
+        first_token_ms=None,
+        usage={"input_tokens": 30, "output_tokens": 2, "reasoning_tokens": 0},
+        tool_wait_ms=75000.0,
+        tool_times=[on_time, late],
+    )
+    entries = captured(verdict)
+    timed = [e for e in entries if e["event"] == "tool_time"]
+    assert [(e["call_id"], e["waited_ms"], e["late"], e["log_level"]) for e in timed] == [
+        ("c1", 900.0, False, "info"),
+        ("c2", 75000.0, True, "warning"),
+    ]
+    assert "issued_at" not in timed[0] and timed[0]["ran_ms"] is None
+    (turn,) = [e for e in entries if e["event"] == "turn"]
+    assert (turn["duration_ms"], turn["first_token_ms"], turn["tool_wait_ms"]) == (
+        640.5,
+        None,
+        75000.0,
+    )
+    assert (turn["input_tokens"], turn["output_tokens"], turn["reasoning_tokens"]) == (30, 2, 0)
+    assert "cached_input_tokens" not in turn  # not broken out by this API: not said
+    quiet = [e for e in captured(Verdict(api="chat", outcome="inspected")) if e["event"] == "turn"]
+    assert quiet[0]["input_tokens"] is None and "tool_wait_ms" not in quiet[0]

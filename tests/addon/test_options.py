@@ -58,6 +58,7 @@ def test_the_inspector_gets_exactly_the_options_it_reads_as_data():
         "tooltap_otlp",  # spans are exported by the inspector
         "tooltap_inspector",
         "tooltap_queue_size",
+        "tooltap_tool_deadline",  # when a waiting call is overdue, and an answer late
         "tooltap_state",  # the inspector keeps the session's memory there
         "tooltap_state_ttl",
         "tooltap_tools_lock",  # the inspector keeps the pins

@@ -220,7 +220,8 @@ CREDENTIAL = "sk-proj-an-applications-own-key-0123456789"
 
 def make_key(volume: Path) -> str:
     """Run the hash-key service's program here, on a folder standing for its volume; the key."""
-    program = compose()["services"]["hash-key"]["entrypoint"][2].replace("/keys/", f"{volume}/")
+    program = compose()["services"]["hash-key"]["entrypoint"][2]
+    program = program.replace("/keys/", f"{volume}/").replace('"/keys"', repr(str(volume)))
     subprocess.run([sys.executable, "-c", program], check=True, timeout=60)
     return (volume / "hash-key").read_text(encoding="utf-8")
 
