@@ -51,26 +51,20 @@ class ListedTool(BaseModel):
     output_schema: Any = None
 
 
-class CallSpan(BaseModel):
-    """A tools/call from the request that made it to the one whose answer ended it: ids and
-    times only. Most calls end in their own exchange; one answered with a task ends when its
-    result is fetched (tasks/result, or a tasks/get that carries it), and one answered
-    input_required (protocol 2026-07-28) when the client's retry is answered. Times are the
-    caller's clock, as it passed them (core reads none); None where it passed none."""
+class OpenCall(BaseModel):
+    """A tools/call whose answer comes in a later request: one answered with a task (its result
+    comes with tasks/result, or a tasks/get that carries it), or input_required (protocol
+    2026-07-28: the client calls again, and the retry's answer is the call's). Whichever request
+    brings its result, the result is logged under the call's own id: one id from the call's
+    first request to its last, which is what times it. Ids only."""
 
     model_config = ConfigDict(frozen=True)
 
     name: str  # the tool
-    # The JSON-RPC id of the tools/call that made it, which the call is logged under (a retry
-    # that could not be tied to its call stands for it: its own id, and its start unknown).
+    # The JSON-RPC id of the tools/call that made it (a retry that could not be tied to its
+    # call stands for it, under its own id).
     call_id: str
-    started: float | None = None  # when that request came
-    last_id: str | None = None  # the JSON-RPC id of the request whose answer ended it; None: open
-    ended: float | None = None  # when that answer came
-
-    def end(self, last_id: str, ended: float | None) -> CallSpan:
-        """The call, ended by the answer to request `last_id`."""
-        return self.model_copy(update={"last_id": last_id, "ended": ended})
+    fetched: bool = False  # its result was checked: fetched again, it is not counted again
 
 
 class ToolServer(BaseModel):
@@ -87,8 +81,8 @@ class ToolServer(BaseModel):
     # Calls whose answer came in a later request, oldest first: by task id (an ended one stays,
     # so that its result fetched again is not counted again), and by what the retry after an
     # input_required answer will carry (None: more than one call waits under it).
-    tasks: dict[str, CallSpan] = Field(default_factory=dict)
-    retries: dict[str, CallSpan | None] = Field(default_factory=dict)
+    tasks: dict[str, OpenCall] = Field(default_factory=dict)
+    retries: dict[str, OpenCall | None] = Field(default_factory=dict)
     announced: bool = False  # notifications/tools/list_changed came, and no whole list since
 
 
@@ -107,4 +101,3 @@ class Served(BaseModel):
     known: bool = False  # something of the session was remembered before this exchange
     definitions: list[dict[str, Any]] = Field(default_factory=list)  # the tools listed, as sent
     announced: bool = False  # the list was read after the server said it changed
-    ended: list[CallSpan] = Field(default_factory=list)  # the calls this exchange's answers ended

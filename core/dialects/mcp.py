@@ -45,7 +45,7 @@ from ..errors import ApiError
 from ..hidden import scan
 from ..jsontext import dumps, loads
 from ..loop import REPAIRS, LoopError, LoopReport, ToolResult
-from ..served import CallSpan, ListedTool, Served, ToolServer
+from ..served import ListedTool, OpenCall, Served, ToolServer
 from ..shapes import as_dict, as_list, as_str
 from ..turn import Tool, ToolCall, Turn
 from .base import Dialect, Prior
@@ -332,7 +332,6 @@ def _task_result(
     result: Mapping[str, Any],
     *,
     validators: ValidatorCache | None,
-    answered: float | None,
 ) -> None:
     """tasks/result, or a tasks/get: the result of the tools/call that made the task, checked
     as that call's would have been, once; a tasks/get that says only a status, nothing."""
@@ -349,21 +348,22 @@ def _task_result(
             "it was not seen in this session"
         )
         return
-    if call.last_id is not None:
+    if call.fetched:
         served.unchecked.append(f"task {task}: its result was checked when first fetched")
         return
     tool = served.server.tools.get(call.name)
     served.results.append(_result(call.call_id, result, tool, validators, name=call.name))
-    ended = call.end(message_id, answered)
-    served.ended.append(ended)
-    served.server = served.server.model_copy(update={"tasks": {**served.server.tasks, task: ended}})
+    fetched = call.model_copy(update={"fetched": True})
+    served.server = served.server.model_copy(
+        update={"tasks": {**served.server.tasks, task: fetched}}
+    )
 
 
-def _retried(served: Served, call_id: str, name: str, params: Mapping[str, Any]) -> CallSpan:
+def _retried(served: Served, call_id: str, name: str, params: Mapping[str, Any]) -> OpenCall:
     """The call a retry after input_required continues (2026-07-28), taken from those waiting.
     A retry is never a new call: the call was logged and counted when first sent. One that
     cannot be tied to its call (none waits under what it carries, or more than one does) stands
-    for it from here, under its own id, its start unknown."""
+    for it from here, under its own id."""
     key = _awaited(params, params.get("requestState"))
     waiting = served.server.retries
     call = waiting.get(key)
@@ -376,7 +376,7 @@ def _retried(served: Served, call_id: str, name: str, params: Mapping[str, Any])
         f"call {call_id}: a retry with the input the server asked for, of a call it cannot be "
         f"tied to ({why}): no new call; its answer is logged under this id"
     )
-    return CallSpan(name=name, call_id=call_id)
+    return OpenCall(name=name, call_id=call_id)
 
 
 def _tools_call(
@@ -384,28 +384,21 @@ def _tools_call(
     index: str,
     call_id: str,
     params: Mapping[str, Any],
-    *,
-    replied: bool,
     result: Mapping[str, Any] | None,
+    *,
     validators: ValidatorCache | None,
     own: bool,
-    requested: float | None,
-    answered: float | None,
 ) -> None:
     """A tools/call: a new call, or the retry of one answered input_required (it carries
-    inputResponses or requestState); its answer (replied: one came, result: None for a
-    JSON-RPC error) ends it, or says where its result will come."""
+    inputResponses or requestState); its answer brings its result, or says where it will come."""
     name = as_str(params.get("name"))
     if "inputResponses" in params or "requestState" in params:
         call = _retried(served, call_id, name, params)
         tool = served.server.tools.get(name)
     else:
-        call = CallSpan(name=name, call_id=call_id, started=requested)
+        call = OpenCall(name=name, call_id=call_id)
         tool = _call(index, call_id, params, served, validators=validators, own=own)
-    if not replied:
-        return
-    if result is None:  # a JSON-RPC error ended it
-        served.ended.append(call.end(call_id, answered))
+    if result is None:  # no answer came, or a JSON-RPC error did (a request_rejected)
         return
     task = _task_id(result)
     deferred = _deferred(call.call_id, result, task)
@@ -422,7 +415,6 @@ def _tools_call(
             served.server = server.model_copy(update={"retries": retries})
         return
     served.results.append(_result(call.call_id, result, tool, validators, name=name))
-    served.ended.append(call.end(call_id, answered))
 
 
 def serve(
@@ -431,14 +423,10 @@ def serve(
     server: ToolServer | None,
     validators: ValidatorCache | None = None,
     session: str | None = None,
-    *,
-    requested: float | None = None,
-    answered: float | None = None,
 ) -> Served:
     """One exchange with a tool server: the request's body, the response's (a JSON body, the
     assembled stream, or None for a 202), the session so far, and the session's id (None from
-    a server that keeps no sessions); requested and answered: when the request came and when
-    its answer did, on the caller's clock, kept on the calls' spans. Pure and total."""
+    a server that keeps no sessions). Pure and total."""
     sent = messages_of(request)
     streamed = isinstance(response, dict) and STREAMED in response
     received = messages_of(response[STREAMED] if streamed else response)
@@ -473,10 +461,7 @@ def serve(
         elif method == "server/discover" and result is not None:
             served.server = _discovered(served.server, result)
         elif method in ("tasks/result", "tasks/get") and result is not None:
-            _task_result(
-                served, message_id or "", method, params, result,
-                validators=validators, answered=answered,
-            )  # fmt: skip
+            _task_result(served, message_id or "", method, params, result, validators=validators)
         elif method == "tools/list" and result is not None:
             cursor = as_str(params.get("cursor")) or None
             served.announced = served.announced or served.server.announced
@@ -488,11 +473,9 @@ def serve(
             )
             served.definitions.extend(map(dict, listed(result.get("tools"))))
         elif method == "tools/call":
-            _tools_call(
-                served, index, message_id or "", params, replied=answer is not None,
-                result=result, validators=validators, own=session is not None,
-                requested=requested, answered=answered,
-            )  # fmt: skip
+            own = session is not None
+            call_id = message_id or ""
+            _tools_call(served, index, call_id, params, result, validators=validators, own=own)
     served.repairs = _repairs(served)
     if any(m.get("method") == LIST_CHANGED for m in received):
         served.server = list_changed(served.server)

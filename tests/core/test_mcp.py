@@ -720,35 +720,6 @@ def test_calls_awaiting_their_retry_are_bounded():
     assert server is not None and len(server.retries) == mcp.MAX_RETRIES
 
 
-def test_a_call_spans_from_the_request_that_made_it_to_the_answer_that_ended_it():
-    """What a call's time is read from: its first request and its last, ids and the times the
-    caller passed."""
-    server = listed(initialized(), [tool("t0")]).tool_server
-    say = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-           "params": {"name": "t0", "arguments": {"q": "a"}}}  # fmt: skip
-    plain = mcp.serve(say, answer(3, {"content": []}), server, requested=1.0, answered=1.5)
-    assert [s.model_dump() for s in plain.ended] == [
-        {"name": "t0", "call_id": "3", "started": 1.0, "last_id": "3", "ended": 1.5}
-    ]
-    made = mcp.serve(say, answer(3, {"task": TASK}), server, requested=2.0, answered=2.1)
-    assert made.ended == []
-    polled = mcp.serve(rpc("tasks/get", 4, taskId="tk-1"),
-                       answer(4, TASK | {"status": "completed"}), made.server,
-                       requested=5.0, answered=5.1)  # fmt: skip
-    assert polled.ended == []  # a status ends nothing
-    got = mcp.serve(rpc("tasks/result", 5, taskId="tk-1"), answer(5, {"content": []}),
-                    polled.server, requested=5.2, answered=5.3)  # fmt: skip
-    assert [(s.call_id, s.started, s.last_id, s.ended) for s in got.ended] == [("3", 2.0, "5", 5.3)]
-    asks = mcp.serve(say, answer(3, asked("v1.x")), server, requested=7.0, answered=7.1)
-    retry = rpc("tools/call", 6, name="t0", arguments={"q": "a"}, requestState="v1.x")
-    ends = mcp.serve(retry, answer(6, {"content": []}), asks.server, requested=8, answered=9)
-    assert [(s.call_id, s.started, s.last_id, s.ended) for s in ends.ended] == [("3", 7.0, "6", 9)]
-    # A JSON-RPC error ends a call too; a retry not tied to its call has no known start.
-    refused = {"jsonrpc": "2.0", "id": 6, "error": {"code": -32602, "message": "bad state"}}
-    lost = mcp.serve(retry, refused, server, requested=8, answered=9)
-    assert [(s.call_id, s.started, s.last_id, s.ended) for s in lost.ended] == [("6", None, "6", 9)]
-
-
 # --- the legacy HTTP+SSE transport: Channels pairs POSTs with the stream's responses -------
 
 
