@@ -13,9 +13,14 @@ one as client -> front relay -> tooltap -> back relay -> server (tests/support/r
 
 Read whole and true: the client gets the same outcomes through the proxy as direct (the session
 works at all: a held GET stream stalls roots/list and the whole legacy transport); every
-tools/call the client made is logged once, by name, in order; the one call made off its schema
-is the one argument finding; nothing else is a finding (no priming event, task, input_required
-answer or 202 becomes one); every exchange is MCP, inspected, unreasoned.
+tools/call the client made is logged once, by name, in order, and its result once, with the
+outcome the client had; the one call made off its schema is the one argument finding; nothing
+else is a finding (no priming event, task, input_required answer or 202 becomes one); every
+exchange is MCP, inspected, unreasoned. A call over several requests (a task: the everything
+server's with the TypeScript client and `mcp` 1.x's helpers, on both transports, and fastmcp's;
+the 2.x Client's retry after input_required) is one call: its tool_call where it was made, its
+tool_result under the same id where its result came (tasks/result, the retry's answer), and
+nothing of it on the requests between.
 
 Passed on unchanged and never held: every exchange the server had is the one the client had,
 byte for byte both ways (the request's Host aside, which reverse mode rewrites; bodies without
