@@ -103,6 +103,9 @@ class Record:
     ended: float = 0.0  # when the response ended, or broke off (a batch: its last message)
     request_ended: float = 0.0  # when the request's last byte came
     arrived: list[float] = field(default_factory=list)  # when each chunk came (a batch: message)
+    # The request alone of an MCP tools/call still unanswered past tooltap_tool_deadline (ended:
+    # when the proxy saw it so): said overdue, its exchange still to come.
+    overdue: bool = False
 
     @classmethod
     def of(cls, api: Api | None, request: Any, **fields: Any) -> Record:

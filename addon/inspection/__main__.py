@@ -73,7 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     stopping: list[int] = []  # SIGTERM: the proxy will not wait any longer
     signal.signal(signal.SIGTERM, lambda number, _frame: stopping.append(number))
     try:
-        serve(FrameReader(args.records), inspector.handle, counts, metrics, stopping)
+        serve(
+            FrameReader(args.records), inspector.handle, counts, metrics, stopping,
+            tick=inspector.tick,
+        )  # fmt: skip
     finally:
         inspector.close()
         counts.fold_into(metrics)
@@ -88,6 +91,8 @@ def serve(
     counts: SharedCounts,
     metrics: Metrics,
     stopping: list[int],
+    *,
+    tick: Callable[[float], None] = lambda _now: None,
 ) -> None:
     """Handle the proxy's records in order until it closes the pipe, or until `stopping`.
 
@@ -103,6 +108,7 @@ def serve(
         if record is None:
             counts.fold_into(metrics)
             folded = time.monotonic()
+            _tick(tick, metrics)
             # Wake at least once a second, so the proxy's counts show up while idle.
             readable, _, _ = select.select([frames.fd], [], [], FOLD_EVERY)
             if not readable and inspected >= RETURN_AFTER:
@@ -121,6 +127,16 @@ def serve(
         if time.monotonic() - folded >= FOLD_EVERY:  # busy: still folded in once a second
             counts.fold_into(metrics)
             folded = time.monotonic()
+            _tick(tick, metrics)
+
+
+def _tick(tick: Callable[[float], None], metrics: Metrics) -> None:
+    """What waits on the clock (the calls owed past the deadline), once a second at most."""
+    try:
+        tick(time.time())
+    except Exception:
+        metrics.internal_error("worker")
+        logger.exception("error while watching for overdue calls")
 
 
 if __name__ == "__main__":

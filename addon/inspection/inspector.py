@@ -15,7 +15,10 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from tooltap.core import Exchange, Verdict, detect_api
+from tooltap.core import Exchange, Verdict, detect_api, served_session
+from tooltap.core.definitions import endpoint
+from tooltap.core.jsontext import loads
+from tooltap.core.shapes import as_dict, as_str
 
 from ..handover.record import Record
 from ..options import BY_NAME
@@ -55,6 +58,7 @@ class Inspector:
         self.metrics = metrics
         self.traces = traces
         self.session = Session(state=state, pins=pins, deadline=deadline)
+        self.deadline = deadline
         self.applications = applications or Applications()
         self.sockets = Sockets(max_turn, budget)
         self._fault = fault  # a test seam: raises to inject a fault
@@ -87,6 +91,9 @@ class Inspector:
             self._fault("worker")
         if record.socket is not None:
             self._socket(record)
+            return
+        if record.overdue:
+            self._overdue(record)
             return
         started = time.perf_counter()
         if record.part is not None:
@@ -141,6 +148,41 @@ class Inspector:
             verdict = socket_verdict(self.session, turn, record.note, record.failure, application)
             self._emit(record, verdict, started)
             started = time.perf_counter()
+
+    def tick(self, now: float) -> None:
+        """Once in a while (now: the wall clock, epoch seconds): the calls open sockets owe past
+        the deadline, said once each."""
+        for reader, found in self.sockets.overdue(now, self.deadline):
+            self._said_overdue(
+                reader.api, found.call_id, found.name, found.waited,
+                transport="websocket", path=urlsplit(reader.url).path,
+                response_id=found.response_id or None,
+            )  # fmt: skip
+
+    def _overdue(self, record: Record) -> None:
+        """An MCP tools/call the proxy still waits on past the deadline: each call it holds."""
+        exchange = record.exchange()
+        value, error = loads(exchange.request_body)
+        messages = value if isinstance(value, list) else [value]
+        session = served_session(exchange)
+        known = self.session.tool_servers.get((endpoint(exchange.url), session))
+        for message in map(as_dict, messages if error is None else []):
+            if message.get("method") != "tools/call":
+                continue
+            rpc = message.get("id")
+            self._said_overdue(
+                "mcp", str(rpc) if isinstance(rpc, str | int) and not isinstance(rpc, bool) else "",
+                as_str(as_dict(message.get("params")).get("name")),
+                record.ended - record.started, transport="http", path=record.logged_path(),
+                server=known.server if known is not None else None, session=session,
+            )  # fmt: skip
+
+    def _said_overdue(self, api: str, call_id: str, name: str, waited: float, **where: Any) -> None:
+        self.sink.tool_overdue(
+            api=api, call_id=call_id, name=name, waited_ms=round(waited * 1000, 3),
+            deadline_s=self.deadline, **where,
+        )  # fmt: skip
+        self.metrics.overdue(api)
 
     def _application(self, record: Record) -> str | None:
         headers = ((k.decode("latin-1"), v.decode("latin-1")) for k, v in record.request_headers)

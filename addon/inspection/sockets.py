@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from tooltap.core import Api, Verdict
 from tooltap.core.dialects import socket_reader
-from tooltap.core.sockets import SocketReader, SocketTurn
+from tooltap.core.sockets import Overdue, SocketReader, SocketTurn
 
 from ..handover.record import SocketBatch
 from .session import Session, with_ending
@@ -67,6 +67,10 @@ class Sockets:
         self._count(reader)
         turns += self._trim(key)
         return turns
+
+    def overdue(self, now: float, deadline: float) -> list[tuple[SocketReader, Overdue]]:
+        """The calls the open sockets owe past the deadline, each said once."""
+        return [(r, found) for r in self._readers.values() for found in r.overdue(now, deadline)]
 
     def _count(self, reader: SocketReader) -> None:
         for reason, count in reader.skipped.items():

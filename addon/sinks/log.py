@@ -76,6 +76,17 @@ class LogSink:
             self._lines.seek(0)
             self._lines.truncate()
 
+    def tool_overdue(self, **fields: Any) -> None:
+        """A call still unanswered past tooltap_tool_deadline while something waits for it:
+        said once, as the deadline passes."""
+        try:
+            self._log.warning("tool_overdue", **fields)
+            self._stream.write(self._lines.getvalue())
+            self._stream.flush()
+        finally:
+            self._lines.seek(0)
+            self._lines.truncate()
+
     def _events(self, verdict: Verdict, host: str, path: str, inspect_ms: float) -> None:
         log = self._log
         policy = self.policy

@@ -329,6 +329,9 @@ class Metrics:
         """Thread-safe: the span exporter's thread counts here."""
         self._child(self.spans, outcome).inc(count)
 
+    def overdue(self, api: str) -> None:
+        self._child(self.overdue_calls, api).inc()
+
     def state_error(self) -> None:
         self.state_errors.inc()
 
