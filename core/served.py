@@ -78,9 +78,9 @@ class ToolServer(BaseModel):
     complete: bool = False  # the whole list was seen, from its first page to its last
     fixed: bool = False  # initialize said the list does not change during the session
     next_cursor: str | None = None  # the page a list seen from its start continues with
-    # Calls whose answer came in a later request, oldest first: by task id (an ended one stays,
-    # so that its result fetched again is not counted again), and by what the retry after an
-    # input_required answer will carry (None: more than one call waits under it).
+    # Calls whose answer comes in a later request, oldest first: by task id (a fetched one
+    # stays, so that its result fetched again is not counted again), and by what the retry after
+    # an input_required answer will carry (None: more than one call waits under it).
     tasks: dict[str, OpenCall] = Field(default_factory=dict)
     retries: dict[str, OpenCall | None] = Field(default_factory=dict)
     announced: bool = False  # notifications/tools/list_changed came, and no whole list since

@@ -345,7 +345,7 @@ def _task_result(
     if call is None:
         served.unchecked.append(
             f"task {task or message_id}: its result is not checked, the tools/call that made "
-            "it was not seen in this session"
+            "it was not seen in this session (or was forgotten)"
         )
         return
     if call.fetched:

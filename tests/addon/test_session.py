@@ -4,7 +4,7 @@ import json
 
 from support.captures import JSON, URLS
 
-from tooltap.addon.inspection.session import Session, ToolServers
+from tooltap.addon.inspection.session import OPEN_CALL, Session, ToolServers
 from tooltap.addon.inspection.state import RecentCalls
 from tooltap.core import Exchange
 from tooltap.core.served import session_tag
@@ -331,3 +331,26 @@ def test_a_task_runs_until_tasks_result_and_a_retried_call_until_the_retry_is_an
         ("call_Oslo", 2500.0),
     ]
     assert verdict.loop_errors == []  # each began before any ended
+
+
+def test_the_calls_a_session_keeps_open_count_against_the_bytes_of_its_memory():
+    session = Session()
+    session.tool_servers = ToolServers(limit=OPEN_CALL * 3)
+    for name in ("a", "b"):
+        for rpc in (5, 6):  # two tasks each
+            request = {"jsonrpc": "2.0", "id": rpc, "method": "tools/call",
+                       "params": {"name": "t0", "arguments": {"q": "x"}}}  # fmt: skip
+            handle = {"task": {"taskId": f"{name}{rpc}", "status": "working"}}
+            session.inspect(mcp(request, {"jsonrpc": "2.0", "id": rpc, "result": handle}, name))
+        if name == "a":
+            assert session.tool_servers.held == OPEN_CALL * 2
+    # Four open calls are past the limit: the oldest session goes, with its tasks.
+    endpoint = "http://tools.example.com/mcp"
+    assert session.tool_servers.get((endpoint, session_tag("a"))) is None
+    assert session.tool_servers.held == OPEN_CALL * 2
+    fetch = {"jsonrpc": "2.0", "id": 7, "method": "tasks/result", "params": {"taskId": "a5"}}
+    forgotten = session.inspect(mcp(fetch, {"jsonrpc": "2.0", "id": 7, "result": {}}, "a"))
+    assert forgotten.unchecked == [
+        "task a5: its result is not checked, the tools/call that made it was not seen in this "
+        "session (or was forgotten)"
+    ]

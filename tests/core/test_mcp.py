@@ -595,7 +595,7 @@ def test_a_task_of_no_seen_call_is_said_when_its_result_comes_and_not_when_polle
     assert (stray.tool_results, stray.unchecked) == (
         [],
         ["task tk-9: its result is not checked, the tools/call that made it was not seen in "
-         "this session"],
+         "this session (or was forgotten)"],
     )  # fmt: skip
 
 
