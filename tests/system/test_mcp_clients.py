@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from mcp.client import Client
 from mcp.client.session import ClientSession
 from support.mcp_client import attempt, in_session
 from support.mcp_server import CHATTY_PAUSE, running
-from support.prom import sample, scrape
+from support.prom import Samples, sample, scrape
 
 from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.options import BY_NAME
@@ -61,6 +62,19 @@ def proxy(server, recorded):
 
 def picked(events: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:
     return [{k: e[k] for k in keys} for e in events]
+
+
+def result_repair(call_id: str) -> str:
+    return (
+        f"result of {call_id}: the server must return structuredContent that conforms to the "
+        "tool's outputSchema (MCP specification); fix the tool, or the schema it declares. "
+        "Clients that validate (the SDKs do) refuse the result."
+    )
+
+
+def growth(before: Samples, after: Samples) -> Callable[..., float]:
+    """How much a sample grew between two scrapes."""
+    return lambda name, **labels: sample(after, name, **labels) - sample(before, name, **labels)
 
 
 @pytest.mark.parametrize(("mode", "streamed"), [("sse", True), ("json", False)])
@@ -204,17 +218,9 @@ def test_a_paged_list_a_result_off_its_schema_and_an_unlisted_tool_are_found(pro
         }
     ]
     assert turns[-1]["repairs"] == []
-    assert turns[4]["repairs"] == [
-        "result of 4: the server must return structuredContent that conforms to the tool's "
-        "outputSchema (MCP specification); fix the tool, or the schema it declares. Clients "
-        "that validate (the SDKs do) refuse the result."
-    ]
+    assert turns[4]["repairs"] == [result_repair("4")]
 
-    after = scrape(proxy)
-
-    def grew(name: str, **labels: str) -> float:
-        return sample(after, name, **labels) - sample(before, name, **labels)
-
+    grew = growth(before, scrape(proxy))
     assert grew("tooltap_tool_calls_total", api="mcp", model=PAGED) == 4
     assert grew("tooltap_argument_errors_total", api="mcp", model=PAGED, kind="result_schema") == 2
     assert grew("tooltap_argument_errors_total", api="mcp", model=PAGED, kind="schema") == 0
@@ -305,17 +311,9 @@ def test_a_call_asked_for_input_is_one_call_and_the_retry_brings_its_result_chec
         "2026-07-28): the client calls again with what the server asked for"
     )
     assert [t["unchecked"] for t in turns[2:]] == [[asked], [asked], []]
-    assert turns[-1]["repairs"] == [
-        f"result of {call_id}: the server must return structuredContent that conforms to the "
-        "tool's outputSchema (MCP specification); fix the tool, or the schema it declares. "
-        "Clients that validate (the SDKs do) refuse the result."
-    ]
+    assert turns[-1]["repairs"] == [result_repair(call_id)]
 
-    after = scrape(proxy)
-
-    def grew(name: str, **labels: str) -> float:
-        return sample(after, name, **labels) - sample(before, name, **labels)
-
+    grew = growth(before, scrape(proxy))
     assert grew("tooltap_tool_calls_total", api="mcp", model=ASKING) == 1
     assert grew("tooltap_tool_results_total", api="mcp", outcome="ok") == 1
     assert grew("tooltap_argument_errors_total", api="mcp", model=ASKING, kind="result_schema") == 1
