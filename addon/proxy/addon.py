@@ -46,6 +46,8 @@ from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from ..sinks.traces import traces
 from .channel import ChannelTap
+from .health import Health
+from .listener import REFUSED, ListenerTLS
 from .sockets import SocketTap
 from .tap import StreamTap
 
@@ -244,6 +246,10 @@ class Tooltap:
         self.budget = Budget(BY_NAME["tooltap_memory_budget"].default)
         self._bodies = 0  # bytes of bodies that went by, for giving memory back after a burst
         self._giving_back: asyncio.Task[None] | None = None
+        # Sub-addons (mitmproxy calls their hooks after this one's): the proxy's own health
+        # endpoint, and TLS for the reverse listeners' clients.
+        self.health = Health(self)
+        self.addons = [self.health, ListenerTLS()]
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -403,6 +409,8 @@ class Tooltap:
         # POSTs to .../messages). A path several dialects share is read whole: its body says
         # which dialect it speaks. A WebSocket's turns are its socket hooks'; an MCP server's
         # traffic besides its JSON-RPC POSTs (its GET stream, a DELETE) is MCP's to read.
+        if REFUSED in flow.metadata:
+            return  # answered by tooltap itself (cleartext to a TLS listener): not traffic
         request = flow.request
         mcp_hosts = ctx.options.tooltap_mcp_hosts
         counted = False
