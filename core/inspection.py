@@ -70,6 +70,9 @@ class Exchange(BaseModel):
     says MCP); else the URL's path says it."""
     transport: Transport = "http"
     """websocket: one turn of a socket, its server events framed as the SSE stream they mirror."""
+    flow: str = ""
+    """The proxy's id of the flow it crossed in (mitmproxy's), carried so that the log can join
+    the lines of one exchange, also one answered later on another flow; no rule reads it."""
 
 
 class Rejected(BaseModel):

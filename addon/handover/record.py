@@ -100,6 +100,7 @@ class Record:
     part: StreamPart | None = None  # a piece of an MCP server's GET stream, in chunks
     started: float = 0.0  # when the request began (a socket batch: its first message), epoch s
     ended: float = 0.0  # when the response ended, or broke off (a batch: its last message)
+    flow: str = ""  # mitmproxy's id of the flow: the log's exchange id is made from it
 
     @classmethod
     def of(cls, api: Api | None, request: Any, **fields: Any) -> Record:
@@ -138,6 +139,7 @@ class Record:
             },
             response_body=b"".join(self.chunks) if self.chunks else self.response_body,
             api=self.api,
+            flow=self.flow,
         )
 
     def logged_host(self) -> str:

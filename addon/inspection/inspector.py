@@ -18,7 +18,7 @@ from tooltap.core import Exchange, Verdict, detect_api
 
 from ..handover.record import Record
 from ..options import BY_NAME
-from ..sinks.log import LogSink
+from ..sinks.log import ExchangeIds, LogSink
 from ..sinks.metrics import Metrics
 from ..sinks.redaction import REDACTED
 from ..sinks.traces import TraceSink
@@ -71,6 +71,7 @@ class Inspector:
             )
             self._emit_all(record, paired, started)
             return
+        ids = ExchangeIds.of_flow(record.flow)
         if record.connection_refused:
             verdict = Verdict(api=None, outcome="upstream_error", reason=record.failure)
         elif record.skipped is not None and record.failure is None:
@@ -86,17 +87,18 @@ class Inspector:
                 self._emit_all(record, paired, started)
                 return
             verdict = with_ending(paired[0][1], record.note, record.failure)
-        self._emit(record, verdict, started)
+        self._emit(record, verdict, started, ids)
 
     def _emit_all(
         self, record: Record, paired: list[tuple[Exchange, Verdict]], started: float
     ) -> None:
         """Exchanges completed by this record (MCP's legacy transport): each logged under the
-        POST it was, with this record's credentials scrubbed."""
+        POST it was (its path, its exchange id), with this record's credentials scrubbed."""
         for exchange, verdict in paired:
             parts = urlsplit(exchange.url)
             path = f"{parts.path}?{parts.query}" if parts.query else parts.path
-            self._emit(replace(record, method=exchange.method, path=path), verdict, started)
+            posted = replace(record, method=exchange.method, path=path)
+            self._emit(posted, verdict, started, ExchangeIds.of_flow(exchange.flow))
             started = time.perf_counter()
 
     def _socket(self, record: Record) -> None:
@@ -112,16 +114,16 @@ class Inspector:
             self.metrics.socket_skipped(api, reason, count)
         self.sockets.skipped.clear()
         application = self._application(record)
-        for turn in turns:
+        for key, number, turn in turns:
             verdict = socket_verdict(self.session, turn, record.note, record.failure, application)
-            self._emit(record, verdict, started)
+            self._emit(record, verdict, started, ExchangeIds.of_socket(key, number))
             started = time.perf_counter()
 
     def _application(self, record: Record) -> str | None:
         headers = ((k.decode("latin-1"), v.decode("latin-1")) for k, v in record.request_headers)
         return self.applications.of(headers, record.path)
 
-    def _emit(self, record: Record, verdict: Verdict, started: float) -> None:
+    def _emit(self, record: Record, verdict: Verdict, started: float, ids: ExchangeIds) -> None:
         path = record.logged_path()
         credentials = record.credentials()
         if credentials:
@@ -129,7 +131,7 @@ class Inspector:
             for credential in credentials:
                 path = path.replace(credential, REDACTED)
         host = record.logged_host()
-        self.sink.emit(verdict, host, path, (time.perf_counter() - started) * 1000)
+        self.sink.emit(verdict, host, path, (time.perf_counter() - started) * 1000, ids)
         self.metrics.record(verdict, time.perf_counter() - started)
         if self.traces is not None:
             self.traces.emit(

@@ -548,6 +548,7 @@ class Tooltap:
         record = Record.of(
             pending.api,
             request,
+            flow=flow.id,
             failure=error if failed else None,
             note=None if failed else error,
             ended=(response.timestamp_end if response is not None else None)

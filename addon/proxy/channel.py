@@ -61,4 +61,5 @@ class ChannelTap:
 
     def _record(self, chunks: list[bytes], held: int, ended: bool = False) -> Record:
         part = StreamPart(self.flow.id, ended=ended, lost=self.lost)
-        return Record.of("mcp", self.flow.request, chunks=chunks, held=held, part=part)
+        request = self.flow.request
+        return Record.of("mcp", request, flow=self.flow.id, chunks=chunks, held=held, part=part)

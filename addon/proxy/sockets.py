@@ -82,6 +82,7 @@ class SocketTap:
         record = Record.of(
             self.api,
             flow.request,
+            flow=flow.id,
             chunks=self.messages,
             held=self.held,
             started=self.started,
