@@ -44,9 +44,7 @@ class Sockets:
     def __len__(self) -> int:
         return len(self._readers)
 
-    def read(
-        self, api: Api, url: str, batch: SocketBatch, messages: list[bytes]
-    ) -> list[Numbered]:
+    def read(self, api: Api, url: str, batch: SocketBatch, messages: list[bytes]) -> list[Numbered]:
         """Feed one batch of a socket's messages; the turns it finished, in order, numbered
         (turns of other sockets whose readers this batch pushed out come with their own key)."""
         key = batch.key

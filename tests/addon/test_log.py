@@ -235,7 +235,12 @@ def test_every_line_of_an_exchange_carries_its_id_response_model_and_path():
         }
         assert "session" not in line and "turn" not in line  # an HTTP exchange has neither
     # The turn names its findings, each once, in report order.
-    assert lines[-1]["findings"] == ["fanout-no-strict", "argument-parse", "orphan-result", "rejected"]
+    assert lines[-1]["findings"] == [
+        "fanout-no-strict",
+        "argument-parse",
+        "orphan-result",
+        "rejected",
+    ]
 
 
 def test_a_sockets_lines_carry_its_session_and_turn_and_the_session_lines_no_turn():

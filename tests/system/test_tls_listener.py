@@ -112,14 +112,15 @@ def test_a_stream_over_https_arrives_whole_and_is_read(served, pems):
 
 def test_the_listener_presents_the_given_certificate_and_trusts_nothing_else(served, pems):
     _upstream, proxy = served
-    with pytest.raises(openai.APIConnectionError):  # the system's roots do not know the test CA
-        with openai.OpenAI(
-            api_key="sk-x",
-            base_url=f"https://127.0.0.1:{proxy.ports[0]}/v1",
-            max_retries=0,
-            default_headers={"x-scenario": "chat-json"},
-        ) as api:
-            api.chat.completions.create(**CHAT_REQUEST)
+    untrusting = openai.OpenAI(
+        api_key="sk-x",
+        base_url=f"https://127.0.0.1:{proxy.ports[0]}/v1",
+        max_retries=0,
+        default_headers={"x-scenario": "chat-json"},
+    )
+    # The system's roots do not know the test CA.
+    with untrusting, pytest.raises(openai.APIConnectionError):
+        untrusting.chat.completions.create(**CHAT_REQUEST)
 
 
 def test_plain_http_to_a_tls_listener_is_refused_and_never_sent_upstream(served):
