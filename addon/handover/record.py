@@ -1,4 +1,4 @@
-"""The hand-over record: one finished exchange, as the proxy passes it to the inspection side.
+"""The record of one finished exchange, as the proxy passes it to the inspection side.
 
 On the pipe to the inspector process a record is one frame: a header, the
 record's metadata pickled, then its bodies as they are. The proxy writes the

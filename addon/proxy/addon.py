@@ -638,7 +638,7 @@ class Tooltap:
                 self._hosts.popitem(last=False)
         return decision
 
-    # --- hand-over and errors -------------------------------------------------
+    # --- handing over, and errors ---------------------------------------------
 
     def _hand_over(self, record: Record) -> bool:
         if self.inspection is None or not self.inspection.worker.submit(record):

@@ -3,7 +3,7 @@
 The stream is the session's response channel on the legacy HTTP+SSE transport (and the
 server's own messages on Streamable HTTP): it may stay open for the whole session, so it is
 never held, and never kept whole. Each piece goes to the inspection side as it passes (a
-record of its own, in order with the session's POSTs); what the budget or the hand-over
+record of its own, in order with the session's POSTs); what the budget or the queue to the inspector
 refuses is said to the next piece as lost, and the reader starts again at the next event.
 """
 

@@ -2,7 +2,7 @@
 
 A dialect is one API's way of speaking: how its requests are recognised, how its bodies become
 a Turn, how its stream is reassembled, how its tool loop is read, its strict subset and its
-repairs. The defaults are OpenAI's, whose rules the seeds are; a dialect gives what differs.
+repairs. The defaults are OpenAI's, the rules tooltap began with; a dialect gives what differs.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class Assembler(Protocol):
 
 
 def openai_blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> list[str]:
-    """OpenAI Structured Outputs' subset (the seed's schema rules): what keeps strict from
+    """OpenAI Structured Outputs' subset (tooltap.core.schema's rules): what keeps strict from
     holding. Pure."""
     return schema.schema_blockers(value, limits=limits) + schema.limit_problems(value, limits)
 
@@ -45,12 +45,12 @@ def openai_blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = Tr
 def openai_format_repairs(
     response: Mapping[str, Any], state: Any, loose: list[tuple[str, Any]], limits: Limits
 ) -> list[str]:
-    """The seed's repair for an output-format state. Pure."""
+    """OpenAI's repair for an output-format state. Pure."""
     return schema.repair_lines(response, state, limits)
 
 
 def fanout_repairs(way: str) -> Callable[[Any], list[str]]:
-    """The seed's state repairs, where the provider documents no conflict between strict and
+    """OpenAI's state repairs, where the provider documents no conflict between strict and
     parallel calls: a fan-out without strict is told this API's way to hold calls to their
     schemas. Pure."""
 

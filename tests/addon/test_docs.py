@@ -29,6 +29,8 @@ ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs"
 PAGES = [
     ROOT / "README.md",
+    ROOT / "CONTRIBUTING.md",
+    ROOT / "CHANGELOG.md",
     *sorted(DOCS.glob("*.md")),
     *(ROOT / folder / "README.md" for folder in ("deploy", "bench", "grafana")),
 ]
