@@ -60,7 +60,8 @@ def inspector(proxy: Proxy) -> psutil.Process | None:
 
 
 def probe(url: str, observed: Observed, stop: threading.Event) -> None:
-    with httpx.Client(timeout=2) as client:
+    # The manifests' liveness timeout: a shared machine can be slow, a dead loop never answers.
+    with httpx.Client(timeout=5) as client:
         for _ in range(3000):  # bounded: 0.05 s apart, at most a few minutes
             if stop.is_set():
                 return
@@ -108,7 +109,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
             for thread in threads:
                 thread.start()
             time.sleep(1)
-            for _ in range(KILLS):
+            for kill in range(1, KILLS + 1):
                 child = wait_until("an inspector", lambda: inspector(proxy), 30)
                 killed_at = time.monotonic()
                 os.kill(child.pid, signal.SIGKILL)
@@ -124,7 +125,15 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
 
                 wait_until("the inspector to come back", back, 30)
                 found.outages.append((killed_at, time.monotonic()))
-                time.sleep(1.5)  # scraped while it is up: each restart shows in Prometheus
+
+                def scraped(count: int = kill) -> bool:
+                    # Each restart is scraped before the next kill, so Prometheus sees them all.
+                    seen = prometheus.value(
+                        'max_over_time(tooltap_inspector_restarts_total{job="tooltap"}[5m])'
+                    )
+                    return seen == count
+
+                wait_until(f"Prometheus to scrape restart {kill}", scraped, 30)
 
             def firing() -> list[dict[str, Any]]:
                 alerts = prometheus.api("/api/v1/alerts")["alerts"]
