@@ -25,10 +25,7 @@ from ..handover.counts import SharedCounts
 from ..handover.record import FrameReader, Record
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
-from ..sinks.traces import traces
-from .applications import Applications
 from .inspector import Inspector
-from .pins import open_pins
 from .state import await_first_answer, open_state
 
 logger = logging.getLogger("tooltap")
@@ -71,16 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     sink = LogSink(settings["tooltap_log_format"], settings["tooltap_log_arguments"], stream)
     state = open_state(settings, metrics.state_error)
     await_first_answer(state)  # the proxy's records queue meanwhile
-    inspector = Inspector(
-        sink,
-        metrics,
-        max_turn=settings["tooltap_max_body"],
-        budget=settings["tooltap_memory_budget"],
-        traces=traces(settings, metrics.span),
-        state=state,
-        pins=open_pins(settings, state),
-        applications=Applications(settings["tooltap_app_header"]),
-    )
+    inspector = Inspector.of(settings, sink, metrics, state)
     os.set_blocking(args.records, False)
     stopping: list[int] = []  # SIGTERM: the proxy will not wait any longer
     signal.signal(signal.SIGTERM, lambda number, _frame: stopping.append(number))

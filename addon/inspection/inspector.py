@@ -10,8 +10,9 @@ process of its own it runs on another core and forwarding never waits for it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Any
 from urllib.parse import urlsplit
 
 from tooltap.core import Exchange, Verdict, detect_api
@@ -21,11 +22,11 @@ from ..options import BY_NAME
 from ..sinks.log import ExchangeIds, LogSink
 from ..sinks.metrics import Metrics
 from ..sinks.redaction import REDACTED
-from ..sinks.traces import TraceSink
+from ..sinks.traces import TraceSink, traces
 from .applications import Applications
-from .pins import Pins
+from .pins import Pins, open_pins
 from .scrub import scrub
-from .session import Session, with_ending
+from .session import DEADLINE, Session, with_ending
 from .sockets import Sockets, socket_verdict
 from .state import State
 
@@ -48,14 +49,38 @@ class Inspector:
         state: State | None = None,
         pins: Pins | None = None,
         applications: Applications | None = None,
+        deadline: float = DEADLINE,
     ) -> None:
         self.sink = sink
         self.metrics = metrics
         self.traces = traces
-        self.session = Session(state=state, pins=pins)
+        self.session = Session(state=state, pins=pins, deadline=deadline)
         self.applications = applications or Applications()
         self.sockets = Sockets(max_turn, budget)
         self._fault = fault  # a test seam: raises to inject a fault
+
+    @classmethod
+    def of(
+        cls,
+        settings: Mapping[str, Any],
+        sink: LogSink,
+        metrics: Metrics,
+        state: State,
+        fault: Callable[[str], None] | None = None,
+    ) -> Inspector:
+        """An inspector as the inspection settings say (options.settings)."""
+        return cls(
+            sink,
+            metrics,
+            fault,
+            max_turn=settings["tooltap_max_body"],
+            budget=settings["tooltap_memory_budget"],
+            traces=traces(settings, metrics.span),
+            state=state,
+            pins=open_pins(settings, state),
+            applications=Applications(settings["tooltap_app_header"]),
+            deadline=settings["tooltap_tool_deadline"],
+        )
 
     def handle(self, record: Record) -> None:
         if self._fault is not None:
@@ -109,7 +134,7 @@ class Inspector:
         started = time.perf_counter()
         for reason, count in batch.skipped.items():
             self.metrics.socket_skipped(record.api, reason, count)
-        turns = self.sockets.read(record.api, record.url, batch, record.chunks)
+        turns = self.sockets.read(record.api, record.url, batch, record.chunks, record.arrived)
         for (api, reason), count in self.sockets.skipped.items():
             self.metrics.socket_skipped(api, reason, count)
         self.sockets.skipped.clear()

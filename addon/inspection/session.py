@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from tooltap.core import (
     Exchange,
     ToolServer,
+    ToolTime,
     ValidatorCache,
     Verdict,
     detect_api,
@@ -26,12 +27,15 @@ from tooltap.core import (
     served_session,
 )
 from tooltap.core.definitions import endpoint
-from tooltap.core.dialects.mcp import ANSWERED_ON_STREAM, Changed, Channels, Said, list_changed
+from tooltap.core.dialects.mcp import list_changed
+from tooltap.core.dialects.mcp_streams import ANSWERED_ON_STREAM, Changed, Channels, Said
 from tooltap.core.jsontext import loads
+from tooltap.core.turn import given_id
 
 from .pins import Pins
 from .state import REMEMBERED, LocalState, Recalled, State
 
+DEADLINE = 60.0  # seconds a call may wait for its answer before it is late (tooltap_tool_deadline)
 TOOL_SESSIONS = 1_000  # MCP sessions remembered (with their tool schemas), the newest only
 TOOL_BYTES = 64 << 20  # ... and at most this many bytes of the tools/list answers behind them
 
@@ -93,9 +97,14 @@ class Session:
     """
 
     def __init__(
-        self, size: int = REMEMBERED, state: State | None = None, pins: Pins | None = None
+        self,
+        size: int = REMEMBERED,
+        state: State | None = None,
+        pins: Pins | None = None,
+        deadline: float = DEADLINE,
     ) -> None:
         self.state = state if state is not None else LocalState(size)
+        self.deadline = deadline
         self.validators = ValidatorCache()
         self.tool_servers = ToolServers()
         self.pins = pins if pins is not None else Pins()
@@ -170,6 +179,7 @@ class Session:
             exchange, calls, validators=self.validators, tool_server=self.tool_servers.get(key)
         )
         verdict.tool_changes = self.pins.check(verdict.definitions, application)
+        self._time_tools(exchange, verdict)
         hiding = {h.tool for h in verdict.hidden_text if h.part == "definition"}
         if hiding:
             new = self.pins.first_hidden(verdict.definitions, hiding, application)
@@ -198,6 +208,39 @@ class Session:
         if verdict.awaiting:
             self.state.remember(response_id, verdict.awaiting)
         return verdict
+
+    def _time_tools(self, exchange: Exchange, verdict: Verdict) -> None:
+        """The calls this request answers, timed from the end of the response that issued them
+        (remembered by call id) to this request's arrival; then the calls its response issues,
+        remembered. Only ids the API gave tie a call to its answer: no guess."""
+        if verdict.scope != "turn":
+            return
+        answered = [r.call_id for r in verdict.tool_results if given_id(r.call_id)]
+        arrived = exchange.request_start
+        if answered and arrived is not None:
+            for call_id, (name, issued_at) in self.state.answer(answered).items():
+                waited = max(0.0, arrived - issued_at)
+                verdict.tool_times.append(
+                    ToolTime(
+                        call_id=call_id,
+                        name=name,
+                        waited_ms=round(waited * 1000, 3),
+                        late=waited > self.deadline,
+                        issued_at=issued_at,
+                        answered_at=arrived,
+                    )
+                )
+            waits = [t.waited_ms for t in verdict.tool_times]
+            verdict.tool_wait_ms = max(waits) if waits else None
+        issued_at = exchange.response_end
+        if issued_at is not None and verdict.outcome == "inspected":
+            issued = {
+                c.call_id: (c.name, issued_at)
+                for c in verdict.calls
+                if not c.hosted and given_id(c.call_id)
+            }
+            if issued:
+                self.state.issue(issued)
 
 
 def _mcp(exchange: Exchange) -> bool:

@@ -9,10 +9,12 @@ skipped. A socket whose reader was let go is read on as one joined late.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from tooltap.core import Api, Verdict
-from tooltap.core.sockets import Reader, SocketTurn, socket_reader
+from tooltap.core.dialects import socket_reader
+from tooltap.core.sockets import SocketReader, SocketTurn
 
 from ..handover.record import SocketBatch
 from .session import Session, with_ending
@@ -37,16 +39,24 @@ class Sockets:
         self.size = size
         self.held = 0
         self.skipped: Counter[tuple[str, str]] = Counter()  # (api, reason): messages not used
-        self._readers: OrderedDict[str, Reader] = OrderedDict()
+        self._readers: OrderedDict[str, SocketReader] = OrderedDict()
         # Turns read per socket, kept when its reader is let go (it is read on, joined late).
         self._numbers: OrderedDict[str, int] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._readers)
 
-    def read(self, api: Api, url: str, batch: SocketBatch, messages: list[bytes]) -> list[Numbered]:
-        """Feed one batch of a socket's messages; the turns it finished, in order, numbered
-        (turns of other sockets whose readers this batch pushed out come with their own key)."""
+    def read(
+        self,
+        api: Api,
+        url: str,
+        batch: SocketBatch,
+        messages: list[bytes],
+        times: Sequence[float | None] = (),
+    ) -> list[Numbered]:
+        """Feed one batch of a socket's messages (each at its time, when known); the turns it
+        finished, in order, numbered (turns of other sockets whose readers this batch pushed
+        out come with their own key)."""
         key = batch.key
         reader = self._readers.get(key)
         if reader is None:
@@ -56,8 +66,9 @@ class Sockets:
         self._readers.move_to_end(key)
         before = reader.held
         turns = reader.lost() if batch.lost else []
-        for message, source in zip(messages, batch.sources, strict=True):
-            turns += reader.feed(message, bool(source))
+        times = times if len(times) == len(messages) else [None] * len(messages)
+        for message, source, at in zip(messages, batch.sources, times, strict=True):
+            turns += reader.feed(message, bool(source), at)
         if batch.ended:
             turns += reader.close(batch.close)
             del self._readers[key]
@@ -86,7 +97,7 @@ class Sockets:
             numbered.append(Numbered(key, number, turn))
         return numbered
 
-    def _count(self, reader: Reader) -> None:
+    def _count(self, reader: SocketReader) -> None:
         for reason, count in reader.skipped.items():
             self.skipped[reader.api, reason] += count
         reader.skipped.clear()

@@ -37,14 +37,12 @@ from ..handover.counts import DirectCounts
 from ..handover.record import Record
 from ..handover.supervisor import Supervisor
 from ..handover.workers import ThreadWorker
-from ..inspection.applications import Applications
 from ..inspection.inspector import Inspector
-from ..inspection.pins import open_pins
 from ..inspection.state import open_state
 from ..options import BY_NAME
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
-from ..sinks.traces import traces
+from ..sinks.redaction import hash_key_problem
 from .channel import ChannelTap
 from .health import Health
 from .listener import REFUSED, ListenerTLS
@@ -259,6 +257,8 @@ class Tooltap:
     def configure(self, updated: set[str]) -> None:
         for problem in options.problems(ctx.options, updated):
             raise exceptions.OptionsError(problem)
+        if self._settings is None and (problem := hash_key_problem()) is not None:
+            raise exceptions.OptionsError(problem)
         if "tooltap_hosts" in updated:
             self._hosts.clear()
         self.budget.limit = ctx.options.tooltap_memory_budget
@@ -326,17 +326,7 @@ class Tooltap:
         sink = LogSink(settings["tooltap_log_format"], settings["tooltap_log_arguments"], stream)
         metrics.watch_budget(self.budget)
         state = open_state(settings, metrics.state_error)
-        inspector = Inspector(
-            sink,
-            metrics,
-            self._fault,
-            max_turn=settings["tooltap_max_body"],
-            budget=settings["tooltap_memory_budget"],
-            traces=traces(settings, metrics.span),
-            state=state,
-            pins=open_pins(settings, state),
-            applications=Applications(settings["tooltap_app_header"]),
-        )
+        inspector = Inspector.of(settings, sink, metrics, state, self._fault)
         worker = ThreadWorker(inspector.handle, self._worker_error, size, self._release)
         worker.start()
         url = self._metrics_url(settings, port)
@@ -553,6 +543,7 @@ class Tooltap:
             note=None if failed else error,
             ended=(response.timestamp_end if response is not None else None)
             or (flow.error.timestamp if flow.error is not None else 0.0),
+            request_ended=request.timestamp_end or 0.0,
         )
         if response is not None:
             record.status = response.status_code
@@ -579,7 +570,7 @@ class Tooltap:
             elif pending.too_large or (pending.tap is not None and pending.tap.overflow):
                 record.skipped = "response body above tooltap_max_body"
             elif pending.tap is not None:
-                record.chunks, record.held = pending.tap.hand_over()
+                record.chunks, record.arrived, record.held = pending.tap.hand_over()
                 _recorded(flow, record.chunks)
             elif response.raw_content is None:
                 # Never kept: the exchange broke off before the body was

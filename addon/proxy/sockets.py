@@ -4,7 +4,7 @@ Bookkeeping only. A look at the head of each text message decides whether it
 is held: audio, images and text deltas never are. Held messages are
 mitmproxy's own bytes, kept by reference, and go to the inspection side in
 batches: after a response's last event, when a batch is full, and when the
-socket closes. Turns are split there (tooltap.core.sockets).
+socket closes. Turns are split there, by the dialect's socket reader.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections import Counter
 from mitmproxy import http
 
 from tooltap.core import Api
-from tooltap.core.sockets import ends_turn, kind_of, needed, readable
+from tooltap.core.dialects import socket_reading
 
 from ..handover.budget import Budget, MiB
 from ..handover.record import Record, SocketBatch
@@ -29,8 +29,10 @@ class SocketTap:
 
     def __init__(self, api: Api, flow: http.HTTPFlow) -> None:
         self.api = api
+        self.reading = socket_reading(api)  # its cheap look at each message
         self.flow = flow
         self.messages: list[bytes] = []
+        self.times: list[float] = []  # per held message, when it crossed the socket (epoch s)
         self.sources = bytearray()  # per held message, 1 when the client sent it
         self.seen = 0  # messages the socket carried so far
         self.first = 0  # ... before the current batch
@@ -47,12 +49,13 @@ class SocketTap:
             return False
         message = websocket.messages[-1]
         self.seen += 1
-        if not readable(self.api, message.is_text):
+        reading = self.reading
+        if not reading.readable(message.is_text):
             self.skipped["binary"] += 1
             return False
         content = message.content
-        kind = kind_of(self.api, content)
-        if not needed(self.api, content, kind):
+        kind = reading.kind(content)
+        if not reading.needed(content, kind):
             return False
         if not budget.take(len(content)):
             self.skipped["over_budget"] += 1
@@ -65,10 +68,11 @@ class SocketTap:
             self.started = message.timestamp
         self.ended = message.timestamp
         self.messages.append(content)
+        self.times.append(message.timestamp)
         self.sources.append(message.from_client)
         self.held += len(content)
         return (
-            ends_turn(self.api, content, kind)
+            reading.ends_turn(content, kind)
             or len(self.messages) >= BATCH_MESSAGES
             or self.held >= BATCH_BYTES
         )
@@ -87,6 +91,7 @@ class SocketTap:
             held=self.held,
             started=self.started,
             ended=self.ended,
+            arrived=self.times,
             socket=SocketBatch(
                 flow.id,
                 bytes(self.sources),
@@ -100,7 +105,7 @@ class SocketTap:
         )
         if ended and flow.websocket is not None:
             record.note, record.failure = socket_ending(flow)
-        self.messages, self.sources, self.held = [], bytearray(), 0
+        self.messages, self.times, self.sources, self.held = [], [], bytearray(), 0
         self.first, self.lost, self._losing = self.seen, self._losing, False
         self.skipped.clear()
         return record

@@ -1,5 +1,6 @@
 """tooltap run's mitmdump command line, and script-path."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -178,3 +179,31 @@ def test_tls_makes_the_hints_https_and_is_refused_in_regular_mode():
     assert hints[0].endswith("OPENAI_BASE_URL=https://127.0.0.1:8080/v1")
     with pytest.raises(SystemExit, match="--tls-cert is for reverse mode"):
         argv_of("--regular", "--tls-cert", "tls.crt")
+
+
+def test_run_with_a_hash_key_file_it_cannot_read_exits_at_once_and_says_why(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLTAP_HASH")}
+    env["TOOLTAP_HASH_KEY_FILE"] = str(tmp_path / "absent")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tooltap.addon.commands.cli",
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics",
+            "127.0.0.1:0",
+            "--health",
+            "off",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode != 0
+    assert f"TOOLTAP_HASH_KEY_FILE={tmp_path / 'absent'}: the hash key cannot be read" in (
+        done.stdout + done.stderr
+    )

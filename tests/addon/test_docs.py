@@ -203,7 +203,10 @@ def emitted_fields() -> dict[str, set[str]]:
         stream_errors=[{"type": "t", "message": "m"}],
         tool_changes=[change],
         hidden_text=[hidden],
-    )
+        usage={"input_tokens": 9, "output_tokens": 3, "cached_input_tokens": 4, "reasoning_tokens": 1},
+        tool_wait_ms=812.4,
+        tool_times=[{"call_id": "c", "name": "f", "waited_ms": 812.4, "issued_at": 1.0, "answered_at": 1.8}],
+    )  # fmt: skip
     no_call = Verdict(api="responses", outcome="inspected", state="no-strict-declared")
     mcp = Verdict(
         api="mcp",
@@ -360,3 +363,32 @@ def test_the_environment_table_says_who_reads_each_name():
             assert not read_by_code and name in dev, name
         elif name.startswith("TOOLTAP_"):
             assert read_by_code, name
+
+
+def test_the_apis_page_names_the_module_each_api_is_read_in():
+    from tooltap.core.dialects import DIALECTS
+
+    text = (ROOT / "docs" / "apis.md").read_text()
+    section = text.split("## Where each API is read", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `(\w+)` \| `(core/dialects/\w+\.py)`", section, re.MULTILINE))
+    assert set(rows) == set(DIALECTS)
+    for api, module in rows.items():
+        assert (ROOT / module).is_file() and DIALECTS[api].read_turn.__module__.endswith(
+            Path(module).stem
+        ), api
+    for beside in re.findall(r"`(\w+\.py)`: ", section):
+        assert (ROOT / "core" / "dialects" / beside).is_file(), beside
+
+
+def test_the_pytest_pages_example_runs_as_pasted_and_its_options_are_the_plugins(pytester):
+    text = (DOCS / "pytest.md").read_text(encoding="utf-8")
+    example = text.split("## A test", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    assert len([line for line in example.splitlines() if line.strip()]) == 10
+    pytester.makepyfile(test_example=example)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tooltap", timeout=120)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["1 exchange(s) read in 1 test(s); 0 finding(s)"])
+    # Every property and option the page names is one the plugin has, and the reverse.
+    plugin = (ROOT / "addon" / "testing" / "plugin.py").read_text(encoding="utf-8")
+    named = set(re.findall(r"`(tooltap_[a-z_]+)`", text)) - {"tooltap_max_body"}
+    assert named == set(re.findall(r'"(tooltap_[a-z_]+)"', plugin))
