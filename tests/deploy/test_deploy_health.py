@@ -9,6 +9,7 @@ is its proxy's child, found by PID. Every loop is bounded in count and time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -28,9 +29,10 @@ from support.prom import Prometheus, start_prometheus, stop_prometheus, wait_unt
 from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.harness.replay import ReplayServer, Reply
 
-pytestmark = pytest.mark.timeout(150)
+pytestmark = pytest.mark.timeout(400)
 
 KILLS = 3
+STARTUP = 90  # seconds a proxy or a restarted inspector may take to be up, at most
 ANSWER = (WIRE / "chat_nonstream_parallel_tool_calls.json").read_bytes()
 RESTARTS_FIRE = "increase(tooltap_inspector_restarts_total[15m]) > 0"  # the rule's expression
 
@@ -93,10 +95,13 @@ def drive(url: str, observed: Observed, stop: threading.Event) -> None:
 def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
     found = Observed()
     stop = threading.Event()
-    with (
-        ReplayServer(lambda _seen: Reply(chunks=[ANSWER])) as upstream,
-        Proxy.tooltap([upstream.url], "--log-format", "json") as proxy,
-    ):
+    with contextlib.ExitStack() as stack:
+        upstream = stack.enter_context(ReplayServer(lambda _seen: Reply(chunks=[ANSWER])))
+        proxy = Proxy.tooltap([upstream.url], "--log-format", "json")
+        stack.callback(proxy.stop)
+        # Bounds, not timings: on a machine shared with other suites an inspector can take
+        # tens of seconds to start.
+        proxy.start(timeout=STARTUP)
         assert proxy.metrics_url and proxy.health_url
         target = proxy.metrics_url.removeprefix("http://").removesuffix("/metrics")
         prometheus: Prometheus = start_prometheus(tmp_path_factory.mktemp("prometheus"), target)
@@ -110,7 +115,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
                 thread.start()
             time.sleep(1)
             for kill in range(1, KILLS + 1):
-                child = wait_until("an inspector", lambda: inspector(proxy), 30)
+                child = wait_until("an inspector", lambda: inspector(proxy), STARTUP)
                 killed_at = time.monotonic()
                 os.kill(child.pid, signal.SIGKILL)
 
@@ -123,7 +128,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
                     except httpx.HTTPError:
                         return False
 
-                wait_until("the inspector to come back", back, 30)
+                wait_until("the inspector to come back", back, STARTUP)
                 found.outages.append((killed_at, time.monotonic()))
 
                 def scraped(count: int = kill) -> bool:

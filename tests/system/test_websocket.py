@@ -159,7 +159,11 @@ def forget(upstream: ReplayServer, scenario: str) -> None:
     ]
 
 
-NOISE = ("timestamp", "inspect_ms", "repairs")  # what changes from run to run
+# What changes from run to run, and the turn's time and tokens (tests/core/test_time.py and
+# the time tests of tests/system tell them).
+TIME = ("duration_ms", "first_token_ms", "input_tokens", "output_tokens", "cached_input_tokens",
+        "reasoning_tokens", "tool_wait_ms")  # fmt: skip
+NOISE = ("timestamp", "inspect_ms", "repairs", *TIME)
 # The keys every line carries to join its exchange (checked on their own in test_websocket.py),
 # left out of the lines that did not carry them for their own sake, so that these expectations
 # are each event's own fields.
