@@ -20,7 +20,7 @@ import logging
 import socket
 from typing import Any
 
-from mitmproxy import ctx, exceptions
+from mitmproxy import ctx
 from mitmproxy.proxy.mode_specs import ReverseMode
 from mitmproxy.utils import asyncio_utils
 
@@ -127,7 +127,7 @@ class Health:
         logger.info(f"tooltap health at {self.url} (livez, readyz)")
 
     async def _serve(self, sock: socket.socket) -> None:
-        self._server = await asyncio.start_server(self._answer, sock=sock)
+        self._server = await asyncio.start_server(self._answer, sock=sock, limit=MAX_REQUEST)
         await self._server.serve_forever()
 
     def _close(self) -> None:
@@ -145,8 +145,12 @@ class Health:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT)
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
                 return
-            method, path = _request_line(head[:MAX_REQUEST])
-            status, body = self.report(path)
+            method, path = _request_line(head)
+            try:
+                status, body = self.report(path)
+            except Exception:  # said in the log and in the answer, never raised
+                logger.exception("tooltap: the health endpoint could not answer")
+                status, body = 500, {"error": "tooltap could not read its own state"}
             if method not in ("GET", "HEAD"):
                 status, body = 405, {"error": "GET or HEAD only"}
             payload = json.dumps(body).encode() + b"\n"
@@ -159,7 +163,7 @@ class Health:
                 + (payload if method != "HEAD" else b"")
             )
             await writer.drain()
-        except (ConnectionError, exceptions.MitmproxyException):
+        except ConnectionError:
             pass
         finally:
             writer.close()
@@ -181,7 +185,13 @@ class Health:
         return 200, {"status": "ready", **body}
 
 
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+_REASONS = {
+    200: "OK",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 
 
 def _family(host: str) -> socket.AddressFamily:
