@@ -197,10 +197,10 @@ class Dialect:
 
     @classmethod
     def from_names(cls, names: Mapping[str, Any], **given: Any) -> Dialect:
-        """A dialect read from its room's own names, as a module states it: a function named
+        """A dialect read from its module's own names, as the module states it: a function named
         after a field (recognise, read_turn, check_loop, finish_reasons, instructions,
         blockers, ...) is that field, and the class Assembler is its assembler. `given` says
-        the rest (api, settings, what it takes from another room) and wins over a name."""
+        the rest (api, settings, what it takes from another module) and wins over a name."""
         fields = {f.name for f in dataclasses.fields(cls)}
         found = {k: v for k, v in names.items() if k in fields and callable(v)}
         if "Assembler" in names:
