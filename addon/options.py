@@ -72,6 +72,23 @@ def state_problem(url: str) -> str | None:
     return None
 
 
+def host_port(text: str, option: str = "tooltap_health") -> tuple[str, int]:
+    """HOST:PORT as (host, port); a bracketed IPv6 host loses its brackets. Raises ValueError."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{option} wants HOST:PORT, not {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def address_problem(text: str) -> str | None:
+    """Why an address option (empty: off) cannot be used, or None."""
+    try:
+        text and host_port(text)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def lock_problem(path: str) -> str | None:
     """Why a tools lock cannot be used, or None (an empty path: no lock)."""
     if not path:
@@ -133,6 +150,34 @@ OPTIONS = (
         minimum=0,
         maximum=65535,
         inspection=True,
+    ),
+    Option(
+        "tooltap_health",
+        str,
+        "",
+        "HOST:PORT where the proxy process itself answers /livez and /readyz (plain HTTP, on "
+        "its event loop; up while the inspector restarts). Empty: off. `tooltap run` turns it "
+        "on at 127.0.0.1:9465.",
+        check=address_problem,
+    ),
+    Option(
+        "tooltap_tls_cert",
+        str,
+        "",
+        "A PEM file with the certificate (then its chain) the reverse listeners present to "
+        "clients that speak TLS; a plain-HTTP request is then refused with a 400, never sent "
+        "upstream. Given to mitmproxy's certs option. Off: the listeners speak plain HTTP.",
+        flag="--tls-cert",
+        metavar="FILE",
+    ),
+    Option(
+        "tooltap_tls_key",
+        str,
+        "",
+        "A PEM file with tooltap_tls_cert's private key (unencrypted), when it is not in the "
+        "certificate's file (a Kubernetes TLS Secret mounts tls.crt and tls.key apart).",
+        flag="--tls-key",
+        metavar="FILE",
     ),
     Option(
         "tooltap_log_format",

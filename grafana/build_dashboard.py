@@ -465,7 +465,7 @@ def health_panels() -> list[Any]:
         ).thresholds(thresholds((None, "red"), (1, "green"))),
         single(
             "Dropped flows",
-            "Flows not inspected because the hand-over to the inspector was full (or the"
+            "Flows not inspected because the queue to the inspector was full (or the"
             " inspector was restarting), over the time range. The traffic itself passed"
             " unchanged. Raise tooltap_queue_size or add replicas.",
             query(f'sum(increase(tooltap_flows_total{{{API}, outcome="dropped"}}[$__range]))'),

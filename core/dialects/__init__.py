@@ -7,7 +7,7 @@ findings, inspection) never name a dialect: they ask this table. Adding a dialec
 and a row.
 
 Some paths serve several dialects' bodies (Bedrock's InvokeModel serves each model family's
-own): a shared path's room says which dialect reads an exchange there, from the model its path
+own): a shared path's module says which dialect reads an exchange there, from the model its path
 names or the body's own shape, or why none does (tooltap.core.dialects.base.SharedPath).
 """
 
