@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
 from .definitions import HiddenText, ToolChange, ToolDefinitions, declared_in, hidden_in, served_in
-from .dialects import NOT_AN_ENDPOINT, dialect, path_of, shared_path, streamed_path
+from .dialects import dialect, path_of, shared_path, streamed_path, unread_reason
 from .dialects.base import Serve
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .eventstream import looks_like_eventstream
@@ -97,9 +97,9 @@ class Verdict(BaseModel):
     """responses, chat or messages (the `api` label); None for an upstream refused at connect."""
     outcome: Outcome
     """inspected, skipped, unparseable, upstream_error, client_gone (the client hung up before
-    any answer came) or not_read (an exchange whose body no dialect reads: not a tool-calling
-    endpoint, or a model family with no tool calls tooltap reads; the reason says which): what
-    became of the flow."""
+    any answer came) or not_read (an exchange whose body no dialect reads: an API tooltap knows
+    and does not read, a path it does not read at all, or a model family with no tool calls
+    tooltap reads; the reason says which): what became of the flow."""
     transport: Transport = "http"
     """http, or websocket for a turn of a Responses WebSocket or a Realtime session."""
     scope: Scope = "turn"
@@ -119,7 +119,8 @@ class Verdict(BaseModel):
     finish_reasons: list[str] = Field(default_factory=list)
     """Why the model stopped: finish_reason per choice, stop_reason, or the response's status."""
     usage: dict[str, int] = Field(default_factory=dict)
-    """The tokens the response counts: input_tokens, output_tokens (where it says)."""
+    """The tokens the response counts: input_tokens, output_tokens, and cached_input_tokens
+    (Cohere), where it says."""
     response_id: str | None = None
     """The response's id (resp_..., chatcmpl-..., msg_...)."""
     state: str | None = None
@@ -468,7 +469,7 @@ def inspect(
     else:
         known = exchange.api or detect_api(exchange.method, exchange.url, exchange.request_body)
         if known is None:
-            return _not_read(exchange, NOT_AN_ENDPOINT)
+            return _not_read(exchange, unread_reason(path))
         api = known
         serve = dialect(api).serve
         if serve is not None:

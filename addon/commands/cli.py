@@ -75,7 +75,7 @@ def proxy_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--upstream",
         action="append",
-        metavar="openai|anthropic|gemini|ollama|URL|mcp:URL",
+        metavar="openai|anthropic|gemini|ollama|cohere|URL|mcp:URL",
         help="reverse-proxy target; repeat for more, each on the next port; mcp:URL is an MCP "
         "server (Streamable HTTP), its JSON-RPC read as MCP",
     )

@@ -19,6 +19,7 @@ from ..jsontext import loads
 from ..turn import Api
 from . import (
     chat,
+    cohere,
     converse,
     gemini,
     gemini_live,
@@ -30,10 +31,10 @@ from . import (
     responses,
 )
 from .base import Dialect, Reading, SharedPath
+from .unread import unread_reason
 
 __all__ = [
     "DIALECTS",
-    "NOT_AN_ENDPOINT",
     "SHARED",
     "Dialect",
     "Reading",
@@ -44,6 +45,7 @@ __all__ = [
     "path_of",
     "shared_path",
     "streamed_path",
+    "unread_reason",
 ]
 
 DIALECTS: dict[str, Dialect] = {
@@ -58,13 +60,12 @@ DIALECTS: dict[str, Dialect] = {
         mcp.DIALECT,
         ollama.DIALECT,
         gemini_live.DIALECT,
+        cohere.DIALECT,
     )
 }
 
 
 SHARED: tuple[SharedPath, ...] = (invoke.SHARED,)
-# Why an exchange on a watched host is not read when no dialect and no shared path names it.
-NOT_AN_ENDPOINT = "not a tool-calling endpoint"
 
 
 def dialect(api: str) -> Dialect:
