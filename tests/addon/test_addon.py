@@ -218,10 +218,21 @@ async def test_other_endpoints_of_a_watched_host_are_said_and_counted_as_not_rea
     none = "it makes no tool calls, and is not read"  # each says what it is
     assert [(t["path"], t["outcome"], t["reason"], t["level"], t["stream"]) for t in turns] == [
         ("/v1/models", "not_read", f"a model list or a model's details: {none}", "info", False),
-        ("/v1/embeddings", "not_read",
-         f"embeddings (OpenAI's API and those compatible with it): {none}", "info", False),
-        ("/v1/chat", "not_read", "Cohere's v1 chat (/v1/chat): it calls tools, and tooltap does "
-         "not read it (its v2 chat, /v2/chat, is read)", "info", False),
+        (
+            "/v1/embeddings",
+            "not_read",
+            f"embeddings (OpenAI's API and those compatible with it): {none}",
+            "info",
+            False,
+        ),
+        (
+            "/v1/chat",
+            "not_read",
+            "Cohere's v1 chat (/v1/chat): it calls tools, and tooltap does "
+            "not read it (its v2 chat, /v2/chat, is read)",
+            "info",
+            False,
+        ),
         ("/v1/brand-new", "not_read", "not an endpoint tooltap reads", "info", False),
         ("/v1/audio/speech", "not_read", f"OpenAI's audio API: {none}", "info", True),
     ]
