@@ -11,7 +11,9 @@ from .run import SCRIPT, _run, _web, host_port
 
 # What `tooltap demo` imports beyond the base install: the official SDKs it drives, and the
 # WebSocket library of its loopback upstream and of the SDKs' socket transport.
-DEMO_EXTRA = ("openai", "anthropic", "boto3", "google.genai", "websockets", "mcp", "ollama")
+DEMO_EXTRA = (
+    "openai", "anthropic", "boto3", "google.genai", "websockets", "mcp", "ollama", "cohere",
+)  # fmt: skip
 
 
 def parser() -> argparse.ArgumentParser:

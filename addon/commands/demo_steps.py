@@ -17,7 +17,7 @@ from tooltap.core.wire import detect_socket
 from ..harness import eventstream
 from ..harness.replay import Reply, Seen
 from ..harness.sockets import Step as SocketStep
-from . import demo_live, demo_mcp, demo_ollama
+from . import demo_cohere, demo_live, demo_mcp, demo_ollama
 
 JSON = [("content-type", "application/json"), ("x-request-id", "req_demo")]
 SSE = [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache")]
@@ -1074,6 +1074,13 @@ STEPS: list[Step] = [
         lambda c: demo_ollama.chat(c.base_url, c.headers, chat_tools(strict=False)),
     ),
     Step(
+        "cohere-stream",
+        "Cohere's v2 chat (the cohere client, SSE): a 200 stream that ends in ERROR, after a"
+        " history that answered a call with nothing",
+        demo_cohere.reply(),
+        lambda c: demo_cohere.chat(c.base_url, c.headers, WEATHER),
+    ),
+    Step(
         "mcp-tools",
         "an MCP tool server: arguments off a tool's inputSchema, a result off its outputSchema,"
         " and a call to a tool it never listed",
@@ -1101,6 +1108,7 @@ DEFAULTS = {
     "/converse": "converse-unanswered",
     ":generateContent": "gemini-unsigned",
     "/api/chat": "ollama-stream",
+    "/v2/chat": "cohere-stream",
 }
 
 
@@ -1128,7 +1136,8 @@ def route(seen: Seen) -> Reply:
                 "error": {
                     "message": "the demo upstream serves chat/completions, responses, "
                     "messages, Bedrock's invoke-with-response-stream and converse, "
-                    f"Gemini's generateContent and Ollama's /api/chat, not {seen.path}",
+                    f"Gemini's generateContent, Ollama's /api/chat and Cohere's /v2/chat, not "
+                    f"{seen.path}",
                     "type": "not_found",
                 }
             },

@@ -26,6 +26,7 @@ DEMO_ONLY = {
     "tooltap.addon.commands.demo_live",
     "tooltap.addon.harness.live",
     "tooltap.addon.commands.demo_ollama",
+    "tooltap.addon.commands.demo_cohere",
     "tooltap.addon.harness.replay",
     "tooltap.addon.harness.sockets",
 }

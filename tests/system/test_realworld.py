@@ -22,7 +22,7 @@ from support.corpora import Corpus, read
 from support.realworld_reader import dialect, error_message, expected_calls, is_stream
 
 FOLDER = Path(__file__).parents[1] / "corpus" / "realworld"
-FIRST_PARTY = ("api.openai.com", "api.anthropic.com")
+FIRST_PARTY = ("api.openai.com", "api.anthropic.com", "api.cohere.com")
 LOOP_RULES = {"unanswered-call", "orphan-result", "duplicate-result"}
 # Fields of a printed verdict that may differ from one run to the next.
 PER_RUN = {"inspect_ms"}
