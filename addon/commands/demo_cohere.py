@@ -57,32 +57,31 @@ def tools(parameters: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"type": "function", "function": {"name": "get_weather", "parameters": parameters}}]
 
 
-def chat(base_url: str, headers: Mapping[str, str], weather: Mapping[str, Any]) -> list[Any]:
+def chat(base_url: str, headers: Mapping[str, str], parameters: Mapping[str, Any]) -> list[Any]:
     """The agent's next turn, streamed through the cohere client."""
     import cohere  # noqa: PLC0415 - the SDKs are the demo extra
 
     client = cohere.ClientV2(api_key="demo", base_url=base_url)
-    results = [
-        [{"type": "document", "document": {"data": {"temperature": "-3C", "sky": "snow"}}}],
-        [],  # the tool returned nothing, and the loop sent nothing on
+    calls = [
+        {
+            "id": i,
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps(a)},
+        }
+        for i, a in EARLIER
     ]
+    weather = [{"type": "document", "document": {"data": {"temperature": "-3C", "sky": "snow"}}}]
     history: list[Any] = [
         {"role": "user", "content": ASK},
-        {
-            "role": "assistant",
-            "tool_plan": "I will look up both cities.",
-            "tool_calls": [
-                {"id": i, "type": "function",
-                 "function": {"name": "get_weather", "arguments": json.dumps(a)}}
-                for i, a in EARLIER
-            ],  # fmt: skip
-        },
-        *({"role": "tool", "tool_call_id": i, "content": r} for (i, _), r in zip(EARLIER, results, strict=True)),
+        {"role": "assistant", "tool_plan": "I will look up both cities.", "tool_calls": calls},
+        {"role": "tool", "tool_call_id": EARLIER[0][0], "content": weather},
+        # The tool returned nothing, and the loop sent nothing on.
+        {"role": "tool", "tool_call_id": EARLIER[1][0], "content": []},
     ]
     stream = client.chat_stream(
         model=MODEL,
         messages=history,
-        tools=tools(weather),
+        tools=tools(parameters),
         request_options={"additional_headers": dict(headers)},
     )
     return list(stream)
