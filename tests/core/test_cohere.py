@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import pytest
+from support.cohere_stream import events_of, sse
 
 from tooltap.core import Exchange, StreamReader, inspect
 from tooltap.core.dialects import detect_api, unread_reason
@@ -67,47 +68,6 @@ def exchange(request: Any, body: bytes | dict, content_type: str = "application/
         response_headers={"content-type": content_type},
         response_body=raw,
     )
-
-
-def sse(events: list[dict[str, Any]], done: bool = True) -> bytes:
-    """Events as Cohere frames them: an event name repeating the type, then `data: [DONE]`."""
-    framed = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
-    return framed + (b"data: [DONE]\n\n" if done else b"")
-
-
-def events_of(body: dict[str, Any], pieces: int = 3) -> list[dict[str, Any]]:
-    """The stream Cohere sends for an answer: its plan, its content and each call in pieces."""
-    message = body["message"]
-    out: list[dict[str, Any]] = [
-        {"id": body["id"], "type": "message-start", "delta": {"message": {
-            "role": "assistant", "content": [], "tool_plan": "", "tool_calls": [],
-            "citations": []}}},
-    ]  # fmt: skip
-    plan = message.get("tool_plan", "")
-    out += [{"type": "tool-plan-delta", "delta": {"message": {"tool_plan": plan[i : i + 7]}}}
-            for i in range(0, len(plan), 7)]  # fmt: skip
-    for index, block in enumerate(message.get("content", [])):
-        key = "thinking" if block["type"] == "thinking" else "text"
-        out.append({"type": "content-start", "index": index, "delta": {"message": {
-            "content": {"type": block["type"], key: ""}}}})  # fmt: skip
-        text = block[key]
-        out += [{"type": "content-delta", "index": index, "delta": {"message": {
-            "content": {key: text[i : i + 5]}}}} for i in range(0, len(text), 5)]  # fmt: skip
-        out.append({"type": "content-end", "index": index})
-    for index, call in enumerate(message.get("tool_calls", [])):
-        start = {"id": call["id"], "type": "function",
-                 "function": {"name": call["function"]["name"], "arguments": ""}}  # fmt: skip
-        out.append({"type": "tool-call-start", "index": index,
-                    "delta": {"message": {"tool_calls": start}}})  # fmt: skip
-        arguments = call["function"]["arguments"]
-        step = max(1, len(arguments) // pieces)
-        out += [{"type": "tool-call-delta", "index": index, "delta": {"message": {
-            "tool_calls": {"function": {"arguments": arguments[i : i + step]}}}}}
-            for i in range(0, len(arguments), step)]  # fmt: skip
-        out.append({"type": "tool-call-end", "index": index})
-    out.append({"type": "message-end", "delta": {"finish_reason": body["finish_reason"],
-                                                 "usage": body["usage"]}})  # fmt: skip
-    return out
 
 
 def calls_of(verdict: Any) -> list[tuple[str, str, str]]:
