@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .dialects import detect_api, detect_socket, dialect, streamed_path
+from .dialects.base import Prior
 from .dialects.responses import (
     CLIENT_CALL_TYPES,
     RESULT_TYPES,
@@ -17,6 +18,7 @@ from .dialects.responses import (
     is_retrieval,
     result_call_ids,
 )
+from .loop import LoopReport
 from .shapes import as_dict, as_str
 from .turn import APIS, Api, Tool, ToolCall, Turn, callable_names
 
@@ -30,6 +32,7 @@ __all__ = [
     "ToolCall",
     "Turn",
     "callable_names",
+    "check_loop",
     "client_call_id",
     "detect_api",
     "detect_socket",
@@ -60,3 +63,8 @@ def read_turn(api: Api, request: Any, response: Any) -> Turn:
         k: v for k, v in counted.items() if isinstance(v, int) and not isinstance(v, bool)
     }
     return turn
+
+
+def check_loop(api: Api, request: Any, prior: Prior = None) -> LoopReport:
+    """Tool-loop findings and tool results for one request body, by its dialect's reading. Pure."""
+    return dialect(api).check_loop(as_dict(request), prior)

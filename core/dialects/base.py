@@ -9,31 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from .. import parallel, schema
 from ..arguments import ValidatorCache
-from ..errors import ApiError
+from ..assembly import StreamAssembler
 from ..loop import LoopReport
 from ..schema import SEED_LIMITS, Limits
 from ..served import Served, ToolServer
 from ..shapes import as_dict, as_list
+from ..sockets import SocketReading
 from ..turn import Api, Turn
-
-
-class Assembler(Protocol):
-    """A dialect's stream events, assembled into the response the same call returns unstreamed."""
-
-    errors: list[ApiError]
-
-    @property
-    def complete(self) -> bool: ...
-
-    def event(self, event: Mapping[str, Any]) -> None: ...
-
-    def done_marker(self) -> None: ...  # a `data: [DONE]` line, which is not JSON
-
-    def result(self) -> dict[str, Any]: ...
 
 
 def openai_blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> list[str]:
@@ -152,7 +138,7 @@ class Dialect:
     api: Api
     recognise: Callable[[str, str], bool]  # (method, path): does an HTTP request speak it
     read_turn: Callable[[Mapping[str, Any], Mapping[str, Any]], Turn]
-    assembler: Callable[[], Assembler]
+    assembler: Callable[[], StreamAssembler]
     check_loop: Callable[[Mapping[str, Any], Prior], LoopReport]
     finish_reasons: Callable[[Mapping[str, Any]], list[str]]
     blockers: Callable[..., list[str]] = openai_blockers
@@ -160,7 +146,7 @@ class Dialect:
     format_repairs: Callable[..., list[str]] = openai_format_repairs
     parallel_voids_strict: bool = True  # only OpenAI documents that parallel calls void strict
     argument_repair: str = ARGUMENT_REPAIR  # for calls with bad arguments ({calls}: their ids)
-    socket_path: str | tuple[str, ...] | None = None  # a WebSocket to a path ending so speaks it
+    socket: SocketReading | None = None  # how it is read off a WebSocket, if it speaks over one
     model_in_path: Callable[[str], str | None] | None = None  # where the body names none
     # A body that is not a turn yet (a background response), read later: (method, request,
     # status, stream read whole or not) -> whether to wait for it.

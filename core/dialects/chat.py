@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ApiError, api_error
+from ..assembly import Blocks, StreamAssembler
 from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import Tool, ToolCall, Turn, callable_names, make_call
@@ -106,7 +106,7 @@ def _tool_choice(request: Mapping[str, Any]) -> Any:
     return {"type": "function", **legacy} if isinstance(legacy, dict) else legacy
 
 
-class Assembler:
+class Assembler(StreamAssembler):
     """Chat Completions chunks: tool calls accumulate by index within a choice.
 
     Never by id: some servers send a new id on every fragment. Azure's leading
@@ -114,11 +114,10 @@ class Assembler:
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.head: dict[str, Any] = {}
         self.usage: Any = None
         self.choices: dict[int, dict[str, Any]] = {}
-        self.errors: list[ApiError] = []
-        self.done = False
 
     def done_marker(self) -> None:
         self.done = True
@@ -133,7 +132,7 @@ class Assembler:
 
     def event(self, chunk: Mapping[str, Any]) -> None:
         if chunk.get("error"):
-            self.errors.append(api_error(chunk))
+            self.error(chunk)
             return
         for key in ("id", "model", "created", "system_fingerprint"):
             if chunk.get(key) and key not in self.head:
@@ -148,7 +147,7 @@ class Assembler:
     def _choice(self, choice: Mapping[str, Any]) -> None:
         index = as_int(choice.get("index"))
         slot = self.choices.setdefault(
-            index, {"role": None, "content": [], "refusal": [], "calls": {}, "finish": None}
+            index, {"role": None, "content": [], "refusal": [], "calls": Blocks(), "finish": None}
         )
         if choice.get("finish_reason"):
             slot["finish"] = choice["finish_reason"]
@@ -162,21 +161,14 @@ class Assembler:
         for fragment in fragments if isinstance(fragments, list) else []:
             if not isinstance(fragment, dict):
                 continue
-            calls: dict[int, dict[str, Any]] = slot["calls"]
-            call = calls.setdefault(
-                as_int(fragment.get("index"), len(calls)),
-                {"id": None, "type": None, "name": None, "arguments": None},
-            )
-            for key in ("id", "type"):
-                if fragment.get(key) and call[key] is None:
-                    call[key] = fragment[key]
+            calls: Blocks = slot["calls"]
+            index = as_int(fragment.get("index"), len(calls))
+            call = calls.get(index) or calls.open(index, {"id": None, "type": None, "name": None})
             function = as_dict(fragment.get("function"))
-            if function.get("name") and call["name"] is None:
-                call["name"] = function["name"]
-            if isinstance(function.get("arguments"), str):
-                if call["arguments"] is None:
-                    call["arguments"] = []
-                call["arguments"].append(function["arguments"])
+            for key, value in (("id", fragment), ("type", fragment), ("name", function)):
+                if value.get(key) and call[key] is None:
+                    call[key] = value[key]
+            calls.add(index, function.get("arguments"))
 
     def result(self) -> dict[str, Any]:
         choices = []
@@ -194,13 +186,9 @@ class Assembler:
                         "type": call["type"] or "function",
                         # No fragment with arguments: the key was missing, not empty.
                         "function": {"name": call["name"] or ""}
-                        | (
-                            {}
-                            if call["arguments"] is None
-                            else {"arguments": "".join(call["arguments"])}
-                        ),
+                        | ({} if arguments is None else {"arguments": arguments}),
                     }
-                    for _, call in sorted(slot["calls"].items())
+                    for _, call, arguments in slot["calls"]
                 ]
             choices.append({"index": index, "message": message, "finish_reason": slot["finish"]})
         response: dict[str, Any] = {"object": "chat.completion", **self.head, "choices": choices}

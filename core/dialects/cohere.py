@@ -40,6 +40,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ..assembly import Blocks, StreamAssembler
 from ..errors import ApiError
 from ..jsontext import dumps
 from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
@@ -149,31 +150,20 @@ def finish_reasons(response: Mapping[str, Any]) -> list[str]:
 # --- the stream --------------------------------------------------------------------------------
 
 
-class Assembler:
+class Assembler(StreamAssembler):
     """Cohere's stream events, assembled into the response the same call returns unstreamed:
     content blocks and tool calls by their `index`, each piece appended to what its start
-    gave; the plan's pieces joined; `message-end` ends the stream. `[DONE]` after it adds
-    nothing."""
+    gave; the plan's pieces joined; `message-end` ends the stream, and `[DONE]` after it says
+    nothing more. A `message-end` whose finish_reason is ERROR or TIMEOUT is the API's error."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.top: dict[str, Any] = {}  # id, finish_reason, usage
         self.role = "assistant"
-        self.blocks: dict[int, dict[str, Any]] = {}
-        self.texts: dict[int, dict[str, list[str]]] = {}  # index -> text or thinking pieces
+        self.content = Blocks()
         self.plan: list[str] = []
-        self.calls: dict[int, dict[str, Any]] = {}
-        self.arguments: dict[int, list[str]] = {}
-        self.said: set[int] = set()  # the calls whose arguments a start or a piece gave
+        self.calls = Blocks()
         self.citations: list[Any] = []
-        self.errors: list[ApiError] = []
-        self.done = False
-
-    def done_marker(self) -> None:
-        """`data: [DONE]`, after `message-end`: the stream's end is that event."""
-
-    @property
-    def complete(self) -> bool:
-        return self.done
 
     def event(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
@@ -184,33 +174,25 @@ class Assembler:
         if kind == "message-start":
             self.role = as_str(message.get("role")) or self.role
         elif kind == "content-start":
-            index = as_int(event.get("index"), len(self.blocks))
-            self.blocks[index] = dict(as_dict(message.get("content")))
-            self.texts[index] = {}
+            self.content.open(
+                as_int(event.get("index"), len(self.content)), as_dict(message.get("content"))
+            )
         elif kind == "content-delta":
-            index = as_int(event.get("index"), max(self.blocks, default=0))
-            self.blocks.setdefault(index, {"type": "text"})
-            pieces = self.texts.setdefault(index, {})
-            for key, text in as_dict(message.get("content")).items():
-                if key in ("text", "thinking") and isinstance(text, str):
-                    pieces.setdefault(key, []).append(text)
+            index, said = as_int(event.get("index")), as_dict(message.get("content"))
+            for key in ("text", "thinking"):
+                self.content.add(index, said.get(key))
         elif kind == "tool-plan-delta" and isinstance(message.get("tool_plan"), str):
             self.plan.append(message["tool_plan"])
         elif kind == "tool-call-start":
             started = message.get("tool_calls")
             if isinstance(started, list):  # Cohere sends one object; a list is read whole
                 for call in started:
-                    self._start(max(self.calls, default=-1) + 1, as_dict(call))
+                    self._start(len(self.calls), as_dict(call))
             else:
                 self._start(as_int(event.get("index"), len(self.calls)), as_dict(started))
         elif kind == "tool-call-delta":
-            index = as_int(event.get("index"), max(self.calls, default=0))
-            if index not in self.calls:  # no start seen: the pieces are still this call's
-                self._start(index, {})
             piece = as_dict(as_dict(message.get("tool_calls")).get("function")).get("arguments")
-            if isinstance(piece, str):
-                self.arguments[index].append(piece)
-                self.said.add(index)
+            self.calls.add(as_int(event.get("index")), piece)
         elif kind == "citation-start":
             cited = message.get("citations")
             self.citations += cited if isinstance(cited, list) else [cited]
@@ -219,17 +201,12 @@ class Assembler:
 
     def _start(self, index: int, call: Mapping[str, Any]) -> None:
         function = as_dict(call.get("function"))
-        self.calls[index] = {
+        self.calls.open(index, {
             "id": as_str(call.get("id")),
             "type": as_str(call.get("type")) or "function",
             "name": as_str(function.get("name")),
-        }
-        given = function.get("arguments")
-        self.arguments[index] = [given] if isinstance(given, str) else []
-        if isinstance(given, str):
-            self.said.add(index)
-        else:
-            self.said.discard(index)
+        })  # fmt: skip
+        self.calls.add(index, function.get("arguments"))  # "" as Cohere starts a call
 
     def _end(self, delta: Mapping[str, Any]) -> None:
         self.done = True
@@ -245,10 +222,10 @@ class Assembler:
     def result(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": self.role}
         content = []
-        for index, started in sorted(self.blocks.items()):
+        for _, started, text in self.content:
             block = dict(started)
-            for key, pieces in self.texts.get(index, {}).items():
-                block[key] = as_str(block.get(key)) + "".join(pieces)
+            key = "thinking" if block.get("type") == "thinking" else "text"
+            block[key] = as_str(block.get(key)) + (text or "")
             content.append(block)
         if content:
             message["content"] = content
@@ -256,15 +233,11 @@ class Assembler:
             message["tool_plan"] = "".join(self.plan)
         if self.calls:
             message["tool_calls"] = [
-                {
-                    "id": call["id"],
-                    "type": call["type"],
-                    # Nothing ever said the arguments: the key is missing, not empty.
-                    "function": {"name": call["name"]}
-                    | ({"arguments": "".join(self.arguments[index])} if index in self.said else {}),
-                }
-                for index, call in sorted(self.calls.items())
-            ]
+                # Nothing ever said the arguments: the key is missing, not empty.
+                {"id": call["id"], "type": call["type"], "function": {"name": call["name"]}
+                 | ({} if arguments is None else {"arguments": arguments})}
+                for _, call, arguments in self.calls
+            ]  # fmt: skip
         if self.citations:
             message["citations"] = self.citations
         return {**self.top, "message": message}

@@ -37,7 +37,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from ..errors import ApiError, api_error
+from ..assembly import StreamAssembler
 from ..jsontext import dumps, loads
 from ..loop import Checker, LoopReport, error_payload
 from ..schema import SEED_LIMITS, Limits
@@ -297,7 +297,7 @@ def finish_reasons(response: Mapping[str, Any]) -> list[str]:
 # --- the stream --------------------------------------------------------------------------------
 
 
-class Assembler:
+class Assembler(StreamAssembler):
     """Stream chunks, each a whole GenerateContentResponse: the parts of each candidate are
     concatenated in order (a call arrives whole, in one chunk), consecutive plain text parts
     joined; the last chunk's finishReason ends the stream, and its usage and ids are kept.
@@ -307,22 +307,14 @@ class Assembler:
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.candidates: dict[int, dict[str, Any]] = {}
         self.top: dict[str, Any] = {}
-        self.errors: list[ApiError] = []
-        self.done = False
         self._streamed: dict[int, StreamedCalls] = {}  # per candidate
-
-    def done_marker(self) -> None:
-        """An OpenAI `[DONE]` line: not part of a Gemini stream."""
-
-    @property
-    def complete(self) -> bool:
-        return self.done
 
     def event(self, event: Mapping[str, Any]) -> None:
         if "error" in event:
-            self.errors.append(api_error(event))
+            self.error(event)
             return
         for key in ("usageMetadata", "modelVersion", "responseId", "promptFeedback"):
             if field(event, key) is not None:

@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..errors import ApiError, api_error
+from ..assembly import StreamAssembler
 from ..jsontext import dumps
 from ..loop import Checker, LoopReport, error_payload, last_index
 from ..schema import SEED_LIMITS, Limits
@@ -151,30 +151,22 @@ def finish_reasons(response: Mapping[str, Any]) -> list[str]:
 # --- the stream --------------------------------------------------------------------------------
 
 
-class Assembler:
+class Assembler(StreamAssembler):
     """NDJSON lines, each a partial response: text and thinking joined in order, tool calls
     appended (each arrives whole), the other fields as the last line says them. A line with
     `done: true` ends the stream; a line `{"error": ...}` is the server's error, sent once the
     answer had begun (its status was already 200)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.top: dict[str, Any] = {}
         self.message: dict[str, Any] | None = None  # /api/chat's, once a line had one
         self.pieces: dict[str, list[str]] = {}  # response, thinking, message.content, ...
         self.calls: dict[str, list[Any]] = {}  # where the calls sit -> the calls
-        self.errors: list[ApiError] = []
-        self.done = False
-
-    def done_marker(self) -> None:
-        """An OpenAI `[DONE]` line: not part of an Ollama stream."""
-
-    @property
-    def complete(self) -> bool:
-        return self.done
 
     def event(self, event: Mapping[str, Any]) -> None:
         if "error" in event:
-            self.errors.append(api_error(event))
+            self.error(event)
             return
         self.top.update((k, v) for k, v in event.items() if k not in _STREAMED)
         self._add("", event)

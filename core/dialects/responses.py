@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import loop
-from ..errors import ApiError, api_error
+from ..assembly import StreamAssembler
 from ..hidden import scan
 from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import HostedResult, Tool, ToolCall, Turn, callable_names, make_call
 from .base import Dialect, Prior, role_text
+from .responses_socket import SOCKET
 
 # Responses output items the client must answer, and the key that ids them.
 CLIENT_CALL_TYPES = {
@@ -211,7 +212,7 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     )
 
 
-class Assembler:
+class Assembler(StreamAssembler):
     """OpenAI Responses events: the final `response` object, or one rebuilt.
 
     response.completed / .incomplete / .failed carry the whole response. When
@@ -223,15 +224,12 @@ class Assembler:
     START: tuple[str, ...] = ("response.created", "response.in_progress", "response.queued")
 
     def __init__(self) -> None:
+        super().__init__()
         self.final: Mapping[str, Any] | None = None
         self.base: Mapping[str, Any] = {}
         self.items: dict[int, dict[str, Any]] = {}
         self.deltas: dict[str, list[str]] = {}
         self.done_text: dict[str, str] = {}
-        self.errors: list[ApiError] = []
-
-    def done_marker(self) -> None:
-        """An OpenAI `[DONE]` line: this stream's end is its own final event."""
 
     @property
     def complete(self) -> bool:
@@ -262,7 +260,7 @@ class Assembler:
             if isinstance(event.get("input"), str):
                 self.done_text[str(event.get("item_id"))] = event["input"]
         elif kind == "error":
-            self.errors.append(api_error(event))
+            self.error(event)
 
     def result(self) -> dict[str, Any]:
         if self.final is not None:
@@ -439,6 +437,6 @@ DIALECT = Dialect(
     finish_reasons=finish_reasons,
     instructions=instructions,
     echoes_tools=True,
-    socket_path="/responses",
+    socket=SOCKET,
     unfinished=unfinished,
 )

@@ -123,7 +123,7 @@ def test_an_exchange_not_read_is_counted_by_why_in_every_format_and_is_never_a_f
     titan = "Amazon Titan Text on InvokeModel (inputText): no tool calls"
     unread = [
         Verdict(api=None, outcome="not_read", reason=why, status=200)
-        for why in (titan, "not a tool-calling endpoint", titan)
+        for why in (titan, "not an endpoint tooltap reads", titan)
     ]
     read = Verdict(api="chat", outcome="inspected", state="no-tools")
 
@@ -137,11 +137,11 @@ def test_an_exchange_not_read_is_counted_by_why_in_every_format_and_is_never_a_f
 
     *rows, summary = map(json.loads, audit("json").splitlines())
     assert [(r["outcome"], r["reason"], r["failing"]) for r in rows[:3]] == [
-        ("not_read", titan, []), ("not_read", "not a tool-calling endpoint", []),
+        ("not_read", titan, []), ("not_read", "not an endpoint tooltap reads", []),
         ("not_read", titan, []),
     ]  # fmt: skip
     assert (summary["read"], summary["not_read"], summary["findings"]) == (1, 3, 0)
-    assert summary["not_read_by_reason"] == {titan: 2, "not a tool-calling endpoint": 1}
+    assert summary["not_read_by_reason"] == {titan: 2, "not an endpoint tooltap reads": 1}
     text = audit("text")
     assert "1 response(s) read, 3 not read, 0 finding(s)" in text
     assert f"  not read: 2 {titan}" in text and "recorded.jsonl#1" not in text

@@ -13,9 +13,10 @@ import pytest
 from support.cohere_stream import events_of, sse
 
 from tooltap.core import Exchange, StreamReader, inspect
-from tooltap.core.dialects import detect_api, unread_reason
+from tooltap.core.dialects import detect_api
 from tooltap.core.dialects.cohere import MAX_NODES, _objects, cohere_blockers
-from tooltap.core.loop import check_loop
+from tooltap.core.unread import unread_reason
+from tooltap.core.wire import check_loop
 
 URL = "https://api.cohere.com/v2/chat"
 MODEL = "command-a-03-2025"
@@ -290,20 +291,17 @@ def test_a_stream_cut_before_message_end_says_so_and_keeps_what_came_whole():
     assert verdict.finish_reasons == []
 
 
-def test_a_call_whose_arguments_nothing_gave_is_missing_not_empty():
+def test_a_call_whose_arguments_nothing_gave_is_missing_not_empty_and_a_stray_piece_no_call():
     reader = StreamReader("cohere")
     reader.feed(sse([
         {"type": "tool-call-start", "index": 0, "delta": {"message": {"tool_calls": {
             "id": "get_stock_1", "type": "function", "function": {"name": "get_stock"}}}}},
         {"type": "tool-call-delta", "index": 1, "delta": {"message": {"tool_calls": {
-            "function": {"arguments": "{}"}}}}},  # a piece for a call never started
+            "function": {"arguments": "{}"}}}}},  # a piece for a call never started: no call
         {"type": "message-end", "delta": {"finish_reason": "TOOL_CALL"}},
     ]))  # fmt: skip
     calls = reader.close().response["message"]["tool_calls"]
-    assert calls == [
-        {"id": "get_stock_1", "type": "function", "function": {"name": "get_stock"}},
-        {"id": "", "type": "function", "function": {"name": "", "arguments": "{}"}},
-    ]
+    assert calls == [{"id": "get_stock_1", "type": "function", "function": {"name": "get_stock"}}]
 
 
 def test_citations_and_a_list_of_calls_in_one_start_are_kept():

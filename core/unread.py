@@ -13,7 +13,7 @@ _CALLS = "it calls tools, and tooltap does not read it"
 _UNREAD_TURNS = "the turns it holds are not read here"
 
 # (a path's end, what is there): the first that matches says it. The paths the dialects read
-# (…/chat/completions, …/v2/chat, …/messages, …) never reach this list.
+# (a POST to …/chat/completions, …/v2/chat, …/messages, …) never reach this list.
 KNOWN: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern), said)
     for pattern, said in (
