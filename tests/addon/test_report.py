@@ -119,6 +119,22 @@ def test_a_session_error_is_a_finding_with_its_message_in_every_format():
     assert report(verdict, "github").endswith(f"::recorded.jsonl#1: {said}\n")
 
 
+def test_an_error_the_api_sent_inside_a_200_stream_is_said_and_is_no_finding():
+    """Cohere's stream that ends in ERROR: the client read a finished stream; the audit says it."""
+    said = "your request resulted in an invalid tool generation"
+    verdict = Verdict(api="cohere", outcome="inspected", status=200, stream=True,
+                      state="no-strict-declared",
+                      stream_errors=[{"type": "INVALID_TOOL_GENERATION", "message": said}])  # fmt: skip
+    assert occurrences(verdict) == []
+    assert (
+        f"stream-error        recorded.jsonl#1  INVALID_TOOL_GENERATION: {said}"
+        in report(verdict, "text").splitlines()
+    )
+    assert json.loads(report(verdict, "json"))["stream_errors"] == [
+        {"type": "INVALID_TOOL_GENERATION", "message": said}
+    ]
+
+
 def test_an_exchange_not_read_is_counted_by_why_in_every_format_and_is_never_a_finding():
     titan = "Amazon Titan Text on InvokeModel (inputText): no tool calls"
     unread = [
