@@ -159,7 +159,6 @@ class Assembler(StreamAssembler):
     def __init__(self) -> None:
         super().__init__()
         self.top: dict[str, Any] = {}  # id, finish_reason, usage
-        self.role = "assistant"
         self.content = Blocks()
         self.plan: list[str] = []
         self.calls = Blocks()
@@ -171,9 +170,7 @@ class Assembler(StreamAssembler):
         message = as_dict(delta.get("message"))
         if isinstance(event.get("id"), str):
             self.top.setdefault("id", event["id"])
-        if kind == "message-start":
-            self.role = as_str(message.get("role")) or self.role
-        elif kind == "content-start":
+        if kind == "content-start":
             self.content.open(
                 as_int(event.get("index"), len(self.content)), as_dict(message.get("content"))
             )
@@ -186,8 +183,9 @@ class Assembler(StreamAssembler):
         elif kind == "tool-call-start":
             started = message.get("tool_calls")
             if isinstance(started, list):  # Cohere sends one object; a list is read whole
-                for call in started:
-                    self._start(len(self.calls), as_dict(call))
+                first = len(self.calls)
+                for offset, call in enumerate(started):
+                    self._start(first + offset, as_dict(call))
             else:
                 self._start(as_int(event.get("index"), len(self.calls)), as_dict(started))
         elif kind == "tool-call-delta":
@@ -220,7 +218,7 @@ class Assembler(StreamAssembler):
             self.errors.append(ApiError(type=kind, message=as_str(delta.get("error"))))
 
     def result(self) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": self.role}
+        message: dict[str, Any] = {"role": "assistant"}  # the only role a response has
         content = []
         for _, started, text in self.content:
             block = dict(started)

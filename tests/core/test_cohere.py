@@ -492,3 +492,125 @@ def test_its_tools_are_pinned_with_their_descriptions_under_its_system_text():
     assert other.definitions is not None
     agents = {d.origin.agent for d in [*verdict.definitions.declared, *other.definitions.declared]}
     assert len(agents) == 2  # another system text is another agent of the application
+
+
+# --- what each part of a reading holds to ------------------------------------------------------
+
+
+def assembled(*events: dict[str, Any]) -> dict[str, Any]:
+    reader = StreamReader("cohere")
+    reader.feed(sse([*events, {"type": "message-end", "delta": {"finish_reason": "COMPLETE"}}]))
+    return reader.close().response
+
+
+def test_blocks_and_calls_keep_the_order_of_their_index_whatever_order_they_start_in():
+    message = assembled(
+        {"type": "content-start", "index": 1, "delta": {"message": {"content": {"type": "text", "text": "Then "}}}},
+        {"type": "content-start", "index": 0, "delta": {"message": {"content": {"type": "thinking", "thinking": ""}}}},
+        {"type": "content-delta", "index": 1, "delta": {"message": {"content": {"text": "text."}}}},
+        {"type": "content-delta", "index": 0, "delta": {"message": {"content": {"thinking": "First."}}}},
+        {"type": "tool-call-start", "index": 1, "delta": {"message": {"tool_calls": {"id": "b", "function": {"name": "get_stock", "arguments": ""}}}}},
+        {"type": "tool-call-start", "index": 0, "delta": {"message": {"tool_calls": tool_call(PARIS)}}},
+    )["message"]  # fmt: skip
+    assert message["content"] == [
+        {"type": "thinking", "thinking": "First."},
+        {"type": "text", "text": "Then text."},  # what its start said, then its pieces
+    ]
+    assert [(c["id"], c["type"]) for c in message["tool_calls"]] == [
+        (PARIS[0], "function"),
+        ("b", "function"),  # a start that names no type is a function's, as Cohere's all are
+    ]
+
+
+def test_the_plan_is_only_what_its_deltas_said_and_every_citation_is_kept():
+    start = {"id": "m1", "type": "message-start", "delta": {"message": {
+        "role": "assistant", "content": [], "tool_plan": "", "tool_calls": [], "citations": []}}}  # fmt: skip
+    cite = {"type": "citation-start", "delta": {"message": {"citations": {"start": 0, "end": 1}}}}
+    both = {
+        "type": "citation-start",
+        "delta": {"message": {"citations": [{"start": 2}, {"end": 3}]}},
+    }
+    message = assembled(start, cite, both)["message"]
+    assert "tool_plan" not in message  # the skeleton's "" is no plan
+    assert message["citations"] == [{"start": 0, "end": 1}, {"start": 2}, {"end": 3}]
+
+
+def test_an_error_said_at_the_end_is_a_stream_error_whatever_the_finish_reason():
+    reader = StreamReader("cohere")
+    reader.feed(sse([{"type": "message-end", "delta": {"finish_reason": "MAX_TOKENS",
+                                                       "error": "generation cut"}}]))  # fmt: skip
+    assert [(e.type, e.message) for e in reader.close().errors] == [
+        ("MAX_TOKENS", "generation cut")
+    ]
+
+
+def test_a_negative_token_count_is_junk_and_absent():
+    body = answer(PARIS) | {"usage": {"tokens": {"input_tokens": -1, "output_tokens": 3}}}
+    assert inspect(exchange(ask(), body)).usage == {"output_tokens": 3}
+
+
+def test_a_call_is_a_function_call_as_the_rules_name_it():
+    (call,) = inspect(exchange(ask(tools=TOOLS), answer(PARIS))).calls
+    assert call.type == "function_call"
+
+
+def test_results_after_a_user_message_are_still_read_and_hidden_text_in_them_is_found():
+    report = check_loop("cohere", history(
+        called(PARIS),
+        {"role": "user", "content": "Go on."},
+        result(PARIS[0], document({"output": "21C\U000e0069\U000e0067\U000e006e"})),
+    ))  # fmt: skip
+    assert report.errors == []
+    ((found,),) = [r.hidden for r in report.results]
+    assert found.kind == "tag"
+
+
+def test_the_subset_is_walked_into_every_place_a_schema_nests():
+    nested = {
+        "type": "object",
+        "required": ["a"],
+        "properties": {"a": {"type": ["object", "null"], "properties": {}}},
+        "$defs": {"d": {"type": "string", "minLength": 1}},
+        "definitions": {"e": {"type": "string", "maxLength": 1}},
+        "anyOf": [{"type": "integer", "minimum": 0}],
+        "allOf": [{"type": "integer", "maximum": 9}],
+        "prefixItems": [{"type": "number", "exclusiveMinimum": 0}],
+        "items": {"type": "array", "minItems": 1},
+        "additionalProperties": {"type": "array", "uniqueItems": True},
+    }
+    assert cohere_blockers(nested) == [
+        "$.allOf: not supported",
+        "$.properties.a: an object needs at least one required property",  # a type list too
+        "$.$defs.d.minLength: not supported",
+        "$.definitions.e.maxLength: not supported",
+        "$.anyOf[0].minimum: not supported",
+        "$.allOf[0].maximum: not supported",
+        "$.prefixItems[0].exclusiveMinimum: not supported",
+        "$.items.minItems: not supported",
+        "$.additionalProperties.uniqueItems: not supported",
+    ]
+
+
+def test_a_format_beside_loose_tools_is_advisory_and_each_tools_blockers_are_named():
+    loose = {"type": "object", "properties": {"q": {"type": "string"}}}
+    tools = [{"type": "function", "function": {"name": "search", "parameters": loose}}, TOOLS[1]]
+    request = ask(tools=tools, response_format={"type": "json_object", "json_schema": STOCK})
+    verdict = inspect(exchange(request, answer(finish="COMPLETE", content=[
+        {"type": "text", "text": '{"ticker": "EQNR"}'}])))  # fmt: skip
+    assert verdict.format_state == "advisory-tools"
+    assert verdict.repairs == [
+        "set strict_tools: true, or validate tool arguments in your own handler: the format "
+        "holds the text, never a tool call's arguments.",
+        "strict_tools on tool search needs these fixed first:",
+        "  $: an object needs at least one required property",
+    ]
+
+
+def test_the_repair_names_twenty_places_outside_the_subset_and_counts_the_rest():
+    wide = {"type": "object", "required": ["p00"],
+            "properties": {f"p{i:02}": {"type": "string", "minLength": 1} for i in range(23)}}  # fmt: skip
+    verdict = inspect(exchange(ask(response_format={"type": "json_object", "schema": wide}),
+                               answer(finish="COMPLETE")))  # fmt: skip
+    (repair,) = verdict.repairs
+    assert repair.count("not supported") == 20
+    assert repair.endswith("$.properties.p19.minLength: not supported (and 3 more)")
