@@ -614,3 +614,37 @@ def test_the_repair_names_twenty_places_outside_the_subset_and_counts_the_rest()
     (repair,) = verdict.repairs
     assert repair.count("not supported") == 20
     assert repair.endswith("$.properties.p19.minLength: not supported (and 3 more)")
+
+
+def test_starts_that_name_no_index_take_the_next_place():
+    text = {
+        "type": "content-start",
+        "delta": {"message": {"content": {"type": "text", "text": "a"}}},
+    }
+    call = {"type": "tool-call-start", "delta": {"message": {"tool_calls": tool_call(PARIS)}}}
+    message = assembled(text, text, call, call)["message"]
+    assert [b["text"] for b in message["content"]] == ["a", "a"]
+    assert [c["id"] for c in message["tool_calls"]] == [PARIS[0], PARIS[0]]
+
+
+def test_a_result_naming_no_call_is_passed_over_and_the_results_after_it_are_read():
+    report = check_loop("cohere", history(
+        called(PARIS, ROME), {"role": "tool", "content": "18C"},
+        result(PARIS[0], "21C"), result(ROME[0], "18C"),
+    ))  # fmt: skip
+    assert report.errors == []
+    assert [r.call_id for r in report.results] == [PARIS[0], ROME[0]]
+
+
+@pytest.mark.parametrize(("count", "tail"), [(2, ""), (20, ""), (21, " (and 1 more)")])
+def test_places_outside_the_subset_are_joined_and_cut_at_twenty(count, tail):
+    schema = {"type": "object", "required": ["p00"],
+              "properties": {f"p{i:02}": {"type": "string", "minLength": 1} for i in range(count)}}  # fmt: skip
+    loose = [{"type": "function", "function": {"name": "f", "parameters": STOCK}}]
+    for request in (ask(response_format={"type": "json_object", "schema": schema}),
+                    ask(response_format={"type": "json_object", "schema": schema}, tools=loose)):  # fmt: skip
+        repair = inspect(exchange(request, answer(finish="COMPLETE"))).repairs[-1]
+        shown = "; ".join(
+            f"$.properties.p{i:02}.minLength: not supported" for i in range(min(count, 20))
+        )
+        assert repair.endswith(f"Structured Outputs support: {shown}{tail}")
