@@ -28,26 +28,11 @@ def _tools(request: Mapping[str, Any]) -> list[Tool]:
         inner = as_dict(tool.get(kind))
         name = as_str(inner.get("name")).strip()
         if kind in ("function", "custom") and name:
-            out.append(
-                Tool(
-                    name=name,
-                    type=kind,
-                    strict=as_bool(inner.get("strict")) if kind == "function" else None,
-                    parameters=inner.get("parameters") if kind == "function" else None,
-                    description=inner.get("description"),
-                )
-            )
+            out.append(Tool.declared(name, kind, inner))
     for legacy in map(as_dict, as_list(request.get("functions"))):
         name = as_str(legacy.get("name")).strip()
         if name:
-            out.append(
-                Tool(
-                    name=name,
-                    strict=as_bool(legacy.get("strict")),
-                    parameters=legacy.get("parameters"),
-                    description=legacy.get("description"),
-                )
-            )
+            out.append(Tool.declared(name, "function", legacy))
     return out
 
 
@@ -139,6 +124,8 @@ class Assembler(StreamAssembler):
                 self.head[key] = chunk[key]
         if chunk.get("usage"):
             self.usage = chunk["usage"]
+        elif as_dict(chunk.get("x_groq")).get("usage"):  # Groq's last chunk says it there
+            self.usage = as_dict(chunk.get("x_groq"))["usage"]
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
             if isinstance(choice, dict):
@@ -157,6 +144,9 @@ class Assembler(StreamAssembler):
         for key in ("content", "refusal"):
             if isinstance(delta.get(key), str):
                 slot[key].append(delta[key])
+        # Output: text, a refusal, reasoning (compatible servers' reasoning_content), a call.
+        self.said |= any(delta.get(k) for k in ("content", "refusal", "reasoning_content",
+                                                  "reasoning", "tool_calls"))  # fmt: skip
         fragments = delta.get("tool_calls")
         for fragment in fragments if isinstance(fragments, list) else []:
             if not isinstance(fragment, dict):
@@ -250,12 +240,7 @@ def instructions(request: Mapping[str, Any]) -> str:
     return role_text(request.get("messages"))
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="chat",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    instructions=instructions,
 )

@@ -46,7 +46,7 @@ from ..jsontext import dumps
 from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
-from ..turn import Tool, ToolCall, Turn, make_call
+from ..turn import Tool, ToolCall, Turn, make_call, tokens
 from .base import Dialect, Prior, fanout_repairs, role_text
 
 FAILED = ("ERROR", "TIMEOUT")  # finish reasons that end a turn the API could not give
@@ -94,25 +94,12 @@ def _callable(request: Mapping[str, Any]) -> list[str] | None:
     return [] if as_str(request.get("tool_choice")).upper() == "NONE" else None
 
 
-def _count(value: Any) -> int | None:
-    """A token count as the API sends it (the SDK types them as numbers): whole, or None."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    if isinstance(value, float) and not value.is_integer():
-        return None
-    return int(value) if value >= 0 else None
-
-
-def _usage(response: Mapping[str, Any]) -> dict[str, int]:
-    """The tokens the model read and wrote, and those read from cache, where the API says."""
-    usage = as_dict(response.get("usage"))
-    tokens = as_dict(usage.get("tokens"))
-    counted = {
-        "input_tokens": _count(tokens.get("input_tokens")),
-        "output_tokens": _count(tokens.get("output_tokens")),
-        "cached_input_tokens": _count(usage.get("cached_tokens")),
-    }
-    return {key: value for key, value in counted.items() if value is not None}
+def usage(response: Mapping[str, Any]) -> dict[str, int]:
+    """`usage.tokens`: what the model read (cache hits among it) and wrote; `cached_tokens`: the
+    prompt tokens read from cache. `billed_units` is what was billed, not what was read. Pure."""
+    counted = as_dict(response.get("usage"))
+    used = as_dict(counted.get("tokens"))
+    return tokens(used.get("input_tokens"), used.get("output_tokens"), counted.get("cached_tokens"))
 
 
 def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
@@ -137,7 +124,6 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         awaiting=[c.call_id for c in calls if c.call_id],
         output_types=[kind for kind in types if kind],
         callable_names=_callable(request),
-        usage=_usage(response),
     )
 
 
@@ -178,8 +164,10 @@ class Assembler(StreamAssembler):
             index, said = as_int(event.get("index")), as_dict(message.get("content"))
             for key in ("text", "thinking"):
                 self.content.add(index, said.get(key))
+                self.said |= bool(said.get(key))
         elif kind == "tool-plan-delta" and isinstance(message.get("tool_plan"), str):
             self.plan.append(message["tool_plan"])
+            self.said |= bool(message["tool_plan"])  # the model's plan is its first output
         elif kind == "tool-call-start":
             started = message.get("tool_calls")
             if isinstance(started, list):  # Cohere sends one object; a list is read whole
@@ -191,6 +179,7 @@ class Assembler(StreamAssembler):
         elif kind == "tool-call-delta":
             piece = as_dict(as_dict(message.get("tool_calls")).get("function")).get("arguments")
             self.calls.add(as_int(event.get("index")), piece)
+            self.said |= bool(piece)
         elif kind == "citation-start":
             cited = message.get("citations")
             self.citations += cited if isinstance(cited, list) else [cited]
@@ -205,6 +194,7 @@ class Assembler(StreamAssembler):
             "name": as_str(function.get("name")),
         })  # fmt: skip
         self.calls.add(index, function.get("arguments"))  # "" as Cohere starts a call
+        self.said |= bool(function.get("name"))  # a call's name comes with its start
 
     def _end(self, delta: Mapping[str, Any]) -> None:
         self.done = True
@@ -387,24 +377,17 @@ def instructions(request: Mapping[str, Any]) -> str:
     return role_text(request.get("messages"), ("system",))
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="cohere",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    blockers=blockers,
     state_repairs=fanout_repairs(
         "set strict_tools: true (Cohere documents no conflict between strict tools and "
         "several calls in one turn)."
     ),
-    format_repairs=format_repairs,
     parallel_voids_strict=False,
     argument_repair=(
         "answer {calls} with a tool message (its tool_call_id set) saying what was wrong "
         "rather than dropping the call, and keep the raw arguments for the post-mortem: "
         "Cohere's tool use sends one tool message for each call."
     ),
-    instructions=instructions,
 )

@@ -37,12 +37,13 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote
 
+from ..arguments import unnamed_call
 from ..assembly import StreamAssembler
 from ..jsontext import dumps, loads
 from ..loop import Checker, LoopReport, error_payload
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_dict, as_int, as_list, as_str
-from ..turn import Tool, ToolCall, Turn
+from ..turn import Tool, ToolCall, Turn, placeholder, plus, tokens
 from .base import Dialect, Prior, fanout_repairs, text_of
 
 _PATH = re.compile(
@@ -257,18 +258,13 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         if name:
             calls.append(
                 ToolCall(
-                    call_id=as_str(call.get("id")) or f"functionCall[{len(calls)}]",
+                    call_id=as_str(call.get("id")) or placeholder("functionCall", len(calls)),
                     name=name,
                     type="function_call",
                     arguments_raw=dumps(call["args"]) if "args" in call else "",
                     arguments_missing="args" not in call,
                 )
             )
-    usage = as_dict(field(response, "usageMetadata"))
-    counted = {
-        "input_tokens": field(usage, "promptTokenCount"),
-        "output_tokens": field(usage, "candidatesTokenCount"),
-    }
     return Turn(
         api="gemini",
         model=as_str(field(response, "modelVersion")) or as_str(request.get("model")) or None,
@@ -278,7 +274,19 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         calls=calls,
         output_types=types,
         callable_names=names,
-        usage={k: v for k, v in counted.items() if isinstance(v, int) and not isinstance(v, bool)},
+    )
+
+
+def usage(response: Mapping[str, Any]) -> dict[str, int]:
+    """usageMetadata: the prompt (cached content included), the candidates and the thoughts,
+    which Gemini counts apart from them. Pure."""
+    counted = as_dict(field(response, "usageMetadata"))
+    thoughts = field(counted, "thoughtsTokenCount")
+    return tokens(
+        field(counted, "promptTokenCount"),
+        plus(field(counted, "candidatesTokenCount"), thoughts),
+        field(counted, "cachedContentTokenCount"),
+        thoughts,
     )
 
 
@@ -326,6 +334,7 @@ class Assembler(StreamAssembler):
             for part in map(as_dict, as_list(field(field(candidate, "content"), "parts"))):
                 if not streamed.take(held["content"]["parts"], part):
                     _add(held["content"]["parts"], part)
+                self.said |= any(field(part, k) for k in ("text", "functionCall", "partialArgs"))
             reason = field(candidate, "finishReason")
             if reason is not None:
                 held["finishReason"] = reason
@@ -534,11 +543,11 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
     turns = _turns(contents)
     newest = next((first for role, first, _ in reversed(turns) if role == "model"), 0)
     check = Checker("id", "contents", newest)
-    calls: list[tuple[str, str, int]] | None = None  # (id, name, turn) of the turn before
+    calls: list[Called] | None = None  # the calls of the turn before
     for role, first, parts in turns:
         if role == "model":
             calls = [
-                (as_str(call.get("id")), as_str(call.get("name")), first)
+                (as_str(call.get("id")), as_str(call.get("name")), first, call.get("args"))
                 for _, _, part in parts
                 if (call := as_dict(field(part, "functionCall")))
             ] or None
@@ -555,13 +564,14 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
     return check.report
 
 
-def _answer(
-    check: Checker, calls: list[tuple[str, str, int]], answers: list[tuple[int, int, Any]]
-) -> None:
+Called = tuple[str, str, int, Any]  # a call in the history: (id, name, its turn, its args)
+
+
+def _answer(check: Checker, calls: list[Called], answers: list[tuple[int, int, Any]]) -> None:
     """Responses against the calls of the turn right before: by id where both sides carry one,
     else the first open call of the same name."""
     open_calls = list(calls)
-    answered: list[tuple[str, str, int]] = []
+    answered: list[Called] = []
     for index, j, response in answers:
         answer_id, name = as_str(response.get("id")), as_str(response.get("name"))
         where = _where(index, j)
@@ -569,7 +579,9 @@ def _answer(
         by_id = [c for c in open_calls if answer_id and c[0] == answer_id]
         matched = by_id or [c for c in open_calls if c[1] == name and not (answer_id and c[0])]
         said = field(response, "response")
-        check.result(named, index, error_payload(dumps(said)), where, said)
+        # A call with no id is known by its name and arguments, to time its answer by.
+        unnamed = unnamed_call(name, matched[0][3]) if matched and not matched[0][0] else None
+        check.result(named, index, error_payload(dumps(said)), where, said, unnamed=unnamed)
         if matched:
             open_calls.remove(matched[0])
             answered.append(matched[0])
@@ -579,7 +591,7 @@ def _answer(
         else:
             check.error("orphan-result", [named], index, where)
     by_turn: dict[int, list[str]] = {}
-    for call_id, name, index in open_calls:
+    for call_id, name, index, _ in open_calls:
         by_turn.setdefault(index, []).append(call_id or name)
     for index, ids in sorted(by_turn.items()):
         check.error("unanswered-call", ids, index)
@@ -634,22 +646,12 @@ def instructions(request: Mapping[str, Any]) -> str:
     return text_of(field(field(request, "systemInstruction"), "parts"))
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="gemini",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    instructions=instructions,
-    blockers=blockers,
     state_repairs=fanout_repairs(
         "set functionCallingConfig.mode to VALIDATED (or ANY), under which Google says the "
         "calls adhere to their schemas."
     ),
-    format_repairs=format_repairs,
     parallel_voids_strict=False,
-    model_in_path=model_in_path,
-    streams=streams,
-    request_blockers=request_blockers,
 )

@@ -452,29 +452,26 @@ class Assembler(StreamAssembler):
         return {STREAMED: self._messages}
 
 
-def _no_path(method: str, path: str) -> bool:
+# A tool server's exchange is no model turn: what a turn's fields ask of it is nothing.
+
+
+def recognise(method: str, path: str) -> bool:
     return False  # an MCP endpoint is any path: the proxy names its hosts
 
 
-def _no_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
+def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     return Turn(api="mcp")
 
 
-def _no_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
+def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
     return LoopReport()
 
 
-def _no_finish(response: Mapping[str, Any]) -> list[str]:
+def finish_reasons(response: Mapping[str, Any]) -> list[str]:
     return []
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="mcp",
-    recognise=_no_path,
-    read_turn=_no_turn,
-    assembler=Assembler,
-    check_loop=_no_loop,
-    finish_reasons=_no_finish,
-    recognise_body=recognise_body,
-    serve=serve,
 )

@@ -24,7 +24,7 @@ from ..assembly import Blocks, StreamAssembler, json_or_text
 from ..loop import Checker, LoopReport, is_empty
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
-from ..turn import HostedResult, Tool, ToolCall, Turn, callable_names, make_call
+from ..turn import HostedResult, Tool, ToolCall, Turn, callable_names, make_call, plus, tokens
 from .base import Dialect, Prior, advisory_tools_repairs, fanout_repairs, text_of
 
 # Anthropic on Vertex AI, the model in the path.
@@ -57,14 +57,7 @@ def _tools(request: Mapping[str, Any]) -> list[Tool]:
         if not name:
             continue
         if kind == "custom" or "input_schema" in tool:
-            out.append(
-                Tool(
-                    name=name,
-                    strict=as_bool(tool.get("strict")),
-                    parameters=tool.get("input_schema"),
-                    description=tool.get("description"),
-                )
-            )
+            out.append(Tool.declared(name, "function", tool, "input_schema"))
         else:
             # Versioned tools (bash_20250124, web_search_20250305, ...) accept strict too.
             out.append(Tool(name=name, type=kind, strict=as_bool(tool.get("strict"))))
@@ -145,12 +138,17 @@ class Assembler(StreamAssembler):
             for index, block in enumerate(as_list(self.message.get("content"))):
                 if isinstance(block, dict):
                     self.blocks.open(index, block)
+            self.said |= bool(self.blocks)  # a message that starts with its content
         elif kind == "content_block_start" and isinstance(event.get("content_block"), dict):
-            self.blocks.open(as_int(event.get("index"), len(self.blocks)), event["content_block"])
+            block = self.blocks.open(
+                as_int(event.get("index"), len(self.blocks)), event["content_block"]
+            )
+            self.said |= bool(block.get("name"))  # a call's name comes with its block
         elif kind == "content_block_delta":
             index, delta = as_int(event.get("index")), as_dict(event.get("delta"))
             for key in ("partial_json", "text", "thinking"):
                 self.blocks.add(index, delta.get(key))
+                self.said |= bool(delta.get(key))
         elif kind == "message_delta":
             delta = as_dict(event.get("delta"))
             for key in ("stop_reason", "stop_sequence"):
@@ -356,20 +354,26 @@ def blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> 
     return anthropic_blockers(value, tool=tool)
 
 
+def usage(response: Mapping[str, Any]) -> dict[str, int]:
+    """Anthropic's usage: input_tokens counts only what the cache did not hold, so the input
+    is it with the cache's reads and writes. Pure."""
+    counted = as_dict(response.get("usage"))
+    read = counted.get("cache_read_input_tokens")
+    return tokens(
+        plus(counted.get("input_tokens"), read, counted.get("cache_creation_input_tokens")),
+        counted.get("output_tokens"),
+        read,
+    )
+
+
 def instructions(request: Mapping[str, Any]) -> str:
     """`system`: a string or text blocks. Pure."""
     return text_of(request.get("system"))
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="messages",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    instructions=instructions,
-    blockers=blockers,
     state_repairs=fanout_repairs(
         "declare strict: true on the tools (Anthropic documents no conflict between strict "
         "tools and parallel calls)."
@@ -380,5 +384,4 @@ DIALECT = Dialect(
         anthropic_blockers,
     ),
     parallel_voids_strict=False,
-    model_in_path=model_in_path,
 )

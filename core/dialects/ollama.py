@@ -46,12 +46,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ..arguments import unnamed_call
 from ..assembly import StreamAssembler
 from ..jsontext import dumps
 from ..loop import Checker, LoopReport, error_payload, last_index
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_dict, as_list, as_str
-from ..turn import Tool, ToolCall, Turn, make_call
+from ..turn import Tool, ToolCall, Turn, make_call, placeholder, tokens
 from .base import Dialect, Prior, fanout_repairs, role_text
 
 PATHS = ("/api/chat", "/api/generate")
@@ -109,7 +110,7 @@ def _calls(holder: Mapping[str, Any]) -> list[ToolCall]:
         function = as_dict(call.get("function"))
         name = as_str(function.get("name")).strip()
         if name:
-            call_id = as_str(call.get("id")) or f"tool_calls[{index}]"
+            call_id = as_str(call.get("id")) or placeholder("tool_calls", index)
             calls.append(make_call(call_id, name, "function_call", function, "arguments"))
     return calls
 
@@ -127,10 +128,6 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         )
         if present
     ]
-    counted = {
-        "input_tokens": response.get("prompt_eval_count"),
-        "output_tokens": response.get("eval_count"),
-    }
     return Turn(
         api="ollama",
         model=as_str(response.get("model")) or as_str(request.get("model")) or None,
@@ -138,8 +135,12 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         output_format=_output_format(request),
         calls=_calls(message),
         output_types=types,
-        usage={k: v for k, v in counted.items() if isinstance(v, int) and not isinstance(v, bool)},
     )
+
+
+def usage(response: Mapping[str, Any]) -> dict[str, int]:
+    """prompt_eval_count and eval_count, on the last line. Pure."""
+    return tokens(response.get("prompt_eval_count"), response.get("eval_count"))
 
 
 def finish_reasons(response: Mapping[str, Any]) -> list[str]:
@@ -183,8 +184,10 @@ class Assembler(StreamAssembler):
         for key in ("response", "thinking", "content"):
             if isinstance(part.get(key), str):
                 self.pieces.setdefault(where + key, []).append(part[key])
+                self.said |= bool(part[key])
         if isinstance(part.get("tool_calls"), list):
             self.calls.setdefault(where, []).extend(part["tool_calls"])
+            self.said |= bool(part["tool_calls"])
 
     def result(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.top)
@@ -256,16 +259,17 @@ class _Turn:
     def __init__(self, check: Checker, index: int, calls: list[Any]) -> None:
         self.check = check
         self.index = index
-        # (id, name, label) of each call; open until a result answers it
+        # (id, name, label, arguments) of each call; open until a result answers it
         self.open = [
             (
                 as_str(as_dict(call).get("id")),
                 as_str(as_dict(as_dict(call).get("function")).get("name")),
                 _label(as_dict(call), f"messages.{index}.tool_calls.{j}"),
+                as_dict(as_dict(call).get("function")).get("arguments"),
             )
             for j, call in enumerate(calls)
         ]
-        self.answered: list[tuple[str, str, str]] = []
+        self.answered: list[tuple[str, str, str, Any]] = []
 
     def answer(self, message: Mapping[str, Any], index: int) -> None:
         result_id = as_str(message.get("tool_call_id"))
@@ -279,7 +283,10 @@ class _Turn:
         if match is not None:
             self.open.remove(match)
             self.answered.append(match)
-            self.check.result(match[2], index, _failed(message), where, message.get("content"))
+            # A call with no id is known by its name and arguments, to time its answer by.
+            unnamed = None if match[0] else unnamed_call(match[1], match[3])
+            content = message.get("content")
+            self.check.result(match[2], index, _failed(message), where, content, unnamed=unnamed)
             return
         own = result_id or name
         self.check.result(own, index, _failed(message), where, message.get("content"))
@@ -392,26 +399,18 @@ def instructions(request: Mapping[str, Any]) -> str:
     )
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="ollama",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    blockers=blockers,
     state_repairs=fanout_repairs(
         "where one answer is wanted, ask for it with format (a JSON schema Ollama holds the "
         "output to) rather than with tools."
     ),
-    format_repairs=format_repairs,
     parallel_voids_strict=False,
     argument_repair=(
         "answer {calls} with a tool message (tool_name set) saying what was wrong rather than "
         "dropping the call, and keep the raw arguments for the post-mortem: Ollama takes a "
         "history with a call left unanswered, and the model reads it as never run."
     ),
-    streams=streams,
     framing="ndjson",
-    instructions=instructions,
 )

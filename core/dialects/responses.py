@@ -94,16 +94,7 @@ def _tools(tools: Any, namespace: str | None = None) -> list[Tool]:
         if kind == "namespace" and namespace is None:
             out.extend(_tools(tool.get("tools"), name or None))
         elif kind in ("function", "custom") and name:
-            out.append(
-                Tool(
-                    name=name,
-                    type=kind,
-                    strict=as_bool(tool.get("strict")) if kind == "function" else None,
-                    parameters=tool.get("parameters") if kind == "function" else None,
-                    namespace=namespace,
-                    description=tool.get("description"),
-                )
-            )
+            out.append(Tool.declared(name, kind, tool, namespace=namespace))
     return out
 
 
@@ -237,7 +228,13 @@ class Assembler(StreamAssembler):
 
     def event(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
+        # Output: any delta (text, reasoning, audio, a call's arguments), a call's item (its
+        # name), or a final response that holds output none of these announced.
+        self.said |= as_str(kind).endswith(".delta") and bool(event.get("delta"))
+        named = bool(as_dict(event.get("item")).get("name"))
+        self.said |= as_str(kind).startswith("response.output_item.") and named
         if kind in self.FINAL and isinstance(event.get("response"), dict):
+            self.said |= bool(as_list(event["response"].get("output")))
             self.final = event["response"]
         elif kind in self.START and isinstance(event.get("response"), dict):
             self.base = event["response"]
@@ -428,15 +425,9 @@ def instructions(request: Mapping[str, Any]) -> str:
     return "\n".join(filter(None, (said, role_text(request.get("input")))))
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="responses",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    instructions=instructions,
     echoes_tools=True,
     socket=SOCKET,
-    unfinished=unfinished,
 )

@@ -5,6 +5,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
 ROOMS = ("commands", "audit", "web", "proxy", "inspection", "handover", "sinks", "harness")
+ROOMS += ("testing",)  # the pytest plugin
 
 
 def imported_rooms(path: Path) -> set[str]:

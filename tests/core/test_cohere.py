@@ -208,7 +208,7 @@ def test_the_usage_is_the_tokens_the_model_used_not_the_billed_units_and_cache_w
     assert verdict.usage == {"input_tokens": 944, "output_tokens": 58, "cached_input_tokens": 480}
     billed_only = answer(PARIS) | {"usage": {"billed_units": {"input_tokens": 3}}}
     assert inspect(exchange(ask(), billed_only)).usage == {}  # unknown is absent, never 0
-    cached_none = answer(PARIS) | {"usage": {"tokens": {"input_tokens": 9.0}, "cached_tokens": 0}}
+    cached_none = answer(PARIS) | {"usage": {"tokens": {"input_tokens": 9}, "cached_tokens": 0}}
     assert inspect(exchange(ask(), cached_none)).usage == {
         "input_tokens": 9,
         "cached_input_tokens": 0,  # said: nothing came from cache
@@ -648,3 +648,19 @@ def test_places_outside_the_subset_are_joined_and_cut_at_twenty(count, tail):
             f"$.properties.p{i:02}.minLength: not supported" for i in range(min(count, 20))
         )
         assert repair.endswith(f"Structured Outputs support: {shown}{tail}")
+
+
+def test_the_first_token_is_the_plans_first_piece_not_the_messages_start():
+    plan = events_of(answer(PARIS))  # message-start, the plan's pieces, the call, message-end
+    pieces = [sse(plan[:1], done=False), sse(plan[1:2], done=False), sse(plan[2:])]
+    ends = [sum(len(p) for p in pieces[: i + 1]) for i in range(3)]
+    t0 = 1_800_000_000.0
+    verdict = inspect(Exchange(
+        method="POST", url=URL, request_body=json.dumps(ask(tools=TOOLS, stream=True)).encode(),
+        status=200, response_headers={"content-type": SSE}, response_body=b"".join(pieces),
+        request_start=t0, request_end=t0 + 0.005, response_end=t0 + 0.9,
+        arrivals=((ends[0], t0 + 0.2), (ends[1], t0 + 0.5), (ends[2], t0 + 0.9)),
+    ))  # fmt: skip
+    assert verdict.first_token_ms == pytest.approx(495.0, abs=0.001)  # from the request's end
+    assert verdict.duration_ms == pytest.approx(900.0, abs=0.001)
+    assert verdict.usage == {"input_tokens": 944, "output_tokens": 58, "cached_input_tokens": 480}

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from support.cohere_stream import events_of, sse
 
 from tooltap.core import Exchange, StreamReader, inspect, parallel, schema, subsets
-from tooltap.core.ndjson import NDJSONDecoder
+from tooltap.core.lines import NDJSONDecoder
 from tooltap.core.sse import SSEDecoder
 from tooltap.core.wire import check_loop, read_turn
 
