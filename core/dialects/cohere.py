@@ -45,7 +45,7 @@ from ..errors import ApiError
 from ..jsontext import dumps
 from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
 from ..schema import SEED_LIMITS, Limits
-from ..shapes import as_bool, as_dict, as_int, as_list, as_str
+from ..shapes import as_dict, as_int, as_list, as_str
 from ..turn import Tool, ToolCall, Turn, make_call, tokens
 from .base import Dialect, Prior, fanout_repairs, role_text
 
@@ -61,21 +61,14 @@ def recognise(method: str, path: str) -> bool:
 
 
 def _tools(request: Mapping[str, Any]) -> list[Tool]:
-    strict = as_bool(request.get("strict_tools"))
-    out = []
-    for tool in map(as_dict, as_list(request.get("tools"))):
-        function = as_dict(tool.get("function"))
-        name = as_str(function.get("name")).strip()
-        if name:
-            out.append(
-                Tool(
-                    name=name,
-                    strict=strict,
-                    parameters=function.get("parameters"),
-                    description=function.get("description"),
-                )
-            )
-    return out
+    """Every named function; strict_tools is one switch for all of them."""
+    strict = {"strict": request.get("strict_tools")}
+    functions = (as_dict(as_dict(tool).get("function")) for tool in as_list(request.get("tools")))
+    return [
+        Tool.declared(name, "function", {**function, **strict})
+        for function in functions
+        if (name := as_str(function.get("name")).strip())
+    ]
 
 
 def _output_format(request: Mapping[str, Any]) -> dict[str, Any]:
