@@ -20,7 +20,7 @@ from .sinks.redaction import ARGUMENT_MODES
 
 INSPECTORS = ("process", "thread")
 # The first-party places these APIs are served: OpenAI, Anthropic, Azure OpenAI, Anthropic
-# on Azure AI Foundry and on AWS, Bedrock, Vertex AI, and the Gemini API.
+# on Azure AI Foundry and on AWS, Bedrock, Vertex AI, the Gemini API and Cohere.
 DEFAULT_HOSTS = [
     "api.openai.com",
     "api.anthropic.com",
@@ -33,6 +33,8 @@ DEFAULT_HOSTS = [
     "*-aiplatform.googleapis.com",
     "aiplatform.*.rep.googleapis.com",
     "generativelanguage.googleapis.com",
+    "api.cohere.com",
+    "api.cohere.ai",
 ]
 
 

@@ -28,10 +28,11 @@ Api = Literal[
     "mcp",
     "ollama",
     "gemini_live",
+    "cohere",
 ]
 APIS: tuple[Api, ...] = (
     "responses", "chat", "messages", "realtime", "converse", "gemini", "mcp", "ollama",
-    "gemini_live",
+    "gemini_live", "cohere",
 )  # fmt: skip
 
 

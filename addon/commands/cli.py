@@ -11,7 +11,9 @@ from .run import SCRIPT, _run, _web, health_address, host_port
 
 # What `tooltap demo` imports beyond the base install: the official SDKs it drives, and the
 # WebSocket library of its loopback upstream and of the SDKs' socket transport.
-DEMO_EXTRA = ("openai", "anthropic", "boto3", "google.genai", "websockets", "mcp", "ollama")
+DEMO_EXTRA = (
+    "openai", "anthropic", "boto3", "google.genai", "websockets", "mcp", "ollama", "cohere",
+)  # fmt: skip
 
 
 def parser() -> argparse.ArgumentParser:
@@ -76,7 +78,7 @@ def proxy_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--upstream",
         action="append",
-        metavar="openai|anthropic|gemini|ollama|URL|mcp:URL",
+        metavar="openai|anthropic|gemini|ollama|cohere|URL|mcp:URL",
         help="reverse-proxy target; repeat for more, each on the next port; mcp:URL is an MCP "
         "server (Streamable HTTP), its JSON-RPC read as MCP",
     )

@@ -17,6 +17,7 @@ UPSTREAMS = {
     "anthropic": "https://api.anthropic.com",
     "gemini": "https://generativelanguage.googleapis.com",
     "ollama": "http://localhost:11434",  # the user's own Ollama, only when named
+    "cohere": "https://api.cohere.com",
 }
 SCRIPT = Path(__file__).with_name("script.py")
 WEB_COLUMNS = ("tls", "icon", "path", "method", "status", "comment", "size", "time")
@@ -61,6 +62,8 @@ def _client_hint(upstream: str, url: str) -> str:
         return f"GOOGLE_GEMINI_BASE_URL={url}"
     if upstream == "ollama":
         return f"OLLAMA_HOST={url}"
+    if upstream == "cohere":
+        return f"CO_API_URL={url}"
     if upstream.startswith("mcp:"):
         return f"MCP server URL {url}{urlsplit(upstream[4:]).path}"
     return f"base URL {url} (forwarded to {upstream})"
@@ -108,8 +111,8 @@ def mitmdump_args(
         target = UPSTREAMS.get(upstream, upstream.removeprefix("mcp:"))
         if not target.startswith(("http://", "https://")):
             raise SystemExit(
-                "tooltap run: --upstream wants openai, anthropic, gemini, ollama, a URL or mcp:URL, "
-                f"not {upstream!r}"
+                "tooltap run: --upstream wants openai, anthropic, gemini, ollama, cohere, a URL "
+                f"or mcp:URL, not {upstream!r}"
             )
         if upstream.startswith("mcp:"):
             # mitmproxy forwards to the URL's origin; the path stays the client's.

@@ -54,6 +54,8 @@ def test_each_upstream_gets_the_next_port_and_its_own_hint():
         "gemini",
         "--upstream",
         "ollama",
+        "--upstream",
+        "cohere",
         "--listen",
         "0.0.0.0:9000",
     )
@@ -64,10 +66,12 @@ def test_each_upstream_gets_the_next_port_and_its_own_hint():
         "reverse:http://10.0.0.5:8000@9002",
         "reverse:https://generativelanguage.googleapis.com@9003",
         "reverse:http://localhost:11434@9004",  # the user's own Ollama
+        "reverse:https://api.cohere.com@9005",
     ]
     assert "ANTHROPIC_BASE_URL=http://0.0.0.0:9001" in hints[1]
     assert "GOOGLE_GEMINI_BASE_URL=http://0.0.0.0:9003" in hints[3]
     assert "OLLAMA_HOST=http://0.0.0.0:9004" in hints[4]
+    assert "CO_API_URL=http://0.0.0.0:9005" in hints[5]  # the cohere SDK's base URL
 
 
 def test_any_free_port_takes_one_upstream_only():

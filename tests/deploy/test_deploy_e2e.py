@@ -78,6 +78,8 @@ GENERATE = f"/v1beta/models/{GEMINI}:generateContent"
 GENERATE_STREAM = f"/v1beta/models/{GEMINI}:streamGenerateContent"
 # Ollama's own API: the model is in the body; a stream is NDJSON.
 OLLAMA, QWEN = "/api/chat", "qwen3:8b"
+# Cohere's v2 chat: the model is the request's (the answer names none); a stream is SSE.
+COHERE, COMMAND = "/v2/chat", "command-a-03-2025"
 API_OF_PATH = {
     CHAT: "chat",
     RESPONSES: "responses",
@@ -87,6 +89,7 @@ API_OF_PATH = {
     GENERATE: "gemini",
     GENERATE_STREAM: "gemini",
     OLLAMA: "ollama",
+    COHERE: "cohere",
 }
 
 # Models. A: mostly void; B: at-risk only (exposure 0, the `or ... * 0` arm); C: half and half,
@@ -112,7 +115,7 @@ VOID, AT_RISK = 5, 6  # strict-void and strict-at-risk turns per pass that rate(
 EXPOSURE = VOID / (VOID + AT_RISK)  # 5/11
 EXPOSURE_BY_MODEL = {A: 4 / 5, B: 0.0, C: 1 / 2, GPT54: 0.0, GPT51: 0.0}  # E, F: none
 EXPOSURE_BY_API = {"chat": 5 / 9, "responses": 0.0}  # messages: never void, no series
-FLOWS = 27  # requests per pass
+FLOWS = 29  # requests per pass
 
 
 def _function(name: str, properties: dict[str, Any], strict: bool = True) -> dict[str, Any]:
@@ -278,6 +281,41 @@ def ollama_stream_reply() -> Reply:
     return Reply(headers=[("content-type", "application/x-ndjson")], chunks=chunks, delay=0.002)
 
 
+COHERE_ASK = {"model": COMMAND, "messages": [{"role": "user", "content": "Paris and Rome?"}],
+              "strict_tools": True, "tools": [{"type": "function", "function": {
+                  "name": "get_weather", "parameters": {"type": "object", "properties": {
+                      "city": {"type": "string"}}, "required": ["city"]}}}]}  # fmt: skip
+
+
+def cohere_call(index: int, city: str) -> dict[str, Any]:
+    return {"id": f"get_weather_e2e{index}q7rx0k", "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps({"city": city})}}  # fmt: skip
+
+
+def cohere_body(*cities: str) -> dict[str, Any]:
+    calls = [cohere_call(i, city) for i, city in enumerate(cities)]
+    return {"id": "5bbdb185-19bf-4683-bdbc-7e21f2dead78", "finish_reason": "TOOL_CALL",
+            "message": {"role": "assistant", "tool_plan": "Look it up.", "tool_calls": calls},
+            "usage": {"billed_units": {"input_tokens": 12, "output_tokens": 9},
+                      "tokens": {"input_tokens": 900, "output_tokens": 30}}}  # fmt: skip
+
+
+def cohere_stream_reply() -> Reply:
+    call = cohere_call(0, "Paris")
+    started = call | {"function": {"name": "get_weather", "arguments": ""}}
+    said = [
+        {"id": "5bbdb185-19bf-4683-bdbc-7e21f2dead78", "type": "message-start",
+         "delta": {"message": {"role": "assistant", "tool_calls": []}}},
+        {"type": "tool-call-start", "index": 0, "delta": {"message": {"tool_calls": started}}},
+        {"type": "tool-call-delta", "index": 0, "delta": {"message": {"tool_calls": {
+            "function": {"arguments": call["function"]["arguments"]}}}}},
+        {"type": "tool-call-end", "index": 0},
+        {"type": "message-end", "delta": {"finish_reason": "TOOL_CALL"}},
+    ]  # fmt: skip
+    chunks = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in said]
+    return Reply(headers=SSE_HEADERS, chunks=[*chunks, b"data: [DONE]\n\n"], delay=0.002)
+
+
 @dataclass(frozen=True)
 class Step:
     """One scripted request, its reply, and what the proxy must make of it (per pass)."""
@@ -396,6 +434,11 @@ SCRIPT: list[Step] = [
          json_reply(json.dumps(ollama_line({"tool_calls": [OLLAMA_CALL]}, True)).encode()),
          QWEN, "no-strict-declared", 1),
     Step("ollama-stream", OLLAMA, OLLAMA_ASK, ollama_stream_reply(), QWEN, "no-strict-declared", 1),
+    # --- Cohere's v2 chat: strict_tools, and a fan-out under it voids nothing ----------------
+    Step("cohere", COHERE, COHERE_ASK, json_reply(json.dumps(cohere_body("Paris", "Rome")).encode()),
+         COMMAND, "strict-serialised", 2, duplicate=True),
+    Step("cohere-stream", COHERE, COHERE_ASK | {"stream": True}, cohere_stream_reply(), COMMAND,
+         "strict-serialised", 1),
 ]  # fmt: skip
 BY_SCENARIO = {step.scenario: step for step in SCRIPT}
 
@@ -975,7 +1018,8 @@ def test_the_exposure_rate_equals_the_scripted_void_over_at_risk_ratio(run):
 
 def test_the_model_variable_offers_every_scripted_model(run):
     models = {series["metric"]["model"] for series in run.results["tooltap/$model"]}
-    assert models == {A, B, C, D, E, F, GPT54, GPT51, HAIKU, SONNET4, SONNET37, NOVA, GEMINI, QWEN}
+    assert models == {A, B, C, D, E, F, GPT54, GPT51, HAIKU, SONNET4, SONNET37, NOVA, GEMINI, QWEN,
+                      COMMAND}  # fmt: skip
 
 
 def test_the_api_variable_offers_every_api_the_proxy_counts(run):
