@@ -482,6 +482,8 @@ def expected_samples(buckets: list[float], passes: int = 1) -> Samples:
         found[("tooltap_tool_changes_total", _labels(api=api, server=""))] += 0
         for where in ("definition", "result"):
             found[("tooltap_hidden_text_total", _labels(api=api, where=where))] += 0
+        for name in ("tooltap_serial_batches_total", "tooltap_overdue_calls_total"):
+            found[(name, _labels(api=api))] += 0
     found[("tooltap_flows_total", _labels(api="none", outcome="not_read"))] += 0
     for where in ("hook", "tap", "worker"):
         found[("tooltap_internal_errors_total", _labels(where=where))] += 0
@@ -529,6 +531,8 @@ def expected_samples(buckets: list[float], passes: int = 1) -> Samples:
         ):
             found[(name, by_model)] += 0
         found[("tooltap_turns_total", _labels(api=api, model=model, state=step.state))] += n
+        # Every finished turn through the proxy is timed (its buckets and sum are wall-clock).
+        found[("tooltap_model_duration_seconds_count", by_model)] += n
         if step.format_state is not None:
             key = _labels(api=api, model=model, state=step.format_state)
             found[("tooltap_formats_total", key)] += n
@@ -558,6 +562,17 @@ def visible(buckets: list[float]) -> Samples:
     return {key: value - before[key] if key in before else 0.0 for key, value in after.items()}
 
 
+# Series whose values are what each reply's usage and timing say, checked apart from the script's
+# exact counts (test_every_finished_turn_counts_its_tokens_and_streams_their_first_token).
+TIMED = ("tooltap_tokens_total", "tooltap_first_token_seconds", "tooltap_tool_wait_seconds",
+         "tooltap_tool_run_seconds")  # fmt: skip
+
+
+def counted(samples: Samples) -> Samples:
+    """The samples the script's counts say exactly: all but TIMED's."""
+    return {key: value for key, value in samples.items() if not key[0].startswith(TIMED)}
+
+
 def live_samples(text: str) -> tuple[Samples, list[float]]:
     """The proxy's /metrics as comparable samples, and its calls-per-turn bucket bounds."""
     samples: Samples = {}
@@ -569,6 +584,8 @@ def live_samples(text: str) -> tuple[Samples, list[float]]:
             skip = sample.name.endswith("_created") or sample.name in (
                 "tooltap_inspect_seconds_bucket",
                 "tooltap_inspect_seconds_sum",
+                "tooltap_model_duration_seconds_bucket",
+                "tooltap_model_duration_seconds_sum",
                 # How many bytes were held at once depends on timing: checked against the budget.
                 "tooltap_held_bytes",
                 "tooltap_held_peak_bytes",
@@ -651,7 +668,7 @@ def wait_for_pass(proxy: Proxy, passes: int) -> tuple[Samples, Samples]:
     while True:
         live, buckets = live_samples(scrape(proxy))
         expected = expected_samples(buckets, passes)
-        if live == expected or time.monotonic() > deadline:
+        if counted(live) == expected or time.monotonic() > deadline:
             return live, expected
         time.sleep(0.05)
 
@@ -964,6 +981,7 @@ def test_every_series_rises_by_its_first_sample_or_not_at_all():
 def test_the_proxy_counts_exactly_what_the_script_sent(run):
     for passes in (1, 2):
         live, expected = run.samples_after[passes], run.expected_after[passes]
+        live = counted(live)
         missing = {k: v for k, v in expected.items() if live.get(k) != v}
         extra = {k: v for k, v in live.items() if k not in expected}
         assert not missing and not extra, (
@@ -972,6 +990,29 @@ def test_the_proxy_counts_exactly_what_the_script_sent(run):
             {k: live.get(k) for k in missing},
             extra,
         )
+
+
+def test_every_finished_turn_counts_its_tokens_and_streams_their_first_token(run):
+    live = run.samples_after[2]
+    for step in SCRIPT:
+        if step.state is None:
+            continue
+        turns = live[
+            ("tooltap_model_duration_seconds_count", _labels(api=step.api, model=step.model))
+        ]
+        input_tokens = live.get(
+            ("tooltap_tokens_total", _labels(api=step.api, model=step.model, type="input"))
+        )
+        assert turns >= 1 and input_tokens is not None, (
+            step.scenario,
+            sorted(labels for (name, labels) in live if name == "tooltap_tokens_total"),
+        )
+    said = {labels: value for (name, labels), value in live.items()
+            if name == "tooltap_tokens_total" and value > 0}  # fmt: skip
+    assert {dict(labels)["type"] for labels in said} >= {"input", "output"}
+    streamed = [value for (name, _), value in live.items()
+                if name == "tooltap_first_token_seconds_count"]  # fmt: skip
+    assert streamed and sum(streamed) > 0  # the script's streams carry output
 
 
 def test_the_proxy_logged_each_step_with_its_state(run):
