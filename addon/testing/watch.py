@@ -224,7 +224,12 @@ class Pending:
             self._guard(exc)
 
     def chunk(self, data: bytes) -> None:
-        """Bytes of the response as they reached the code under test."""
+        """Bytes of the response as they reached the code under test (after its end, when the
+        test ended first, they belong to no test: nothing is kept of them)."""
+        if not self.done:
+            self._take(data)
+
+    def _take(self, data: bytes) -> None:
         if not self.keep or self.skipped is not None:
             return
         try:
@@ -256,7 +261,7 @@ class Pending:
                 self.record.response_headers = tuple(
                     (k, v) for k, v in headers if k.lower() != b"content-encoding"
                 )
-                self.chunk(decoded)
+                self._take(decoded)
             if self.channel is not None:
                 self.watch.piece(self, b"", ended=True)  # what the stream still owes, said
             else:
