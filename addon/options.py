@@ -209,6 +209,17 @@ OPTIONS = (
         inspection=True,
     ),
     Option(
+        "tooltap_tool_deadline",
+        int,
+        60,
+        "Seconds a tool call may wait for its answer: past it, a call something still waits "
+        "for (an open Realtime, Gemini Live or Responses WebSocket session, an MCP tools/call "
+        "still running) gets one tool_overdue warning, and an answer that comes later is "
+        "marked late.",
+        minimum=1,
+        inspection=True,
+    ),
+    Option(
         "tooltap_tools_lock",
         str,
         "",

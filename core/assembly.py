@@ -19,11 +19,14 @@ from .jsontext import loads
 class StreamAssembler:
     """The base of every dialect's assembler: feed it the stream's events, in order, with
     event(); result() is the response they make. `complete` says whether the stream reached
-    its final event; `errors` holds the errors the API sent inside it."""
+    its final event; `errors` holds the errors the API sent inside it; `said` whether an
+    event so far carried model output (text, reasoning, or a call's name or arguments): the
+    first that did is the stream's first token."""
 
     def __init__(self) -> None:
         self.errors: list[ApiError] = []
         self.done = False  # the final event came
+        self.said = False  # an event carried model output
 
     @property
     def complete(self) -> bool:

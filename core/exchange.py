@@ -46,6 +46,17 @@ class Exchange(BaseModel):
     says MCP); else the URL's path says it."""
     transport: Transport = "http"
     """websocket: one turn of a socket, its server events framed as the SSE stream they mirror."""
+    request_start: float | None = None
+    """When the request's first byte reached the proxy (epoch seconds; a socket turn: the
+    message that started it); None where the recording keeps no time (JSONL, cassettes)."""
+    request_end: float | None = None
+    """When the request's last byte reached the proxy."""
+    response_end: float | None = None
+    """When the response's last byte reached the proxy (a socket turn: the message that
+    ended it)."""
+    arrivals: tuple[tuple[int, float], ...] = ()
+    """A streamed response body's pieces as they arrived: (the offset in response_body each
+    piece ends at, when it arrived), in order. Empty where no one watched them come."""
 
 
 def header(headers: Mapping[str, str], name: str) -> str:

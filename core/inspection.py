@@ -62,6 +62,7 @@ class _Body:
     dropped: int = 0  # stream events that could not be read at all
     note: str | None = None  # what was read leniently, for the turn's reason
     empty: bool = False  # a stream that carried no event at all (a priming event only)
+    first_output_at: float | None = None  # when the first event carrying output arrived
 
 
 def _read_request(exchange: Exchange, batch: bool = False) -> _Body:
@@ -78,10 +79,20 @@ def _read_request(exchange: Exchange, batch: bool = False) -> _Body:
 
 
 def _read_stream(
-    api: Api, body: bytes, encoding: str | None, max_decoded: int, framing: Framing = "sse"
+    api: Api,
+    body: bytes,
+    encoding: str | None,
+    max_decoded: int,
+    framing: Framing = "sse",
+    *,
+    arrivals: Sequence[tuple[int, float]] = (),
 ) -> _Body:
     reader = StreamReader(api, encoding, max_decoded, framing)
-    reader.feed(body)
+    start = 0
+    for end, at in arrivals:  # the pieces as they came, each with its time
+        reader.feed(body[start:end], at)
+        start = end
+    reader.feed(body[start:])
     result = reader.close()
     if result.decode_error is not None:
         return _Body(stream=True, problem=f"stream could not be decoded: {result.decode_error}")
@@ -111,37 +122,47 @@ def _read_stream(
         errors=errors,
         dropped=result.bad_events,
         note=note,
+        first_output_at=result.first_output_at,
     )
 
 
 def _read_response(api: Api, exchange: Exchange, max_decoded: int) -> _Body:
     content_type = header(exchange.response_headers, "content-type").lower()
     encoding = header(exchange.response_headers, "content-encoding")
+    body, arrivals = exchange.response_body, exchange.arrivals
     if "text/event-stream" in content_type:
-        return _read_stream(api, exchange.response_body, encoding, max_decoded)
+        return _read_stream(api, body, encoding, max_decoded, "sse", arrivals=arrivals)
     if EVENTSTREAM in content_type:
-        return _read_stream(api, exchange.response_body, encoding, max_decoded, "eventstream")
+        return _read_stream(api, body, encoding, max_decoded, "eventstream", arrivals=arrivals)
     if NDJSON in content_type:
-        return _read_stream(api, exchange.response_body, encoding, max_decoded, "ndjson")
+        return _read_stream(api, body, encoding, max_decoded, "ndjson", arrivals=arrivals)
     try:
         body = decode(exchange.response_body, encoding, max_decoded)
     except DecodeError as exc:
         return _Body(problem=f"response body could not be decoded: {exc}")
+    arrivals = () if encoding else arrivals  # the offsets are the encoded body's
     if "json" not in content_type and _looks_like_sse(body):
-        return _read_stream(api, body, None, max_decoded)
+        return _read_stream(api, body, None, max_decoded, "sse", arrivals=arrivals)
     if "json" not in content_type and looks_like_eventstream(body):  # recorded without its type
-        return _read_stream(api, body, None, max_decoded, "eventstream")
+        return _read_stream(api, body, None, max_decoded, "eventstream", arrivals=arrivals)
     if streamed_path(api, exchange.url) and body.lstrip()[:1] == b"[":
-        return _read_stream(api, body, None, max_decoded, "jsonarray")
+        return _read_stream(api, body, None, max_decoded, "jsonarray", arrivals=arrivals)
     # Strict, as the client's own JSON parser is: a body it cannot read is unparseable.
     value, error = loads(body)
     if error is not None and dialect(api).framing == "ndjson" and body.lstrip()[:1] == b"{":
         # A stream not typed as one (ollama.com sends its NDJSON as application/json).
-        return _read_stream(api, body, None, max_decoded, "ndjson")
+        return _read_stream(api, body, None, max_decoded, "ndjson", arrivals=arrivals)
     if error is not None:
         text = body[:300].decode("utf-8", "replace").strip()
         return _Body(value=text or None, problem=f"response body is not JSON ({error.message})")
     return _Body(value=value)
+
+
+def _ms(start: float | None, end: float | None) -> float | None:
+    """The time between two moments, in milliseconds; None when either is not known."""
+    if start is None or end is None or end < start:
+        return None
+    return round((end - start) * 1000, 3)
 
 
 def _blockers(turn: Turn, limits: Limits) -> list[str]:
@@ -225,6 +246,7 @@ def _inspect_served(
         "session": served_session(exchange),
         "server": server.server if server is not None else None,
         "tool_server": server,
+        "duration_ms": _ms(exchange.request_start, exchange.response_end),
     }
     request = _read_request(exchange, batch=True)
     if request.problem is not None:
@@ -342,6 +364,7 @@ def inspect(
         "tool_results": loop.results,
         "unchecked": loop.unchecked,
         "hidden_text": _hidden_results(loop.results),
+        "duration_ms": _ms(exchange.request_start, exchange.response_end),
     }
     if exchange.status is None:
         return Verdict(
@@ -350,6 +373,9 @@ def inspect(
 
     response = _read_response(api, exchange, max_decoded)
     found["stream"] = response.stream
+    if response.stream:
+        asked = exchange.request_end if exchange.request_end is not None else exchange.request_start
+        found["first_token_ms"] = _ms(asked, response.first_output_at)
     if exchange.status >= 400:
         if response.value is None:  # an error sent as JSON under a stream's content type
             response = _read_response(api, exchange.model_copy(update={"response_headers": {}}),

@@ -38,6 +38,7 @@ RULES = (
     "unanswered-at-close",
     "missing-thought-signature",
     "unlisted-tool",
+    "serial-execution",
 )
 
 REPAIRS = {
@@ -80,6 +81,10 @@ REPAIRS = {
     "unlisted-tool": (
         "call only the tools the server listed in this session (tools/list, every page "
         "by nextCursor), and list them again after notifications/tools/list_changed."
+    ),
+    "serial-execution": (
+        "run a batch's independent calls together (asyncio.gather, a thread pool, your "
+        "runtime's parallel tool execution): each waited for the one before it."
     ),
 }
 

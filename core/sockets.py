@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,12 +88,22 @@ def leading_type(message: bytes) -> str | None:
 
 def sse(events: list[bytes]) -> bytes:
     """Server events framed as the SSE stream they mirror: one `data:` line per line. Pure."""
+    return framed(events)[0]
+
+
+def framed(events: list[bytes]) -> tuple[bytes, list[int]]:
+    """sse(events), and the offset each event's frame ends at. Pure."""
     parts: list[bytes] = []
+    ends: list[int] = []
+    size = 0
     for event in events:
         for line in event.splitlines() or [b""]:
             parts += (b"data: ", line, b"\n")
+            size += len(line) + 7
         parts.append(b"\n")
-    return b"".join(parts)
+        size += 1
+        ends.append(size)
+    return b"".join(parts), ends
 
 
 def error_status(event: dict[str, Any]) -> int | None:
@@ -146,6 +156,16 @@ class SocketTurn:
     said: Verdict | None = None  # a session-scope finding, already read (exchange unused)
 
 
+@dataclass(frozen=True, slots=True)
+class Overdue:
+    """A call the session still owes a result, past the deadline."""
+
+    call_id: str
+    name: str
+    waited: float  # seconds since the response that issued it ended
+    response_id: str = ""
+
+
 @dataclass(slots=True)
 class HeldTurn:
     """A turn being read: its request, and its server events as they come."""
@@ -158,6 +178,8 @@ class HeldTurn:
     skipped: str | None = None
     detached: bool = False  # Realtime: out of band, its calls are owed nothing
     errored: bool = False  # an error event came; only the response's final event may follow
+    started: float | None = None  # when the message that started the turn crossed the socket
+    times: list[float | None] = field(default_factory=list)  # each event's, as it came
 
 
 @dataclass(slots=True)
@@ -170,6 +192,7 @@ class Waiting:
     detached: bool = False
     event_id: str = ""  # Realtime: the client's id for the event, if it gave one
     skipped: str | None = None  # why its turn is not inspected
+    at: float | None = None  # when it was sent
 
 
 class SocketReader:
@@ -189,26 +212,43 @@ class SocketReader:
         self.max_turn = max_turn
         self.skipped: Counter[str] = Counter()  # messages not used, by reason
         self.held = 0  # bytes of messages held now
+        self.now: float | None = None  # when the message being read crossed the socket
+        self._said_overdue: set[str] = set()  # calls already said to be overdue
 
-    def _exchange(self, request: bytes, events: list[bytes] | None) -> Exchange:
-        """A turn as an exchange: events None when no response came at all."""
+    def _exchange(
+        self,
+        request: bytes,
+        events: list[bytes] | None,
+        times: Sequence[float | None] = (),
+        started: float | None = None,
+    ) -> Exchange:
+        """A turn as an exchange: events None when no response came at all. Timed from the
+        message that started it to its last event, each event at the time it came."""
+        body, ends = framed(events or [])
+        known = [t for t in times if t is not None]
+        arrivals = tuple(zip(ends, known, strict=True)) if len(known) == len(ends) else ()
         return Exchange(
             method="POST",
             url=self.url,
             request_body=request,
             status=200 if events is not None else None,
             response_headers={"content-type": "text/event-stream"},
-            response_body=sse(events or []),
+            response_body=body,
             api=self.api,
             transport="websocket",
+            request_start=started,
+            request_end=started,
+            response_end=known[-1] if known and arrivals else self.now,
+            arrivals=arrivals,
         )
 
     def _rejection(self, create: Waiting, message: bytes, event: dict[str, Any]) -> SocketTurn:
         """A request the API answered with an error event instead of a response."""
         status = error_status(event)
         if status is None:  # reported as an error inside the turn's stream
-            return SocketTurn(self._exchange(create.request, [message]), create.prior)
-        exchange = self._exchange(create.request, []).model_copy(
+            exchange = self._exchange(create.request, [message], [self.now], create.at)
+            return SocketTurn(exchange, create.prior)
+        exchange = self._exchange(create.request, [], [], create.at).model_copy(
             update={
                 "status": status,
                 "response_headers": {"content-type": "application/json"},
@@ -230,16 +270,17 @@ class SocketReader:
         turn.size += len(message)
         if turn.size > self.max_turn:
             self.held -= turn.size - len(message)
-            turn.events = []
+            turn.events, turn.times = [], []
             turn.skipped = "the turn's events passed tooltap_max_body"
             self.skipped["turn_too_large"] += 1
             return
         self.held += len(message)
         turn.events.append(message)
+        turn.times.append(self.now)
 
     def _done(self, turn: HeldTurn, cut: bool = False) -> SocketTurn:
         self.held -= len(turn.request) + (turn.size if turn.skipped is None else 0)
-        exchange = self._exchange(turn.request, turn.events)
+        exchange = self._exchange(turn.request, turn.events, turn.times, turn.started)
         return SocketTurn(exchange, turn.prior, cut=cut, skipped=turn.skipped)
 
     def _drop(self, turns: Iterable[HeldTurn], why: str) -> list[SocketTurn]:
@@ -247,11 +288,34 @@ class SocketReader:
         done = []
         for turn in turns:
             if turn.skipped is None:
-                turn.events, turn.skipped = [], why
+                turn.events, turn.times, turn.skipped = [], [], why
             done.append(self._done(turn))
         return done
 
-    def feed(self, message: bytes, from_client: bool) -> list[SocketTurn]:
+    def owed_calls(self) -> dict[str, tuple[str, float, str]]:
+        """The calls this session owes a result now: id -> (tool, when the response that issued
+        it ended, its response id); only those known to be owed, with a known time."""
+        return {}
+
+    def overdue(self, now: float, deadline: float) -> list[Overdue]:
+        """The calls owed past the deadline at `now` (epoch seconds, the caller's clock), each
+        said once."""
+        found = []
+        owed = self.owed_calls()
+        self._said_overdue &= owed.keys()  # answered meanwhile: nothing more to remember
+        for call_id, (name, at, response_id) in owed.items():
+            if now - at > deadline and call_id not in self._said_overdue:
+                self._said_overdue.add(call_id)
+                found.append(Overdue(call_id, name, now - at, response_id))
+        return found
+
+    def feed(self, message: bytes, from_client: bool, at: float | None = None) -> list[SocketTurn]:
+        """One message, in the order it crossed the socket (at: when, epoch seconds): the
+        turns it finished."""
+        self.now = at
+        return self._read(message, from_client)
+
+    def _read(self, message: bytes, from_client: bool) -> list[SocketTurn]:
         raise NotImplementedError
 
     def close(self, end: SocketClose | None = None) -> list[SocketTurn]:

@@ -52,6 +52,10 @@ class StreamResult(BaseModel):
     """Events read only leniently (invalid UTF-8, raw control characters)."""
     decode_error: str | None = None
     """Why the content-encoding could not be undone, if it could not."""
+    first_output_at: float | None = None
+    """When the piece arrived that completed the first event carrying model output (text,
+    reasoning, or a call's name or arguments), as feed() was told; None when none did, or
+    no time was given."""
 
 
 class StreamReader:
@@ -74,13 +78,25 @@ class StreamReader:
         self._bad = 0
         self._repaired = 0
         self._error: str | None = None
+        self._at: float | None = None  # when the last piece fed arrived
+        self._first_output_at: float | None = None
         self._decoder: Decoder | None = None
         try:
             self._decoder = Decoder(content_encoding, max_decoded)
         except DecodeError as exc:
             self._error = str(exc)
 
-    def feed(self, chunk: bytes) -> list[Any]:
+    def feed(self, chunk: bytes, at: float | None = None) -> list[Any]:
+        """The events a piece of the stream completes; at: when the piece arrived (epoch
+        seconds), which dates the first event that carries output."""
+        self._at = at
+        said = self._assembler.said
+        events = self._feed(chunk)
+        if not said and self._assembler.said:
+            self._first_output_at = at
+        return events
+
+    def _feed(self, chunk: bytes) -> list[Any]:
         if self._decoder is None:
             return []
         try:
@@ -97,6 +113,7 @@ class StreamReader:
         return self._events_of(self._sse.feed(data))
 
     def close(self) -> StreamResult:
+        said = self._assembler.said
         if self._decoder is not None:
             try:
                 self._decoder.close()
@@ -115,6 +132,8 @@ class StreamReader:
             elif self._frames.broken is not None:
                 self._bad += 1
         assembler = self._assembler
+        if not said and assembler.said:  # a last event the stream did not end, at its end
+            self._first_output_at = self._at
         return StreamResult(
             response=assembler.result(),
             events=self._events,
@@ -123,6 +142,7 @@ class StreamReader:
             bad_events=self._bad,
             repaired_events=self._repaired,
             decode_error=self._error,
+            first_output_at=self._first_output_at,
         )
 
     def _fail(self, reason: str) -> None:

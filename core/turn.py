@@ -8,6 +8,7 @@ ones.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -170,6 +171,49 @@ class Turn(BaseModel):
         if self.output_format:
             response["text"] = {"format": self.output_format}
         return response
+
+
+_PLACEHOLDER = re.compile(r"\w+\[\d+\]\Z")
+
+
+def placeholder(where: str, index: int) -> str:
+    """The id a call is logged under when its API gave it none: where it sat
+    (`functionCall[0]`). Pure."""
+    return f"{where}[{index}]"
+
+
+def given_id(call_id: str) -> bool:
+    """Is this an id the API gave the call (not none, not a placeholder)? Only such an id ties
+    a call to its answer across exchanges. Pure."""
+    return bool(call_id) and _PLACEHOLDER.match(call_id) is None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def tokens(
+    input: Any = None, output: Any = None, cached: Any = None, reasoning: Any = None
+) -> dict[str, int]:
+    """The token counts a response states, by the names the log uses (input_tokens,
+    output_tokens, cached_input_tokens, reasoning_tokens): input counts cached tokens and
+    output reasoning tokens, as OpenTelemetry's GenAI conventions have them. A count the API
+    did not give, or gave as no whole number, is left out: never 0 for unknown. Pure."""
+    counted = {
+        "input_tokens": _count(input),
+        "output_tokens": _count(output),
+        "cached_input_tokens": _count(cached),
+        "reasoning_tokens": _count(reasoning),
+    }
+    return {k: v for k, v in counted.items() if v is not None}
+
+
+def plus(base: Any, *more: Any) -> int | None:
+    """base with the counts beside it that the API keeps apart (cache reads and writes,
+    thoughts) added; None when base is not given. Pure."""
+    if _count(base) is None:
+        return None
+    return int(base) + sum(n for n in map(_count, more) if n is not None)
 
 
 def raw_arguments(value: Any) -> str:

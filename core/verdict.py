@@ -20,6 +20,31 @@ Outcome = Literal[
 Scope = Literal["turn", "session", "tool"]
 
 
+class ToolTime(BaseModel):
+    """How long one answered call took: from the end of the response that issued it to the
+    arrival of its result; and, when its run was seen (an MCP tools/call through tooltap),
+    how long it ran, and where."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    call_id: str
+    """The call answered."""
+    name: str | None = None
+    """Its tool."""
+    waited_ms: float
+    """From the end of the response that issued the call to the arrival of its result."""
+    ran_ms: float | None = None
+    """How long its tools/call ran on its server, when tooltap saw it run."""
+    server: str | None = None
+    """The MCP server it ran on ("name version"), when seen."""
+    late: bool = False
+    """Answered past tooltap_tool_deadline."""
+    issued_at: float = Field(exclude=True)
+    """When the response that issued it ended (epoch seconds)."""
+    answered_at: float = Field(exclude=True)
+    """When its result arrived."""
+
+
 class Rejected(BaseModel):
     """The API refused the request (4xx): its own words, and the local blockers."""
 
@@ -100,6 +125,18 @@ class Verdict(BaseModel):
     """Errors a Realtime session sent that refused no request (type: the error's code)."""
     awaiting: list[str] = Field(default_factory=list)
     """The call ids the client must answer in its next request."""
+    duration_ms: float | None = None
+    """From the request's first byte at the proxy to the response's last byte; None where the
+    exchange carries no times."""
+    first_token_ms: float | None = None
+    """A stream's: from the request's end to the first event carrying model output (text,
+    reasoning, or a call's name or arguments); None when the response was not streamed, or
+    carried no output, or no times."""
+    tool_wait_ms: float | None = None
+    """On a request that answers calls: the longest wait among them (ToolTime.waited_ms)."""
+    tool_times: list[ToolTime] = Field(default_factory=list)
+    """Each call this request answers, timed (logged as tool_time lines). Set by the caller,
+    which remembers when each call was issued."""
     more_calls: int = 0
     """Calls past the first MAX_CALLS: counted, not validated nor listed one by one."""
     unchecked: list[str] = Field(default_factory=list)

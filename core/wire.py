@@ -50,18 +50,7 @@ def read_turn(api: Api, request: Any, response: Any) -> Turn:
     turn = reading.read_turn(request, response)
     turn.request_model = as_str(request.get("model")) or None
     turn.finish_reasons = reading.finish_reasons(response)
-    usage = as_dict(response.get("usage"))
-    counted = {  # as Responses and Anthropic, Chat, and Bedrock spell them
-        "input_tokens": usage.get(
-            "input_tokens", usage.get("prompt_tokens", usage.get("inputTokens"))
-        ),
-        "output_tokens": usage.get(
-            "output_tokens", usage.get("completion_tokens", usage.get("outputTokens"))
-        ),
-    }
-    turn.usage = turn.usage or {
-        k: v for k, v in counted.items() if isinstance(v, int) and not isinstance(v, bool)
-    }
+    turn.usage = reading.usage(response)
     return turn
 
 

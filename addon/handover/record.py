@@ -12,6 +12,7 @@ import io
 import pickle
 import struct
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -100,6 +101,11 @@ class Record:
     part: StreamPart | None = None  # a piece of an MCP server's GET stream, in chunks
     started: float = 0.0  # when the request began (a socket batch: its first message), epoch s
     ended: float = 0.0  # when the response ended, or broke off (a batch: its last message)
+    request_ended: float = 0.0  # when the request's last byte came
+    arrived: list[float] = field(default_factory=list)  # when each chunk came (a batch: message)
+    # The request alone of an MCP tools/call still unanswered past tooltap_tool_deadline (ended:
+    # when the proxy saw it so): said overdue, its exchange still to come.
+    overdue: bool = False
 
     @classmethod
     def of(cls, api: Api | None, request: Any, **fields: Any) -> Record:
@@ -138,6 +144,12 @@ class Record:
             },
             response_body=b"".join(self.chunks) if self.chunks else self.response_body,
             api=self.api,
+            request_start=self.started or None,
+            request_end=self.request_ended or None,
+            response_end=self.ended or None,
+            arrivals=tuple(zip(accumulate(map(len, self.chunks)), self.arrived, strict=True))
+            if len(self.arrived) == len(self.chunks)
+            else (),
         )
 
     def logged_host(self) -> str:

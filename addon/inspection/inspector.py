@@ -10,22 +10,26 @@ process of its own it runs on another core and forwarding never waits for it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Any
 from urllib.parse import urlsplit
 
-from tooltap.core import Exchange, Verdict, detect_api
+from tooltap.core import Exchange, Verdict, detect_api, served_session
+from tooltap.core.definitions import endpoint
+from tooltap.core.jsontext import loads
+from tooltap.core.shapes import as_dict, as_str
 
 from ..handover.record import Record
 from ..options import BY_NAME
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from ..sinks.redaction import REDACTED
-from ..sinks.traces import TraceSink
+from ..sinks.traces import TraceSink, traces
 from .applications import Applications
-from .pins import Pins
+from .pins import Pins, open_pins
 from .scrub import scrub
-from .session import Session, with_ending
+from .session import DEADLINE, Session, with_ending
 from .sockets import Sockets, socket_verdict
 from .state import State
 
@@ -48,20 +52,48 @@ class Inspector:
         state: State | None = None,
         pins: Pins | None = None,
         applications: Applications | None = None,
+        deadline: float = DEADLINE,
     ) -> None:
         self.sink = sink
         self.metrics = metrics
         self.traces = traces
-        self.session = Session(state=state, pins=pins)
+        self.session = Session(state=state, pins=pins, deadline=deadline)
+        self.deadline = deadline
         self.applications = applications or Applications()
         self.sockets = Sockets(max_turn, budget)
         self._fault = fault  # a test seam: raises to inject a fault
+
+    @classmethod
+    def of(
+        cls,
+        settings: Mapping[str, Any],
+        sink: LogSink,
+        metrics: Metrics,
+        state: State,
+        fault: Callable[[str], None] | None = None,
+    ) -> Inspector:
+        """An inspector as the inspection settings say (options.settings)."""
+        return cls(
+            sink,
+            metrics,
+            fault,
+            max_turn=settings["tooltap_max_body"],
+            budget=settings["tooltap_memory_budget"],
+            traces=traces(settings, metrics.span),
+            state=state,
+            pins=open_pins(settings, state),
+            applications=Applications(settings["tooltap_app_header"]),
+            deadline=settings["tooltap_tool_deadline"],
+        )
 
     def handle(self, record: Record) -> None:
         if self._fault is not None:
             self._fault("worker")
         if record.socket is not None:
             self._socket(record)
+            return
+        if record.overdue:
+            self._overdue(record)
             return
         started = time.perf_counter()
         if record.part is not None:
@@ -107,7 +139,7 @@ class Inspector:
         started = time.perf_counter()
         for reason, count in batch.skipped.items():
             self.metrics.socket_skipped(record.api, reason, count)
-        turns = self.sockets.read(record.api, record.url, batch, record.chunks)
+        turns = self.sockets.read(record.api, record.url, batch, record.chunks, record.arrived)
         for (api, reason), count in self.sockets.skipped.items():
             self.metrics.socket_skipped(api, reason, count)
         self.sockets.skipped.clear()
@@ -116,6 +148,41 @@ class Inspector:
             verdict = socket_verdict(self.session, turn, record.note, record.failure, application)
             self._emit(record, verdict, started)
             started = time.perf_counter()
+
+    def tick(self, now: float) -> None:
+        """Once in a while (now: the wall clock, epoch seconds): the calls open sockets owe past
+        the deadline, said once each."""
+        for reader, found in self.sockets.overdue(now, self.deadline):
+            self._said_overdue(
+                reader.api, found.call_id, found.name, found.waited,
+                transport="websocket", path=urlsplit(reader.url).path,
+                response_id=found.response_id or None,
+            )  # fmt: skip
+
+    def _overdue(self, record: Record) -> None:
+        """An MCP tools/call the proxy still waits on past the deadline: each call it holds."""
+        exchange = record.exchange()
+        value, error = loads(exchange.request_body)
+        messages = value if isinstance(value, list) else [value]
+        session = served_session(exchange)
+        known = self.session.tool_servers.get((endpoint(exchange.url), session))
+        for message in map(as_dict, messages if error is None else []):
+            if message.get("method") != "tools/call":
+                continue
+            rpc = message.get("id")
+            self._said_overdue(
+                "mcp", str(rpc) if isinstance(rpc, str | int) and not isinstance(rpc, bool) else "",
+                as_str(as_dict(message.get("params")).get("name")),
+                record.ended - record.started, transport="http", path=record.logged_path(),
+                server=known.server if known is not None else None, session=session,
+            )  # fmt: skip
+
+    def _said_overdue(self, api: str, call_id: str, name: str, waited: float, **where: Any) -> None:
+        self.sink.tool_overdue(
+            api=api, call_id=call_id, name=name, waited_ms=round(waited * 1000, 3),
+            deadline_s=self.deadline, **where,
+        )  # fmt: skip
+        self.metrics.overdue(api)
 
     def _application(self, record: Record) -> str | None:
         headers = ((k.decode("latin-1"), v.decode("latin-1")) for k, v in record.request_headers)

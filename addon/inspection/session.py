@@ -30,9 +30,11 @@ from tooltap.core.dialects.mcp import list_changed
 from tooltap.core.dialects.mcp_streams import ANSWERED_ON_STREAM, Changed, Channels, Said
 from tooltap.core.jsontext import loads
 
+from .clock import Clock
 from .pins import Pins
 from .state import REMEMBERED, LocalState, Recalled, State
 
+DEADLINE = 60.0  # seconds a call may wait for its answer before it is late (tooltap_tool_deadline)
 TOOL_SESSIONS = 1_000  # MCP sessions remembered (with their tool schemas), the newest only
 TOOL_BYTES = 64 << 20  # ... and at most this many bytes of the tools/list answers behind them
 
@@ -94,9 +96,14 @@ class Session:
     """
 
     def __init__(
-        self, size: int = REMEMBERED, state: State | None = None, pins: Pins | None = None
+        self,
+        size: int = REMEMBERED,
+        state: State | None = None,
+        pins: Pins | None = None,
+        deadline: float = DEADLINE,
     ) -> None:
         self.state = state if state is not None else LocalState(size)
+        self.clock = Clock(self.state, deadline)  # when calls were issued, answered and run
         self.validators = ValidatorCache()
         self.tool_servers = ToolServers()
         self.pins = pins if pins is not None else Pins()
@@ -179,7 +186,10 @@ class Session:
             ]
         if verdict.tool_server is not None:
             self.tool_servers.keep(key, verdict.tool_server, verdict, len(exchange.response_body))
+            self.clock.tool(" ".join(filter(None, key)), exchange, verdict)
             return verdict
+        if verdict.scope == "turn":
+            self.clock.turn(exchange, verdict)
         response_id = verdict.response_id
         if verdict.api != "responses" or not response_id or verdict.state is None:
             return verdict

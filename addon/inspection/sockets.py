@@ -9,10 +9,11 @@ skipped. A socket whose reader was let go is read on as one joined late.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
+from collections.abc import Sequence
 
 from tooltap.core import Api, Verdict
 from tooltap.core.dialects import socket_reader
-from tooltap.core.sockets import SocketReader, SocketTurn
+from tooltap.core.sockets import Overdue, SocketReader, SocketTurn
 
 from ..handover.record import SocketBatch
 from .session import Session, with_ending
@@ -35,9 +36,15 @@ class Sockets:
         return len(self._readers)
 
     def read(
-        self, api: Api, url: str, batch: SocketBatch, messages: list[bytes]
+        self,
+        api: Api,
+        url: str,
+        batch: SocketBatch,
+        messages: list[bytes],
+        times: Sequence[float | None] = (),
     ) -> list[SocketTurn]:
-        """Feed one batch of a socket's messages; the turns it finished, in order."""
+        """Feed one batch of a socket's messages (each at its time, when known); the turns it
+        finished, in order."""
         key = batch.key
         reader = self._readers.get(key)
         if reader is None:
@@ -47,8 +54,9 @@ class Sockets:
         self._readers.move_to_end(key)
         before = reader.held
         turns = reader.lost() if batch.lost else []
-        for message, source in zip(messages, batch.sources, strict=True):
-            turns += reader.feed(message, bool(source))
+        times = times if len(times) == len(messages) else [None] * len(messages)
+        for message, source, at in zip(messages, batch.sources, times, strict=True):
+            turns += reader.feed(message, bool(source), at)
         if batch.ended:
             turns += reader.close(batch.close)
             del self._readers[key]
@@ -59,6 +67,10 @@ class Sockets:
         self._count(reader)
         turns += self._trim(key)
         return turns
+
+    def overdue(self, now: float, deadline: float) -> list[tuple[SocketReader, Overdue]]:
+        """The calls the open sockets owe past the deadline, each said once."""
+        return [(r, found) for r in self._readers.values() for found in r.overdue(now, deadline)]
 
     def _count(self, reader: SocketReader) -> None:
         for reason, count in reader.skipped.items():

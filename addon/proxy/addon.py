@@ -14,6 +14,7 @@ import asyncio
 import fnmatch
 import functools
 import logging
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,14 +38,13 @@ from ..handover.counts import DirectCounts
 from ..handover.record import Record
 from ..handover.supervisor import Supervisor
 from ..handover.workers import ThreadWorker
-from ..inspection.applications import Applications
 from ..inspection.inspector import Inspector
-from ..inspection.pins import open_pins
 from ..inspection.state import open_state
 from ..options import BY_NAME
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
-from ..sinks.traces import traces
+from ..sinks.redaction import hash_key_problem
+from .calls import CallWatch
 from .channel import ChannelTap
 from .sockets import SocketTap
 from .tap import StreamTap
@@ -244,6 +244,8 @@ class Tooltap:
         self.budget = Budget(BY_NAME["tooltap_memory_budget"].default)
         self._bodies = 0  # bytes of bodies that went by, for giving memory back after a burst
         self._giving_back: asyncio.Task[None] | None = None
+        self._calls = CallWatch()  # MCP tools/calls not answered yet
+        self._watching: asyncio.Task[None] | None = None
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -252,6 +254,8 @@ class Tooltap:
 
     def configure(self, updated: set[str]) -> None:
         for problem in options.problems(ctx.options, updated):
+            raise exceptions.OptionsError(problem)
+        if self._settings is None and (problem := hash_key_problem()) is not None:
             raise exceptions.OptionsError(problem)
         if "tooltap_hosts" in updated:
             self._hosts.clear()
@@ -281,6 +285,10 @@ class Tooltap:
             self._giving_back = asyncio_utils.create_task(
                 self._give_back(), name="tooltap: give freed memory back", keep_ref=True
             )
+        if self._watching is None:
+            self._watching = asyncio_utils.create_task(
+                self._watch_calls(), name="tooltap: watch tool calls", keep_ref=True
+            )
 
     async def _give_back(self) -> None:
         """Once a burst of large bodies has passed, hand the freed heap back to the system.
@@ -301,6 +309,24 @@ class Tooltap:
                 trimmed_at = self._bodies
                 await asyncio.to_thread(return_freed_memory)
 
+    async def _watch_calls(self) -> None:
+        """Once a second: MCP tools/calls still running past tooltap_tool_deadline (calls.py)."""
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                self._calls.overdue(
+                    time.time(), ctx.options.tooltap_tool_deadline, self._hand_over_overdue
+                )
+            except Exception:  # noqa: BLE001 - a watch must not end the proxy's loop
+                self._hook_error()
+
+    def _hand_over_overdue(self, record: Record) -> None:
+        """No room, or the hand-over full: this one goes unsaid; traffic never waits for it."""
+        if self.budget.take(len(record.request_body)):
+            record.held = len(record.request_body)
+            if self.inspection is None or not self.inspection.worker.submit(record):
+                self._release(record)
+
     def _open(self, settings: dict[str, Any]) -> Inspection:
         """Start inspection with these settings. Blocks; raises OSError or RuntimeError."""
         size = settings["tooltap_queue_size"]
@@ -320,18 +346,10 @@ class Tooltap:
         sink = LogSink(settings["tooltap_log_format"], settings["tooltap_log_arguments"], stream)
         metrics.watch_budget(self.budget)
         state = open_state(settings, metrics.state_error)
-        inspector = Inspector(
-            sink,
-            metrics,
-            self._fault,
-            max_turn=settings["tooltap_max_body"],
-            budget=settings["tooltap_memory_budget"],
-            traces=traces(settings, metrics.span),
-            state=state,
-            pins=open_pins(settings, state),
-            applications=Applications(settings["tooltap_app_header"]),
+        inspector = Inspector.of(settings, sink, metrics, state, self._fault)
+        worker = ThreadWorker(
+            inspector.handle, self._worker_error, size, self._release, inspector.tick
         )
-        worker = ThreadWorker(inspector.handle, self._worker_error, size, self._release)
         worker.start()
         url = self._metrics_url(settings, port)
         return Inspection(worker, DirectCounts(metrics), url, metrics, log_file, inspector)
@@ -379,9 +397,10 @@ class Tooltap:
         logger.info(f"tooltap restarted with new settings; metrics at {new.url}")
 
     def done(self) -> None:
-        if self._giving_back is not None:
-            self._giving_back.cancel()
-            self._giving_back = None
+        for task in (self._giving_back, self._watching):
+            if task is not None:
+                task.cancel()
+        self._giving_back = self._watching = None
         if self.inspection is not None:
             left = self.inspection.close().total()
             if left:
@@ -416,6 +435,8 @@ class Tooltap:
             if counted and (socket_upgrade(request) or mcp_host(request, mcp_hosts)):
                 return
         self._flows[flow.id] = _Pending(api, flow.client_conn.id, counted=counted)
+        if api == "mcp":
+            self._calls.started(flow)  # watched for the deadline until it is answered
         if len(self._flows) > MAX_TRACKED:
             _, forgotten = self._flows.popitem(last=False)
             if forgotten.tap is not None:
@@ -528,6 +549,7 @@ class Tooltap:
 
     def _finish(self, flow: http.HTTPFlow) -> None:
         # References only: the inspection side builds everything else.
+        self._calls.ended(flow)
         pending = self._flows.pop(flow.id, None)
         if pending is None:
             return
@@ -544,6 +566,7 @@ class Tooltap:
             note=None if failed else error,
             ended=(response.timestamp_end if response is not None else None)
             or (flow.error.timestamp if flow.error is not None else 0.0),
+            request_ended=request.timestamp_end or 0.0,
         )
         if response is not None:
             record.status = response.status_code
@@ -570,7 +593,7 @@ class Tooltap:
             elif pending.too_large or (pending.tap is not None and pending.tap.overflow):
                 record.skipped = "response body above tooltap_max_body"
             elif pending.tap is not None:
-                record.chunks, record.held = pending.tap.hand_over()
+                record.chunks, record.arrived, record.held = pending.tap.hand_over()
                 _recorded(flow, record.chunks)
             elif response.raw_content is None:
                 # Never kept: the exchange broke off before the body was

@@ -1,8 +1,8 @@
 """The structured log: DESIGN.md's events, JSON lines by default, console for people.
 
 Events are data: `turn`, `tool_call`, `loop_error`, `request_rejected`,
-`stream_error`, `tool_result_error`, `no_tool_call`, `tool_changed` (a definition's diff,
-never a call's arguments) and `hidden_text`, and for a tool server's
+`stream_error`, `tool_result_error`, `no_tool_call`, `tool_time`, `tool_changed` (a
+definition's diff, never a call's arguments) and `hidden_text`, and for a tool server's
 exchange (MCP) `tool_result`, with the server and session on each line. No header value is
 ever logged, and with `redact`, `hash` or `omit` neither is anything
 secret-looking in the arguments or in messages that could echo them.
@@ -70,6 +70,17 @@ class LogSink:
         """Log one exchange: its calls and findings first, then the `turn` line that sums it up."""
         try:
             self._events(verdict, host, path, inspect_ms)
+            self._stream.write(self._lines.getvalue())
+            self._stream.flush()
+        finally:
+            self._lines.seek(0)
+            self._lines.truncate()
+
+    def tool_overdue(self, **fields: Any) -> None:
+        """A call still unanswered past tooltap_tool_deadline while something waits for it:
+        said once, as the deadline passes."""
+        try:
+            self._log.warning("tool_overdue", **fields)
             self._stream.write(self._lines.getvalue())
             self._stream.flush()
         finally:
@@ -161,6 +172,12 @@ class LogSink:
                 log.warning(
                     "tool_result_error", api=verdict.api, call_id=result.call_id, where=result.where
                 )
+        for timed in verdict.tool_times:
+            # How long the application's tool took to answer the call: info, or a warning
+            # when it came past the deadline.
+            (log.warning if timed.late else log.info)(
+                "tool_time", api=verdict.api, transport=verdict.transport, **timed.model_dump()
+            )
         for change in verdict.tool_changes:
             log.warning("tool_changed", api=verdict.api, **(change.model_dump() | served))
         for hidden in policy.hidden(verdict.hidden_text):
@@ -200,5 +217,16 @@ class LogSink:
             repairs=verdict.repairs,
             unchecked=verdict.unchecked,
             inspect_ms=round(inspect_ms, 3),
+            duration_ms=verdict.duration_ms,
+            first_token_ms=verdict.first_token_ms,
+            input_tokens=verdict.usage.get("input_tokens"),
+            output_tokens=verdict.usage.get("output_tokens"),
+            # The counts some APIs break out, where they do.
+            **{
+                k: verdict.usage[k]
+                for k in ("cached_input_tokens", "reasoning_tokens")
+                if k in verdict.usage
+            },
+            **({"tool_wait_ms": verdict.tool_wait_ms} if verdict.tool_times else {}),
             **(served and served | {"rpc": verdict.rpc, "listed_tools": verdict.listed_tools}),
         )

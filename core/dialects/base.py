@@ -20,7 +20,7 @@ from ..schema import SEED_LIMITS, Limits
 from ..served import Served, ToolServer
 from ..shapes import as_dict, as_list
 from ..sockets import SocketReading
-from ..turn import Api, Turn
+from ..turn import Api, Turn, tokens
 
 
 def openai_blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> list[str]:
@@ -103,6 +103,27 @@ def no_instructions(request: Mapping[str, Any]) -> str:
     return ""
 
 
+def openai_usage(response: Mapping[str, Any]) -> dict[str, int]:
+    """The usage OpenAI's APIs state, in the Responses spelling (input_tokens and their
+    `_details`; the Realtime API's `_token_details`) or the Chat one (prompt_tokens,
+    completion_tokens and their `_details`). Pure."""
+    usage = as_dict(response.get("usage"))
+    input_details = as_dict(
+        usage.get("input_tokens_details", usage.get("input_token_details"))
+        or usage.get("prompt_tokens_details")
+    )
+    output_details = as_dict(
+        usage.get("output_tokens_details", usage.get("output_token_details"))
+        or usage.get("completion_tokens_details")
+    )
+    return tokens(
+        usage.get("input_tokens", usage.get("prompt_tokens")),
+        usage.get("output_tokens", usage.get("completion_tokens")),
+        input_details.get("cached_tokens"),
+        output_details.get("reasoning_tokens"),
+    )
+
+
 Prior = Mapping[str, Sequence[str]] | None  # response id -> the calls it left open
 # A tool server's reading: (request body, response body or assembled stream, the session so
 # far, validators, the session's id) -> what the exchange said.
@@ -168,6 +189,8 @@ class Dialect:
     # The request's instructions to the model (system and developer text): what tells one
     # agent of an application from another, whose tools of one name may differ.
     instructions: Callable[[Mapping[str, Any]], str] = no_instructions
+    # The tokens the response counts (tooltap.core.turn.tokens), as the API states them.
+    usage: Callable[[Mapping[str, Any]], dict[str, int]] = openai_usage
     # The response restates the request's tools, and its Turn reads them from there (the
     # Responses echo): the definitions the model read are then read from the request again.
     echoes_tools: bool = False

@@ -124,6 +124,8 @@ class Assembler(StreamAssembler):
                 self.head[key] = chunk[key]
         if chunk.get("usage"):
             self.usage = chunk["usage"]
+        elif as_dict(chunk.get("x_groq")).get("usage"):  # Groq's last chunk says it there
+            self.usage = as_dict(chunk.get("x_groq"))["usage"]
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
             if isinstance(choice, dict):
@@ -142,6 +144,9 @@ class Assembler(StreamAssembler):
         for key in ("content", "refusal"):
             if isinstance(delta.get(key), str):
                 slot[key].append(delta[key])
+        # Output: text, a refusal, reasoning (compatible servers' reasoning_content), a call.
+        self.said |= any(delta.get(k) for k in ("content", "refusal", "reasoning_content",
+                                                  "reasoning", "tool_calls"))  # fmt: skip
         fragments = delta.get("tool_calls")
         for fragment in fragments if isinstance(fragments, list) else []:
             if not isinstance(fragment, dict):

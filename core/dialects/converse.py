@@ -34,7 +34,7 @@ from ..jsontext import dumps, loads
 from ..loop import Checker, LoopReport, error_payload, is_empty
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
-from ..turn import Tool, ToolCall, Turn, make_call
+from ..turn import Tool, ToolCall, Turn, make_call, plus, tokens
 from .base import Dialect, Prior, advisory_tools_repairs, fanout_repairs, text_of
 
 _PATH = re.compile(r"/model/(?P<model>[^/]+)/(?:converse|converse-stream)$")
@@ -161,7 +161,9 @@ class Assembler(StreamAssembler):
                 use = as_dict(as_dict(body.get("start")).get("toolUse"))
                 if use:
                     self.blocks.open(index, {"toolUse": dict(use)})
+                    self.said = True  # a call's name
             elif kind == "contentBlockDelta":
+                self.said = True  # text, reasoning or a call's input
                 self._delta(index, as_dict(body.get("delta")))
             elif kind == "messageStop":
                 self.stop_reason = as_str(body.get("stopReason")) or None
@@ -344,6 +346,18 @@ def _cycle(edges: Mapping[str, set[str]]) -> bool:
 def blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> list[str]:
     """Bedrock's own subset, never OpenAI's nor Anthropic's. Pure."""
     return converse_blockers(value)
+
+
+def usage(response: Mapping[str, Any]) -> dict[str, int]:
+    """Bedrock's usage: inputTokens without the cache's reads and writes, which it counts
+    apart. Pure."""
+    counted = as_dict(response.get("usage"))
+    read = counted.get("cacheReadInputTokens")
+    return tokens(
+        plus(counted.get("inputTokens"), read, counted.get("cacheWriteInputTokens")),
+        counted.get("outputTokens"),
+        read,
+    )
 
 
 def instructions(request: Mapping[str, Any]) -> str:

@@ -42,7 +42,7 @@ from ..jsontext import dumps, loads
 from ..loop import Checker, LoopReport, error_payload
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_dict, as_int, as_list, as_str
-from ..turn import Tool, ToolCall, Turn
+from ..turn import Tool, ToolCall, Turn, placeholder, plus, tokens
 from .base import Dialect, Prior, fanout_repairs, text_of
 
 _PATH = re.compile(
@@ -257,18 +257,13 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         if name:
             calls.append(
                 ToolCall(
-                    call_id=as_str(call.get("id")) or f"functionCall[{len(calls)}]",
+                    call_id=as_str(call.get("id")) or placeholder("functionCall", len(calls)),
                     name=name,
                     type="function_call",
                     arguments_raw=dumps(call["args"]) if "args" in call else "",
                     arguments_missing="args" not in call,
                 )
             )
-    usage = as_dict(field(response, "usageMetadata"))
-    counted = {
-        "input_tokens": field(usage, "promptTokenCount"),
-        "output_tokens": field(usage, "candidatesTokenCount"),
-    }
     return Turn(
         api="gemini",
         model=as_str(field(response, "modelVersion")) or as_str(request.get("model")) or None,
@@ -278,7 +273,19 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         calls=calls,
         output_types=types,
         callable_names=names,
-        usage={k: v for k, v in counted.items() if isinstance(v, int) and not isinstance(v, bool)},
+    )
+
+
+def usage(response: Mapping[str, Any]) -> dict[str, int]:
+    """usageMetadata: the prompt (cached content included), the candidates and the thoughts,
+    which Gemini counts apart from them. Pure."""
+    counted = as_dict(field(response, "usageMetadata"))
+    thoughts = field(counted, "thoughtsTokenCount")
+    return tokens(
+        field(counted, "promptTokenCount"),
+        plus(field(counted, "candidatesTokenCount"), thoughts),
+        field(counted, "cachedContentTokenCount"),
+        thoughts,
     )
 
 
@@ -326,6 +333,7 @@ class Assembler(StreamAssembler):
             for part in map(as_dict, as_list(field(field(candidate, "content"), "parts"))):
                 if not streamed.take(held["content"]["parts"], part):
                     _add(held["content"]["parts"], part)
+                self.said |= any(field(part, k) for k in ("text", "functionCall", "partialArgs"))
             reason = field(candidate, "finishReason")
             if reason is not None:
                 held["finishReason"] = reason

@@ -24,7 +24,7 @@ from ..assembly import Blocks, StreamAssembler, json_or_text
 from ..loop import Checker, LoopReport, is_empty
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
-from ..turn import HostedResult, Tool, ToolCall, Turn, callable_names, make_call
+from ..turn import HostedResult, Tool, ToolCall, Turn, callable_names, make_call, plus, tokens
 from .base import Dialect, Prior, advisory_tools_repairs, fanout_repairs, text_of
 
 # Anthropic on Vertex AI, the model in the path.
@@ -138,12 +138,17 @@ class Assembler(StreamAssembler):
             for index, block in enumerate(as_list(self.message.get("content"))):
                 if isinstance(block, dict):
                     self.blocks.open(index, block)
+            self.said |= bool(self.blocks)  # a message that starts with its content
         elif kind == "content_block_start" and isinstance(event.get("content_block"), dict):
-            self.blocks.open(as_int(event.get("index"), len(self.blocks)), event["content_block"])
+            block = self.blocks.open(
+                as_int(event.get("index"), len(self.blocks)), event["content_block"]
+            )
+            self.said |= bool(block.get("name"))  # a call's name comes with its block
         elif kind == "content_block_delta":
             index, delta = as_int(event.get("index")), as_dict(event.get("delta"))
             for key in ("partial_json", "text", "thinking"):
                 self.blocks.add(index, delta.get(key))
+                self.said |= bool(delta.get(key))
         elif kind == "message_delta":
             delta = as_dict(event.get("delta"))
             for key in ("stop_reason", "stop_sequence"):
@@ -347,6 +352,18 @@ def blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> 
     """Anthropic's own strict subset, never OpenAI's: a 400 from one provider is not explained
     with the other's rules. Pure."""
     return anthropic_blockers(value, tool=tool)
+
+
+def usage(response: Mapping[str, Any]) -> dict[str, int]:
+    """Anthropic's usage: input_tokens counts only what the cache did not hold, so the input
+    is it with the cache's reads and writes. Pure."""
+    counted = as_dict(response.get("usage"))
+    read = counted.get("cache_read_input_tokens")
+    return tokens(
+        plus(counted.get("input_tokens"), read, counted.get("cache_creation_input_tokens")),
+        counted.get("output_tokens"),
+        read,
+    )
 
 
 def instructions(request: Mapping[str, Any]) -> str:

@@ -51,7 +51,7 @@ from ..jsontext import dumps
 from ..loop import Checker, LoopReport, error_payload, last_index
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_dict, as_list, as_str
-from ..turn import Tool, ToolCall, Turn, make_call
+from ..turn import Tool, ToolCall, Turn, make_call, placeholder, tokens
 from .base import Dialect, Prior, fanout_repairs, role_text
 
 PATHS = ("/api/chat", "/api/generate")
@@ -109,7 +109,7 @@ def _calls(holder: Mapping[str, Any]) -> list[ToolCall]:
         function = as_dict(call.get("function"))
         name = as_str(function.get("name")).strip()
         if name:
-            call_id = as_str(call.get("id")) or f"tool_calls[{index}]"
+            call_id = as_str(call.get("id")) or placeholder("tool_calls", index)
             calls.append(make_call(call_id, name, "function_call", function, "arguments"))
     return calls
 
@@ -127,10 +127,6 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         )
         if present
     ]
-    counted = {
-        "input_tokens": response.get("prompt_eval_count"),
-        "output_tokens": response.get("eval_count"),
-    }
     return Turn(
         api="ollama",
         model=as_str(response.get("model")) or as_str(request.get("model")) or None,
@@ -138,8 +134,12 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         output_format=_output_format(request),
         calls=_calls(message),
         output_types=types,
-        usage={k: v for k, v in counted.items() if isinstance(v, int) and not isinstance(v, bool)},
     )
+
+
+def usage(response: Mapping[str, Any]) -> dict[str, int]:
+    """prompt_eval_count and eval_count, on the last line. Pure."""
+    return tokens(response.get("prompt_eval_count"), response.get("eval_count"))
 
 
 def finish_reasons(response: Mapping[str, Any]) -> list[str]:
@@ -183,8 +183,10 @@ class Assembler(StreamAssembler):
         for key in ("response", "thinking", "content"):
             if isinstance(part.get(key), str):
                 self.pieces.setdefault(where + key, []).append(part[key])
+                self.said |= bool(part[key])
         if isinstance(part.get("tool_calls"), list):
             self.calls.setdefault(where, []).extend(part["tool_calls"])
+            self.said |= bool(part["tool_calls"])
 
     def result(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.top)

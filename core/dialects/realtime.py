@@ -240,10 +240,12 @@ class RealtimeSocket(SocketReader):
         self.unowed: OrderedDict[str, None] = OrderedDict()
         self.outputs: OrderedDict[str, None] = OrderedDict()  # client event ids of tool results
         self.last_response = ""
+        # When each call was issued, by id (what owed_calls reads, for the calls still owed).
+        self.issued: OrderedDict[str, tuple[str, float, str]] = OrderedDict()
         self.waiting: deque[Waiting] = deque()
         self.turns: dict[str, HeldTurn] = {}  # by response id, the responses running
 
-    def feed(self, message: bytes, from_client: bool) -> list[SocketTurn]:
+    def _read(self, message: bytes, from_client: bool) -> list[SocketTurn]:
         value, error = loads(message)
         if error is not None or not isinstance(value, dict):
             self.skipped["not_json"] += 1
@@ -321,6 +323,15 @@ class RealtimeSocket(SocketReader):
         self._forget_owed()
         return turns
 
+    def owed_calls(self) -> dict[str, tuple[str, float, str]]:
+        # Results written since the last request answer their calls already.
+        written = {as_str(item.get("call_id")) for item in self.items}
+        return {
+            call_id: self.issued[call_id]
+            for call_id in self.owed
+            if call_id in self.issued and call_id not in written
+        }
+
     def _forget_owed(self) -> None:
         """A result for any call owed may have gone by unseen: none is owed any longer."""
         for call_id in self.owed:
@@ -379,7 +390,9 @@ class RealtimeSocket(SocketReader):
         if len(self.waiting) >= MAX_WAITING:
             self.held -= len(self.waiting.popleft().request)
             self.skipped["too_many_waiting"] += 1
-        self.waiting.append(Waiting(body, prior=prior, detached=detached, event_id=event_id))
+        self.waiting.append(
+            Waiting(body, prior=prior, detached=detached, event_id=event_id, at=self.now)
+        )
         self.held += len(body)
 
     def _answered(self, outputs: list[Mapping[str, Any]]) -> None:
@@ -401,9 +414,13 @@ class RealtimeSocket(SocketReader):
             create = self.waiting.popleft()
             self.held -= len(create.request)
         else:  # started by the server (voice activity): the session's settings, no loop
-            create = Waiting(dumps(self.session).encode())
+            create = Waiting(dumps(self.session).encode(), at=self.now)
         turn = HeldTurn(
-            create.request, create.prior, response_id=response_id, detached=create.detached
+            create.request,
+            create.prior,
+            response_id=response_id,
+            detached=create.detached,
+            started=create.at,
         )
         if not self.known:
             turn.skipped = "the session's tools were set before tooltap followed this socket"
@@ -413,11 +430,19 @@ class RealtimeSocket(SocketReader):
 
     def _owe(self, turn: HeldTurn, response: Mapping[str, Any]) -> None:
         """A response finished: its calls are owed a result if it completed in the conversation."""
-        calls = [
-            as_str(item.get("call_id"))
+        items = [
+            item
             for item in map(as_dict, as_list(response.get("output")))
             if item.get("type") == "function_call" and as_str(item.get("call_id"))
         ]
+        calls = [as_str(item.get("call_id")) for item in items]
+        if self.now is not None:  # when each was issued: the overdue watch's
+            for item in items:
+                self.issued[as_str(item.get("call_id"))] = (
+                    as_str(item.get("name")), self.now, turn.response_id
+                )  # fmt: skip
+            while len(self.issued) > MAX_OPEN:
+                self.issued.popitem(last=False)
         went_on = not turn.detached and response.get("status") == "completed"
         owed = went_on and not self.sideband
         if went_on:  # the conversation went on without the results still owed
@@ -467,7 +492,9 @@ class RealtimeSocket(SocketReader):
             return [self._rejection(create, message, event)]
         if answers in self.outputs:  # a tool result refused
             del self.outputs[answers]
-            return [self._rejection(Waiting(dumps(self.session).encode()), message, event)]
+            return [
+                self._rejection(Waiting(dumps(self.session).encode(), at=self.now), message, event)
+            ]
         said = api_error(event)
         code = as_str(error.get("code")) or said.type
         return [

@@ -3,10 +3,18 @@
 import io
 import json
 
+import pytest
 from structlog.testing import LogCapture
 
 from tooltap.addon.sinks.log import LogSink
-from tooltap.addon.sinks.redaction import ArgumentPolicy, redact_text
+from tooltap.addon.sinks.redaction import (
+    ArgumentPolicy,
+    HashKeyError,
+    hash_key,
+    hash_key_problem,
+    hash_key_shared,
+    redact_text,
+)
 from tooltap.core import Exchange, Verdict, inspect
 
 REQUEST = {
@@ -95,6 +103,34 @@ def test_hash_is_keyed_and_omit_drops_the_arguments():
     assert a.arguments("1234") != b.arguments("1234")  # not a bare digest of a short secret
     assert a.arguments("1234") == ArgumentPolicy("hash", b"key-one").arguments("1234")
     assert events("omit")[0]["arguments_raw"] is None
+
+
+def test_the_hash_key_comes_from_the_environment_else_the_file_it_names_else_is_drawn(
+    monkeypatch, tmp_path
+):
+    monkeypatch.delenv("TOOLTAP_HASH_KEY", raising=False)
+    monkeypatch.delenv("TOOLTAP_HASH_KEY_FILE", raising=False)
+    assert hash_key() != hash_key() and not hash_key_shared()  # drawn, one per process
+    (tmp_path / "key").write_text("a1b2c3d4e5f6\n")
+    monkeypatch.setenv("TOOLTAP_HASH_KEY_FILE", str(tmp_path / "key"))
+    assert hash_key() == b"a1b2c3d4e5f6" and hash_key_shared() and hash_key_problem() is None
+    monkeypatch.setenv("TOOLTAP_HASH_KEY", "from-the-environment")  # the variable wins
+    assert hash_key() == b"from-the-environment"
+
+
+@pytest.mark.parametrize("content", [None, "", " \n"])
+def test_a_key_file_named_but_missing_or_empty_is_an_error_never_a_key_drawn_instead(
+    monkeypatch, tmp_path, content
+):
+    monkeypatch.delenv("TOOLTAP_HASH_KEY", raising=False)
+    path = tmp_path / "key"
+    if content is not None:
+        path.write_text(content)
+    monkeypatch.setenv("TOOLTAP_HASH_KEY_FILE", str(path))
+    with pytest.raises(HashKeyError):
+        hash_key()
+    problem = hash_key_problem()
+    assert problem is not None and problem.startswith(f"TOOLTAP_HASH_KEY_FILE={path}: ")
 
 
 def test_truncated_arguments_are_redacted_by_pattern():
@@ -195,3 +231,36 @@ def test_a_hosted_call_is_a_tool_call_line_that_names_its_server_and_no_client_c
     )
     # The model called none of the client's tools: as without the hosted call.
     assert (no_call["event"], turn["event"], turn["calls"]) == ("no_tool_call", "turn", 0)
+
+
+def test_a_tool_time_line_per_answered_call_and_the_turn_says_its_time_and_tokens():
+    on_time = {"call_id": "c1", "name": "f", "waited_ms": 900.0, "issued_at": 1, "answered_at": 2}
+    late = on_time | {"call_id": "c2", "waited_ms": 75000.0, "late": True}
+    verdict = Verdict(
+        api="chat",
+        outcome="inspected",
+        model="gpt-4o",
+        state="no-tools",
+        duration_ms=640.5,
+        first_token_ms=None,
+        usage={"input_tokens": 30, "output_tokens": 2, "reasoning_tokens": 0},
+        tool_wait_ms=75000.0,
+        tool_times=[on_time, late],
+    )
+    entries = captured(verdict)
+    timed = [e for e in entries if e["event"] == "tool_time"]
+    assert [(e["call_id"], e["waited_ms"], e["late"], e["log_level"]) for e in timed] == [
+        ("c1", 900.0, False, "info"),
+        ("c2", 75000.0, True, "warning"),
+    ]
+    assert "issued_at" not in timed[0] and timed[0]["ran_ms"] is None
+    (turn,) = [e for e in entries if e["event"] == "turn"]
+    assert (turn["duration_ms"], turn["first_token_ms"], turn["tool_wait_ms"]) == (
+        640.5,
+        None,
+        75000.0,
+    )
+    assert (turn["input_tokens"], turn["output_tokens"], turn["reasoning_tokens"]) == (30, 2, 0)
+    assert "cached_input_tokens" not in turn  # not broken out by this API: not said
+    quiet = [e for e in captured(Verdict(api="chat", outcome="inspected")) if e["event"] == "turn"]
+    assert quiet[0]["input_tokens"] is None and "tool_wait_ms" not in quiet[0]

@@ -210,3 +210,82 @@ def test_a_legacy_post_the_client_hung_up_on_is_logged_with_its_answer_or_said_c
     ((_, gone),) = session.stream("get", stream(b""), ended=True)
     assert gone.outcome == "client_gone"  # as any MCP POST with no answer is
     assert gone.reason.startswith("the client hung up before the answer; its response never came")
+
+
+# --- where the calls ran: a model's batch linked to the MCP runs it caused -------------------
+
+T0 = 1_764_480_000.0
+CITIES = ("Paris", "Rome", "Oslo")
+
+
+def fan_out() -> Exchange:
+    """A Chat response calling get_weather for three cities at once, at T0 + 1."""
+    calls = [
+        {"id": f"call_{c}", "type": "function",
+         "function": {"name": "get_weather", "arguments": json.dumps({"city": c})}}
+        for c in CITIES
+    ]  # fmt: skip
+    body = {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": None,
+                         "tool_calls": calls}, "finish_reason": "tool_calls"}]}  # fmt: skip
+    request = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Weather?"}]}
+    return Exchange(
+        method="POST", url=URLS["chat"], request_body=json.dumps(request).encode(), status=200,
+        response_headers=JSON, response_body=json.dumps(body).encode(), request_start=T0,
+        response_end=T0 + 1,
+    )  # fmt: skip
+
+
+def ran(city: str, start: float, end: float, rpc: int) -> Exchange:
+    """The application runs get_weather(city) on an MCP server behind tooltap."""
+    request = {"jsonrpc": "2.0", "id": rpc, "method": "tools/call",
+               "params": {"name": "get_weather", "arguments": {"city": city}}}  # fmt: skip
+    result = {"content": [{"type": "text", "text": "12C"}], "isError": False}
+    exchange = mcp(request, {"jsonrpc": "2.0", "id": rpc, "result": result}, "s1")
+    return exchange.model_copy(update={"request_start": T0 + start, "response_end": T0 + end})
+
+
+def answered(at: float) -> Exchange:
+    first = json.loads(fan_out().response_body)["choices"][0]["message"]
+    messages = [{"role": "user", "content": "Weather?"}, first] + [
+        {"role": "tool", "tool_call_id": f"call_{c}", "content": "12C"} for c in CITIES
+    ]
+    body = {"id": "chatcmpl-2", "object": "chat.completion", "model": "gpt-4o",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Mild."},
+                         "finish_reason": "stop"}]}  # fmt: skip
+    return Exchange(
+        method="POST", url=URLS["chat"],
+        request_body=json.dumps({"model": "gpt-4o", "messages": messages}).encode(),
+        status=200, response_headers=JSON, response_body=json.dumps(body).encode(),
+        request_start=T0 + at, response_end=T0 + at + 1,
+    )  # fmt: skip
+
+
+def loop(runs: list[tuple[float, float]]) -> tuple[list, list]:
+    session = Session()
+    session.inspect(fan_out())
+    for rpc, (city, (start, end)) in enumerate(zip(CITIES, runs, strict=False), 1):
+        session.inspect(ran(city, start, end, rpc))
+    verdict = session.inspect(answered(10))
+    times = [(t.call_id, t.waited_ms, t.ran_ms, t.server) for t in verdict.tool_times]
+    return times, [(e.rule, e.ids) for e in verdict.loop_errors]
+
+
+def test_calls_run_one_after_another_over_mcp_are_a_serial_batch_with_each_run_timed():
+    times, errors = loop([(2, 3), (3.5, 5), (5.5, 6)])
+    assert times == [
+        ("call_Paris", 9000.0, 1000.0, None),
+        ("call_Rome", 9000.0, 1500.0, None),
+        ("call_Oslo", 9000.0, 500.0, None),
+    ]
+    assert errors == [("serial-execution", ["call_Paris", "call_Rome", "call_Oslo"])]
+
+
+def test_calls_run_together_are_timed_and_no_finding():
+    times, errors = loop([(2, 4), (2.1, 3), (2.2, 5)])
+    assert [t[2] for t in times] == [2000.0, 900.0, 2800.0] and errors == []
+
+
+def test_a_batch_one_of_whose_runs_was_not_seen_is_never_called_serial():
+    times, errors = loop([(2, 3), (3.5, 5)])  # Oslo's ran where tooltap does not see
+    assert [t[2] for t in times] == [1000.0, 1500.0, None] and errors == []

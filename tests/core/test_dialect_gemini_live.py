@@ -708,3 +708,119 @@ def test_googles_pretty_json_and_compact_json_give_the_same_turn():
     pretty, compact = verdicts
     assert pretty.model_dump() == compact.model_dump()
     assert pretty.calls[0].arguments_raw == '{"city":"Paris"}'
+
+
+# --- the output format, in the setup google-genai sends --------------------------------------
+#
+# google-genai's AsyncLive.connect builds the setup from LiveConnectConfig with its own
+# converters (live.py): on the Gemini API, `generation_config` passes through as the model's
+# dump, in snake_case (`response_mime_type`, `response_schema`); on Vertex AI it is converted,
+# in camelCase (`responseMimeType`, `responseSchema`, `responseJsonSchema`). The Live API's
+# reference lists no response schema in a setup, and google-genai issue #1572 reports the API
+# refusing one: a refused setup ends the session before any turn (read as a session error),
+# so reading a schema as the constrained decoding generateContent gives raises no false alarm.
+
+
+def sent_setup(config: Any, vertex: bool = False) -> dict[str, Any]:
+    """The setup message google-genai sends for this LiveConnectConfig, built as live.py
+    builds it (the same converter, dump and encoding)."""
+    from google import genai
+    from google.genai import _common, _live_converters, types
+
+    client = (
+        genai.Client(vertexai=True, api_key="AIza-test")
+        if vertex
+        else genai.Client(api_key="AIza-test")
+    )
+    convert = (
+        _live_converters._LiveConnectParameters_to_vertex
+        if vertex
+        else _live_converters._LiveConnectParameters_to_mldev
+    )
+    parameters = types.LiveConnectParameters(model=MODEL, config=config)
+    message = _common.convert_to_dict(
+        convert(api_client=client._api_client, from_object=parameters.model_dump(exclude_none=True))
+    )
+    del message["config"]
+    return _common.encode_unserializable_types(message)
+
+
+def format_of(setup_message: dict[str, Any], vertex: bool = False) -> Any:
+    """The verdict of a text turn after this setup."""
+    session = Session_(VERTEX if vertex else URL)
+    session.client(setup_message)
+    session.client(ask())
+    session.server(*live.answer("Paris is 12C."))
+    (verdict,) = session.close()
+    return verdict
+
+
+def city_schema(types: Any) -> Any:
+    return types.Schema(
+        type=types.Type.OBJECT,
+        properties={"city": types.Schema(type=types.Type.STRING)},
+        required=["city"],
+    )
+
+
+@pytest.mark.parametrize("vertex", [False, True], ids=["gemini-api", "vertex-ai"])
+def test_a_live_response_schema_as_google_genai_sends_it_reads_as_generate_contents(vertex):
+    from google.genai import types
+
+    config = types.LiveConnectConfig(
+        generation_config=types.GenerationConfig(
+            response_mime_type="application/json", response_schema=city_schema(types)
+        )
+    )
+    message = sent_setup(config, vertex)
+    generation = message["setup"]["generationConfig"]
+    spelled = (
+        ("responseMimeType", "responseSchema")
+        if vertex
+        else ("response_mime_type", "response_schema")
+    )
+    assert set(spelled) <= set(generation)  # the client's own spelling, as it sends it
+    verdict = format_of(message, vertex)
+    assert verdict.format_state == "enforced"
+    assert verdict.repairs == []
+
+
+@pytest.mark.parametrize("vertex", [False, True], ids=["gemini-api", "vertex-ai"])
+def test_a_live_json_schema_as_google_genai_sends_it_is_read_as_the_schema_given(vertex):
+    from google.genai import types
+
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    config = types.LiveConnectConfig(
+        generation_config=types.GenerationConfig(
+            response_mime_type="application/json", response_json_schema=schema
+        )
+    )
+    verdict = format_of(sent_setup(config, vertex), vertex)
+    assert verdict.format_state == "enforced"
+
+
+@pytest.mark.parametrize("vertex", [False, True], ids=["gemini-api", "vertex-ai"])
+def test_live_json_mode_without_a_schema_is_no_schema_with_gemini_repair(vertex):
+    from google.genai import types
+
+    config = types.LiveConnectConfig(
+        generation_config=types.GenerationConfig(response_mime_type="application/json")
+    )
+    verdict = format_of(sent_setup(config, vertex), vertex)
+    assert verdict.format_state == "no-schema"
+    assert any("responseJsonSchema" in line for line in verdict.repairs)
+
+
+@pytest.mark.parametrize("vertex", [False, True], ids=["gemini-api", "vertex-ai"])
+def test_a_live_session_with_no_generation_config_or_a_text_type_is_free_text(vertex):
+    from google.genai import types
+
+    plain = types.LiveConnectConfig(response_modalities=[types.Modality.TEXT])
+    assert format_of(sent_setup(plain, vertex), vertex).format_state == "free-text"
+    text = types.LiveConnectConfig(
+        generation_config=types.GenerationConfig(
+            response_mime_type="text/plain", response_schema=city_schema(types)
+        )
+    )
+    # A schema beside a text type constrains nothing: the type decides, as on generateContent.
+    assert format_of(sent_setup(text, vertex), vertex).format_state == "free-text"

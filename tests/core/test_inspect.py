@@ -372,6 +372,7 @@ def test_findings_are_named_once_per_occurrence_and_the_default_set_is_what_fail
         "fanout-no-strict",
         "unanswered-at-close",
         "session-error",
+        "serial-execution",  # only the team knows whether the calls were independent
     }
     quiet = Verdict(
         api="chat", outcome="inspected", state="fanout-no-strict", format_state="free-text"
