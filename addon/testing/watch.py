@@ -216,8 +216,8 @@ class Pending:
                 self.keep = detect_api(method, self.record.url, body) is not None
             if self.record.method == "GET" and detect_api("GET", self.record.url) is None:
                 # No dialect names the path: an event stream is an MCP server's, else unread.
-                # No hosts are configured here, so any such stream is taken for one: reading
-                # a stream that is not MCP's says nothing (only a list change is read on it).
+                # No hosts are configured here, so any such stream is taken for one: from a
+                # stream that is not MCP's nothing is read (only MCP's messages are).
                 self.keep = self._event_stream()
                 self.channel = str(id(self)) if self.keep else None
         except Exception as exc:  # noqa: BLE001
