@@ -1,4 +1,4 @@
-"""The hand-over record: one finished exchange, as the proxy passes it to the inspection side.
+"""The record of one finished exchange, as the proxy passes it to the inspection side.
 
 On the pipe to the inspector process a record is one frame: a header, the
 record's metadata pickled, then its bodies as they are. The proxy writes the
@@ -106,6 +106,7 @@ class Record:
     # The request alone of an MCP tools/call still unanswered past tooltap_tool_deadline (ended:
     # when the proxy saw it so): said overdue, its exchange still to come.
     overdue: bool = False
+    flow: str = ""  # mitmproxy's id of the flow: the log's exchange id is made from it
 
     @classmethod
     def of(cls, api: Api | None, request: Any, **fields: Any) -> Record:
@@ -150,6 +151,7 @@ class Record:
             arrivals=tuple(zip(accumulate(map(len, self.chunks)), self.arrived, strict=True))
             if len(self.arrived) == len(self.chunks)
             else (),
+            flow=self.flow,
         )
 
     def logged_host(self) -> str:
