@@ -4,6 +4,7 @@ what the code has (options and their flags, metrics, log events, finding names, 
 from __future__ import annotations
 
 import ast
+import importlib
 import io
 import re
 from pathlib import Path
@@ -397,3 +398,28 @@ def test_the_pytest_pages_example_runs_as_pasted_and_its_options_are_the_plugins
     plugin = (ROOT / "addon" / "testing" / "plugin.py").read_text(encoding="utf-8")
     named = set(re.findall(r"`(tooltap_[a-z_]+)`", text)) - {"tooltap_max_body"}
     assert named == set(re.findall(r'"(tooltap_[a-z_]+)"', plugin))
+
+
+# Where each SDK the pytest page names builds the HTTP client it sends with.
+SENDERS = {
+    "openai": "openai._base_client",
+    "anthropic": "anthropic._base_client",
+    "mcp": "mcp.client.streamable_http",
+    "ollama": "ollama._client",
+}
+
+
+def test_the_pytest_page_names_the_transport_each_sdk_sends_with_as_installed(monkeypatch):
+    from google.genai import _api_client
+
+    monkeypatch.delenv("GOOGLE_GENAI_HTTP_CLIENT", raising=False)
+    said = {}
+    for transport, _, clients in table(DOCS / "pytest.md", "## What it watches"):
+        if transport in ("httpx", "httpx2"):
+            as_they_come = clients.split(";")[0]  # what follows says how to choose another
+            said |= {name: transport for name in re.findall(r"(?:^|, )([a-z-]+)", as_they_come)}
+    assert set(said) == {*SENDERS, "google-genai"}
+    assert _api_client._get_http_client_backend() == said["google-genai"]
+    for name, module in SENDERS.items():
+        source = Path(importlib.import_module(module).__file__ or "").read_text(encoding="utf-8")
+        assert set(re.findall(r"^import (httpx2?)$", source, re.M)) == {said[name]}, name
