@@ -127,14 +127,14 @@ class Clock:
                 self.begun.put(f"{endpoint} {call.call_id}", begun, len(call.arguments_raw))
         for result in verdict.tool_results:
             key = f"{endpoint} {result.call_id}"
-            begun = self.begun.pop(key)
-            if begun is None or exchange.response_end is None:
+            running = self.begun.pop(key)
+            if running is None or exchange.response_end is None:
                 continue
-            arguments, error = loads(begun.arguments_raw)
-            run = Run(key, begun.tool, arguments if error is None else None, begun.started,
-                      exchange.response_end, begun.server, begun.session,
-                      begun.model_call)  # fmt: skip
-            self.runs.put(key, run, len(begun.arguments_raw))
+            arguments, error = loads(running.arguments_raw)
+            run = Run(key, running.tool, arguments if error is None else None, running.started,
+                      exchange.response_end, running.server, running.session,
+                      running.model_call)  # fmt: skip
+            self.runs.put(key, run, len(running.arguments_raw))
 
     def _answer(self, answered: dict[str, str], arrived: float, verdict: Verdict) -> None:
         """answered: each call's key -> its id as this request names it."""

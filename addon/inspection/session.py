@@ -163,8 +163,8 @@ class Session:
                 verdict.outcome = "client_gone"  # it hung up on the POST, and no answer came
                 verdict.reason = f"the client hung up before the answer; {pair.unanswered}"
             elif pair.unanswered is not None:
-                said = [verdict.reason] if verdict.reason else []
-                verdict.reason = "; ".join([*said, pair.unanswered])
+                before = [verdict.reason] if verdict.reason else []
+                verdict.reason = "; ".join([*before, pair.unanswered])
             done.append((exchange, verdict))
         return done
 
