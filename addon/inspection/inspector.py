@@ -10,7 +10,7 @@ process of its own it runs on another core and forwarding never waits for it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -66,7 +66,7 @@ class Inspector:
     @classmethod
     def of(
         cls,
-        settings: Mapping[str, Any],
+        settings: dict[str, Any],
         sink: LogSink,
         metrics: Metrics,
         state: State,

@@ -124,12 +124,12 @@ class Sockets:
             self.held -= reader.held
             turns.append((key, reader.lost()))
             self._count(reader)
-        reader = self._readers.get(keep)
-        if reader is not None and self.held > self.limit:
+        kept = self._readers.get(keep)
+        if kept is not None and self.held > self.limit:
             # This socket alone holds too much: it lets go of its turns in flight.
-            self.held -= reader.held
-            turns.append((keep, reader.lost()))
-            self._count(reader)
+            self.held -= kept.held
+            turns.append((keep, kept.lost()))
+            self._count(kept)
         return turns
 
 
