@@ -272,7 +272,9 @@ def loop(
 def timed(runs: list[tuple[float, float]], sessions: tuple[str, ...]) -> tuple[list, list]:
     session = Session()
     session.inspect(fan_out())
-    for rpc, (city, (start, end), mcp_session) in enumerate(zip(CITIES, runs, sessions), 1):
+    for rpc, (city, (start, end), mcp_session) in enumerate(
+        zip(CITIES, runs, sessions, strict=False), 1
+    ):
         session.inspect(ran(city, start, end, rpc, mcp_session))
     verdict = session.inspect(answered(10))
     times = [(t.call_id, t.waited_ms, t.ran_ms, t.server) for t in verdict.tool_times]

@@ -141,18 +141,16 @@ def route(seen: Seen) -> Reply:
     """The first request of a run gets a batch of three forecast calls; the follow-up, text."""
     body = json.loads(seen.body)
     runtime = BY_MODEL[body["model"]]
-    if seen.path.endswith("/chat/completions"):
-        answering = any(m.get("role") == "tool" for m in body["messages"])
-    else:
-        items = body["input"] if isinstance(body["input"], list) else []
-        answering = any(item.get("type") == "function_call_output" for item in items)
     calls = [
         (call_id, "forecast", json.dumps({"city": city}))
         for call_id, city in zip(runtime.calls, runtime.cities, strict=True)
     ]
     if seen.path.endswith("/chat/completions"):
-        return sse_reply(chat_chunks(runtime.model, [] if answering else calls,
-                                     ANSWER if answering else ""))  # fmt: skip
+        if any(m.get("role") == "tool" for m in body["messages"]):
+            return sse_reply(chat_chunks(runtime.model, [], ANSWER))
+        return sse_reply(chat_chunks(runtime.model, calls, ""))
+    items = body["input"] if isinstance(body["input"], list) else []
+    answering = any(item.get("type") == "function_call_output" for item in items)
     return responses_reply(body, [] if answering else calls)
 
 
