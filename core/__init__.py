@@ -1,7 +1,7 @@
 """tooltap.core: the pure rules. No I/O, no mitmproxy, no logging, no clock, no globals.
 
 `inspect(exchange) -> Verdict` is the entry point that the proxy, `audit` and
-`demo` share; the seed-named rules live in `parallel` and `schema`.
+`demo` share; the classification rules live in `parallel` and `schema`.
 """
 
 from .arguments import Call, SchemaError, ValidatorCache

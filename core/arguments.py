@@ -1,4 +1,4 @@
-"""Per-call argument diagnostics (seed 002): raw text kept, then parse, then schema.
+"""Per-call argument diagnostics: raw text kept, then parse, then schema.
 
 The raw arguments string is kept exactly as received. When it does not parse,
 the parse error (type, message, position) is recorded beside the raw text;

@@ -1,4 +1,4 @@
-"""Tool-loop integrity: every call answered exactly once, by id (seed 001, WIRE.md E).
+"""Tool-loop integrity: every call answered exactly once, by id.
 
 A request that carries history shows whether the application ran its tool
 loop correctly: each call gets one result matched by id; no result is orphaned

@@ -28,10 +28,11 @@ Api = Literal[
     "mcp",
     "ollama",
     "gemini_live",
+    "cohere",
 ]
 APIS: tuple[Api, ...] = (
     "responses", "chat", "messages", "realtime", "converse", "gemini", "mcp", "ollama",
-    "gemini_live",
+    "gemini_live", "cohere",
 )  # fmt: skip
 
 
@@ -147,7 +148,7 @@ class Turn(BaseModel):
         return [t for t in self.tools if t.name in self.callable_names]
 
     def as_response(self) -> dict[str, Any]:
-        """This turn in the Responses-API shape that the seed rules read.
+        """This turn in the Responses-API shape that the rules of parallel and schema read.
 
         Only the tools tool_choice left callable are shown: a tool that cannot be
         called cannot put a turn at risk.

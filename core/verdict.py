@@ -70,9 +70,9 @@ class Verdict(BaseModel):
     """responses, chat or messages (the `api` label); None for an upstream refused at connect."""
     outcome: Outcome
     """inspected, skipped, unparseable, upstream_error, client_gone (the client hung up before
-    any answer came) or not_read (an exchange whose body no dialect reads: not a tool-calling
-    endpoint, or a model family with no tool calls tooltap reads; the reason says which): what
-    became of the flow."""
+    any answer came) or not_read (an exchange whose body no dialect reads: an API tooltap knows
+    and does not read, a path it does not read at all, or a model family with no tool calls
+    tooltap reads; the reason says which): what became of the flow."""
     transport: Transport = "http"
     """http, or websocket for a turn of a Responses WebSocket or a Realtime session."""
     scope: Scope = "turn"
@@ -92,7 +92,8 @@ class Verdict(BaseModel):
     finish_reasons: list[str] = Field(default_factory=list)
     """Why the model stopped: finish_reason per choice, stop_reason, or the response's status."""
     usage: dict[str, int] = Field(default_factory=dict)
-    """The tokens the response counts: input_tokens, output_tokens (where it says)."""
+    """The tokens the response counts: input_tokens, output_tokens, and cached_input_tokens
+    (Cohere), where it says."""
     response_id: str | None = None
     """The response's id (resp_..., chatcmpl-..., msg_...)."""
     state: str | None = None

@@ -1,4 +1,4 @@
-"""The hand-over record: one finished exchange, as the proxy passes it to the inspection side.
+"""The record of one finished exchange, as the proxy passes it to the inspection side.
 
 On the pipe to the inspector process a record is one frame: a header, the
 record's metadata pickled, then its bodies as they are. The proxy writes the
@@ -109,6 +109,7 @@ class Record:
     # The request alone of an MCP tools/call still unanswered past tooltap_tool_deadline (ended:
     # when the proxy saw it so): said overdue, its exchange still to come.
     overdue: bool = False
+    flow: str = ""  # mitmproxy's id of the flow: the log's exchange id is made from it
 
     @classmethod
     def of(cls, api: Api | None, request: Any, **fields: Any) -> Record:
@@ -151,6 +152,7 @@ class Record:
             request_end=self.request_ended or None,
             response_end=self.ended or None,
             arrivals=self._arrivals(),
+            flow=self.flow,
         )
 
     def _arrivals(self) -> tuple[tuple[int, float], ...]:

@@ -22,7 +22,7 @@ from tooltap.core.shapes import as_dict, as_str
 
 from ..handover.record import Record
 from ..options import BY_NAME
-from ..sinks.log import LogSink
+from ..sinks.log import ExchangeIds, LogSink
 from ..sinks.metrics import Metrics
 from ..sinks.redaction import REDACTED
 from ..sinks.traces import TraceSink, traces
@@ -103,6 +103,7 @@ class Inspector:
             )
             self._emit_all(record, paired, started)
             return
+        ids = ExchangeIds.of_flow(record.flow)
         if record.connection_refused:
             verdict = Verdict(api=None, outcome="upstream_error", reason=record.failure)
         elif record.skipped is not None and record.failure is None:
@@ -118,17 +119,18 @@ class Inspector:
                 self._emit_all(record, paired, started)
                 return
             verdict = with_ending(paired[0][1], record.note, record.failure)
-        self._emit(record, verdict, started)
+        self._emit(record, verdict, started, ids)
 
     def _emit_all(
         self, record: Record, paired: list[tuple[Exchange, Verdict]], started: float
     ) -> None:
         """Exchanges completed by this record (MCP's legacy transport): each logged under the
-        POST it was, with this record's credentials scrubbed."""
+        POST it was (its path, its exchange id), with this record's credentials scrubbed."""
         for exchange, verdict in paired:
             parts = urlsplit(exchange.url)
             path = f"{parts.path}?{parts.query}" if parts.query else parts.path
-            self._emit(replace(record, method=exchange.method, path=path), verdict, started)
+            posted = replace(record, method=exchange.method, path=path)
+            self._emit(posted, verdict, started, ExchangeIds.of_flow(exchange.flow))
             started = time.perf_counter()
 
     def _socket(self, record: Record) -> None:
@@ -144,18 +146,18 @@ class Inspector:
             self.metrics.socket_skipped(api, reason, count)
         self.sockets.skipped.clear()
         application = self._application(record)
-        for turn in turns:
+        for key, number, turn in turns:
             verdict = socket_verdict(self.session, turn, record.note, record.failure, application)
-            self._emit(record, verdict, started)
+            self._emit(record, verdict, started, ExchangeIds.of_socket(key, number))
             started = time.perf_counter()
 
     def tick(self, now: float) -> None:
         """Once in a while (now: the wall clock, epoch seconds): the calls open sockets owe past
         the deadline, said once each."""
-        for reader, found in self.sockets.overdue(now, self.deadline):
+        for key, reader, found in self.sockets.overdue(now, self.deadline):
             self._said_overdue(
-                reader.api, found.call_id, found.name, found.waited,
-                transport="websocket", path=urlsplit(reader.url).path,
+                ExchangeIds.of_socket(key, None), reader.api, found.call_id, found.name,
+                found.waited, transport="websocket", path=urlsplit(reader.url).path,
                 response_id=found.response_id or None,
             )  # fmt: skip
 
@@ -171,14 +173,17 @@ class Inspector:
                 continue
             rpc = message.get("id")
             self._said_overdue(
-                "mcp", str(rpc) if isinstance(rpc, str | int) and not isinstance(rpc, bool) else "",
+                ExchangeIds.of_flow(record.flow), "mcp", str(rpc) if isinstance(rpc, str | int) and not isinstance(rpc, bool) else "",
                 as_str(as_dict(message.get("params")).get("name")),
                 record.ended - record.started, transport="http", path=record.logged_path(),
                 server=known.server if known is not None else None, session=session,
             )  # fmt: skip
 
-    def _said_overdue(self, api: str, call_id: str, name: str, waited: float, **where: Any) -> None:
+    def _said_overdue(
+        self, ids: ExchangeIds, api: str, call_id: str, name: str, waited: float, **where: Any
+    ) -> None:
         self.sink.tool_overdue(
+            ids,
             api=api, call_id=call_id, name=name, waited_ms=round(waited * 1000, 3),
             deadline_s=self.deadline, **where,
         )  # fmt: skip
@@ -188,7 +193,7 @@ class Inspector:
         headers = ((k.decode("latin-1"), v.decode("latin-1")) for k, v in record.request_headers)
         return self.applications.of(headers, record.path)
 
-    def _emit(self, record: Record, verdict: Verdict, started: float) -> None:
+    def _emit(self, record: Record, verdict: Verdict, started: float, ids: ExchangeIds) -> None:
         path = record.logged_path()
         credentials = record.credentials()
         if credentials:
@@ -196,7 +201,7 @@ class Inspector:
             for credential in credentials:
                 path = path.replace(credential, REDACTED)
         host = record.logged_host()
-        self.sink.emit(verdict, host, path, (time.perf_counter() - started) * 1000)
+        self.sink.emit(verdict, host, path, (time.perf_counter() - started) * 1000, ids)
         self.metrics.record(verdict, time.perf_counter() - started)
         if self.traces is not None:
             self.traces.emit(

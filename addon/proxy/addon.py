@@ -46,6 +46,8 @@ from ..sinks.metrics import Metrics
 from ..sinks.redaction import hash_key_problem
 from .calls import CallWatch
 from .channel import ChannelTap
+from .health import Health
+from .listener import REFUSED, ListenerTLS
 from .sockets import SocketTap
 from .tap import StreamTap
 
@@ -246,6 +248,10 @@ class Tooltap:
         self._giving_back: asyncio.Task[None] | None = None
         self._calls = CallWatch()  # MCP tools/calls not answered yet
         self._watching: asyncio.Task[None] | None = None
+        # Sub-addons (mitmproxy calls their hooks after this one's): the proxy's own health
+        # endpoint, and TLS for the reverse listeners' clients.
+        self.health = Health(self)
+        self.addons = [self.health, ListenerTLS()]
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -422,6 +428,8 @@ class Tooltap:
         # POSTs to .../messages). A path several dialects share is read whole: its body says
         # which dialect it speaks. A WebSocket's turns are its socket hooks'; an MCP server's
         # traffic besides its JSON-RPC POSTs (its GET stream, a DELETE) is MCP's to read.
+        if REFUSED in flow.metadata:
+            return  # answered by tooltap itself (cleartext to a TLS listener): not traffic
         request = flow.request
         mcp_hosts = ctx.options.tooltap_mcp_hosts
         counted = False
@@ -562,6 +570,7 @@ class Tooltap:
         record = Record.of(
             pending.api,
             request,
+            flow=flow.id,
             failure=error if failed else None,
             note=None if failed else error,
             ended=(response.timestamp_end if response is not None else None)
@@ -652,7 +661,7 @@ class Tooltap:
                 self._hosts.popitem(last=False)
         return decision
 
-    # --- hand-over and errors -------------------------------------------------
+    # --- handing over, and errors ---------------------------------------------
 
     def _hand_over(self, record: Record) -> bool:
         if self.inspection is None or not self.inspection.worker.submit(record):

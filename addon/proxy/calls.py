@@ -44,4 +44,7 @@ class CallWatch:
                 break  # the oldest first: the rest are younger
             del self._calls[flow_id]
             body = flow.request.raw_content or b""
-            hand_over(Record.of("mcp", flow.request, request_body=body, overdue=True, ended=now))
+            record = Record.of(
+                "mcp", flow.request, flow=flow.id, request_body=body, overdue=True, ended=now
+            )
+            hand_over(record)  # under the flow's id: its own exchange's lines come later

@@ -86,6 +86,7 @@ class SocketTap:
         record = Record.of(
             self.api,
             flow.request,
+            flow=flow.id,
             chunks=self.messages,
             held=self.held,
             started=self.started,

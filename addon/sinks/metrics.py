@@ -1,4 +1,5 @@
-"""The Prometheus sink: DESIGN.md's metric table, one registry per addon instance.
+"""The Prometheus sink: every metric tooltap exports (docs/reference.md), one registry per
+addon instance.
 
 A registry per instance (never the global one) lets mitmproxy reload the
 script without "Duplicated timeseries", and lets tests read exact values.

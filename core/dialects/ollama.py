@@ -1,6 +1,6 @@
 """Ollama's own API: `POST /api/chat` and `/api/generate` (a local server on :11434, ollama.com),
 as ollama-python, ollama-js, LangChain's ChatOllama and LlamaIndex speak it; not its
-OpenAI-compatible /v1, which the Chat room reads.
+OpenAI-compatible /v1, which the Chat dialect reads.
 
 A stream is newline-delimited JSON (`application/x-ndjson`; ollama.com sends it as
 `application/json`): every line a partial response, text in pieces, each tool call whole in one

@@ -31,6 +31,7 @@ DEMO_ONLY = {
     "tooltap.addon.commands.demo_live",
     "tooltap.addon.harness.live",
     "tooltap.addon.commands.demo_ollama",
+    "tooltap.addon.commands.demo_cohere",
     "tooltap.addon.harness.replay",
     "tooltap.addon.harness.sockets",
     # pytest loads the plugin (pytest11), and pytest is what imports it: never the base install.

@@ -256,6 +256,11 @@ def test_a_socket_turn_is_timed_from_its_request_message_to_its_last_event():
           "reasoning_tokens": 140}),
         ("ollama", {"prompt_eval_count": 26, "eval_count": 9},
          {"input_tokens": 26, "output_tokens": 9}),
+        # Cohere's tokens are what the model read and wrote; billed_units is what was billed.
+        ("cohere", {"usage": {"billed_units": {"input_tokens": 80, "output_tokens": 301},
+                              "tokens": {"input_tokens": 1494, "output_tokens": 330},
+                              "cached_tokens": 1008}},
+         {"input_tokens": 1494, "output_tokens": 330, "cached_input_tokens": 1008}),
     ],
 )  # fmt: skip
 def test_each_api_counts_its_tokens_in_its_own_words(api, response, counted):

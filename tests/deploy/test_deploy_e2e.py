@@ -32,9 +32,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
-import socket
-import subprocess
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
@@ -44,9 +41,9 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from support.captures import WIRE, pairs, stream_bytes
+from support.prom import start_prometheus, stop_prometheus, wait_until
 from support.scenarios import JSON_HEADERS, SSE_HEADERS, events
 from test_deploy_metric_names import (
     APIS,
@@ -81,6 +78,8 @@ GENERATE = f"/v1beta/models/{GEMINI}:generateContent"
 GENERATE_STREAM = f"/v1beta/models/{GEMINI}:streamGenerateContent"
 # Ollama's own API: the model is in the body; a stream is NDJSON.
 OLLAMA, QWEN = "/api/chat", "qwen3:8b"
+# Cohere's v2 chat: the model is the request's (the answer names none); a stream is SSE.
+COHERE, COMMAND = "/v2/chat", "command-a-03-2025"
 API_OF_PATH = {
     CHAT: "chat",
     RESPONSES: "responses",
@@ -90,6 +89,7 @@ API_OF_PATH = {
     GENERATE: "gemini",
     GENERATE_STREAM: "gemini",
     OLLAMA: "ollama",
+    COHERE: "cohere",
 }
 
 # Models. A: mostly void; B: at-risk only (exposure 0, the `or ... * 0` arm); C: half and half,
@@ -115,7 +115,7 @@ VOID, AT_RISK = 5, 6  # strict-void and strict-at-risk turns per pass that rate(
 EXPOSURE = VOID / (VOID + AT_RISK)  # 5/11
 EXPOSURE_BY_MODEL = {A: 4 / 5, B: 0.0, C: 1 / 2, GPT54: 0.0, GPT51: 0.0}  # E, F: none
 EXPOSURE_BY_API = {"chat": 5 / 9, "responses": 0.0}  # messages: never void, no series
-FLOWS = 27  # requests per pass
+FLOWS = 29  # requests per pass
 
 
 def _function(name: str, properties: dict[str, Any], strict: bool = True) -> dict[str, Any]:
@@ -281,6 +281,41 @@ def ollama_stream_reply() -> Reply:
     return Reply(headers=[("content-type", "application/x-ndjson")], chunks=chunks, delay=0.002)
 
 
+COHERE_ASK = {"model": COMMAND, "messages": [{"role": "user", "content": "Paris and Rome?"}],
+              "strict_tools": True, "tools": [{"type": "function", "function": {
+                  "name": "get_weather", "parameters": {"type": "object", "properties": {
+                      "city": {"type": "string"}}, "required": ["city"]}}}]}  # fmt: skip
+
+
+def cohere_call(index: int, city: str) -> dict[str, Any]:
+    return {"id": f"get_weather_e2e{index}q7rx0k", "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps({"city": city})}}  # fmt: skip
+
+
+def cohere_body(*cities: str) -> dict[str, Any]:
+    calls = [cohere_call(i, city) for i, city in enumerate(cities)]
+    return {"id": "5bbdb185-19bf-4683-bdbc-7e21f2dead78", "finish_reason": "TOOL_CALL",
+            "message": {"role": "assistant", "tool_plan": "Look it up.", "tool_calls": calls},
+            "usage": {"billed_units": {"input_tokens": 12, "output_tokens": 9},
+                      "tokens": {"input_tokens": 900, "output_tokens": 30}}}  # fmt: skip
+
+
+def cohere_stream_reply() -> Reply:
+    call = cohere_call(0, "Paris")
+    started = call | {"function": {"name": "get_weather", "arguments": ""}}
+    said = [
+        {"id": "5bbdb185-19bf-4683-bdbc-7e21f2dead78", "type": "message-start",
+         "delta": {"message": {"role": "assistant", "tool_calls": []}}},
+        {"type": "tool-call-start", "index": 0, "delta": {"message": {"tool_calls": started}}},
+        {"type": "tool-call-delta", "index": 0, "delta": {"message": {"tool_calls": {
+            "function": {"arguments": call["function"]["arguments"]}}}}},
+        {"type": "tool-call-end", "index": 0},
+        {"type": "message-end", "delta": {"finish_reason": "TOOL_CALL"}},
+    ]  # fmt: skip
+    chunks = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in said]
+    return Reply(headers=SSE_HEADERS, chunks=[*chunks, b"data: [DONE]\n\n"], delay=0.002)
+
+
 @dataclass(frozen=True)
 class Step:
     """One scripted request, its reply, and what the proxy must make of it (per pass)."""
@@ -399,6 +434,11 @@ SCRIPT: list[Step] = [
          json_reply(json.dumps(ollama_line({"tool_calls": [OLLAMA_CALL]}, True)).encode()),
          QWEN, "no-strict-declared", 1),
     Step("ollama-stream", OLLAMA, OLLAMA_ASK, ollama_stream_reply(), QWEN, "no-strict-declared", 1),
+    # --- Cohere's v2 chat: strict_tools, and a fan-out under it voids nothing ----------------
+    Step("cohere", COHERE, COHERE_ASK, json_reply(json.dumps(cohere_body("Paris", "Rome")).encode()),
+         COMMAND, "strict-serialised", 2, duplicate=True),
+    Step("cohere-stream", COHERE, COHERE_ASK | {"stream": True}, cohere_stream_reply(), COMMAND,
+         "strict-serialised", 1),
 ]  # fmt: skip
 BY_SCENARIO = {step.scenario: step for step in SCRIPT}
 
@@ -555,51 +595,7 @@ def exposure(samples: Samples, by: tuple[str, ...] = ()) -> dict[Labels, float]:
     return {key: void.get(key, 0.0) / total for key, total in risky.items() if total > 0}
 
 
-# --- talking to Prometheus ----------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until(what: str, check: Any, timeout: float, every: float = 0.1) -> Any:
-    """check() until it returns something truthy; fail with `what` after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(every)
-
-
-@dataclass
-class Prometheus:
-    url: str
-    process: subprocess.Popen[bytes]
-    log: Path
-    client: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=10))
-
-    def api(self, path: str, **params: Any) -> Any:
-        if self.process.poll() is not None:
-            pytest.fail("prometheus exited:\n" + self.log.read_text(errors="replace")[-3000:])
-        body = self.client.get(self.url + path, params=params).json()
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
-        params = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
-        data = self.api("/api/v1/query", **params)
-        assert data["resultType"] == "vector", (expr, data)
-        return list(data["result"])
-
-    def value(self, expr: str, at: float | None = None) -> float | None:
-        result = self.query(expr, at)
-        assert len(result) <= 1, (expr, result)
-        return float(result[0]["value"][1]) if result else None
+# --- the run ------------------------------------------------------------------------------
 
 
 @dataclass
@@ -658,63 +654,6 @@ def wait_for_pass(proxy: Proxy, passes: int) -> tuple[Samples, Samples]:
         if live == expected or time.monotonic() > deadline:
             return live, expected
         time.sleep(0.05)
-
-
-def start_prometheus(tmp: Path, target: str) -> Prometheus:
-    binary = shutil.which("prometheus")
-    assert binary, "prometheus not found: install Debian's `prometheus` package (./dev does)"
-    # The shipped scrape config, with this run's target, a 1s cadence and the shipped rules.
-    config = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text(encoding="utf-8"))
-    config["global"] = {
-        "scrape_interval": "1s",
-        "scrape_timeout": "1s",
-        "evaluation_interval": "1s",
-    }
-    config["rule_files"] = [str(PROMETHEUS_DIR / "rules.yml")]
-    [job] = config["scrape_configs"]
-    assert job["job_name"] == "tooltap"  # TooltapDown and the "Proxies up" panel select it
-    job["static_configs"] = [{"targets": [target]}]
-    (tmp / "prometheus.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    port = free_port()
-    log = tmp / "prometheus.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={tmp / 'prometheus.yml'}",
-                f"--storage.tsdb.path={tmp / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    prometheus = Prometheus(f"http://127.0.0.1:{port}", process, log)
-
-    def ready() -> bool:
-        if process.poll() is not None:
-            pytest.fail("prometheus exited:\n" + log.read_text(errors="replace")[-3000:])
-        try:
-            return prometheus.client.get(prometheus.url + "/-/ready").status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        wait_until("Prometheus to be ready", ready, timeout=30)
-    except BaseException:
-        stop_prometheus(prometheus)
-        raise
-    return prometheus
-
-
-def stop_prometheus(prometheus: Prometheus) -> None:
-    prometheus.client.close()
-    prometheus.process.terminate()  # SIGTERM to the pid this test started
-    try:
-        prometheus.process.wait(15)
-    except subprocess.TimeoutExpired:
-        prometheus.process.kill()
-        prometheus.process.wait()
 
 
 @pytest.fixture(scope="module")
@@ -889,6 +828,13 @@ def expectations(buckets: list[float]) -> dict[str, Expect]:
         "TooltapInternalErrors": Expect("empty", reason="no exception was caught (series at 0)"),
         # The target is up; the other way round is checked after the proxy stops.
         "TooltapDown": Expect("empty", reason="the proxy is up while it is evaluated"),
+        # Coverage: every scripted flow was inspected, the inspector never restarted, and
+        # neither Redis nor a collector is configured (their series stay at 0).
+        "TooltapFlowsSkipped": Expect("empty", reason="no flow was skipped"),
+        "TooltapFlowsUnparseable": Expect("empty", reason="every body was read"),
+        "TooltapInspectorRestarts": Expect("empty", reason="the inspector ran throughout"),
+        "TooltapStateErrors": Expect("empty", reason="no shared state: the series is 0"),
+        "TooltapSpansDropped": Expect("empty", reason="no collector: no span was made"),
         board + "Exposure rate (5m)/A": Expect("values", exposure(one)),
         board + "Exposure rate by model/A": Expect("values", void_by_model),
         board + "Strict turns per second by state/A": counts(
@@ -1051,7 +997,7 @@ def test_prometheus_scraped_the_proxy_as_job_tooltap_and_every_rule_evaluates_cl
 def test_the_extrapolation_factor_is_one_sane_number_per_window(run):
     # increase() over a window reaching back before the first scrape extrapolates the first
     # interval: between 1x and 1.5x the scripted count with at least 5 samples in the window.
-    assert set(run.factor) == {"1m", "5m", "10m", "1h"}
+    assert set(run.factor) == {"1m", "5m", "10m", "15m", "1h"}
     for window, factor in run.factor.items():
         assert 1.0 <= factor <= 1.5, (window, factor)
 
@@ -1072,7 +1018,8 @@ def test_the_exposure_rate_equals_the_scripted_void_over_at_risk_ratio(run):
 
 def test_the_model_variable_offers_every_scripted_model(run):
     models = {series["metric"]["model"] for series in run.results["tooltap/$model"]}
-    assert models == {A, B, C, D, E, F, GPT54, GPT51, HAIKU, SONNET4, SONNET37, NOVA, GEMINI, QWEN}
+    assert models == {A, B, C, D, E, F, GPT54, GPT51, HAIKU, SONNET4, SONNET37, NOVA, GEMINI, QWEN,
+                      COMMAND}  # fmt: skip
 
 
 def test_the_api_variable_offers_every_api_the_proxy_counts(run):

@@ -23,7 +23,7 @@ DASHBOARDS = ROOT / "grafana" / "dashboards"
 ANY = None  # a label whose values are open (model, status, le, ...)
 APIS = {
     "responses", "chat", "messages", "realtime", "converse", "gemini", "gemini_live", "mcp",
-    "ollama",
+    "ollama", "cohere",
 }  # fmt: skip
 # realtime and gemini_live are only ever WebSockets (tests/system/test_websocket.py,
 # test_gemini_live.py); mcp is a tool server's (tests/system/test_mcp_clients.py)
