@@ -339,16 +339,13 @@ def ran(envs) -> Ran:
 
 
 def exchanges(lines: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """The log lines of each exchange, its turn last: an exchange's lines are written together,
-    the turn that sums it up after them. A tool_overdue line stands alone."""
-    found: list[list[dict[str, Any]]] = [[]]
+    """The log lines of each exchange whose turn was logged, by the exchange id every line
+    carries, its turn last (a tool_overdue line, said while its exchange ran, aside)."""
+    found: dict[str, list[dict[str, Any]]] = {}
     for line in lines:
-        if line.get("event") == "tool_overdue":
-            continue
-        found[-1].append(line)
-        if line.get("event") == "turn":
-            found.append([])
-    return [e for e in found if e and e[-1].get("event") == "turn"]
+        if line.get("event") != "tool_overdue":
+            found.setdefault(line["exchange"], []).append(line)
+    return [e for e in found.values() if e[-1].get("event") == "turn"]
 
 
 def of(lines: list[dict[str, Any]], event: str, **fields: Any) -> list[dict[str, Any]]:
@@ -496,6 +493,7 @@ def test_a_hanging_mcp_tool_is_said_overdue_once_while_it_runs_and_never_another
         ("mcp", "http", call["call_id"], "stall", SERVER, DEADLINE, "warning")
     ]  # fmt: skip
     assert overdue[0]["waited_ms"] > DEADLINE * 1000  # said past the deadline, not before
+    assert overdue[0]["exchange"] == stall[-1]["exchange"]  # joined to the call's own lines
     # Said while the call still ran: before its exchange's lines, written once it answered.
     assert hang.index(overdue[0]) < hang.index(call) < hang.index(stall[-1])
     assert (stall[-1]["rpc"], stall[-1]["outcome"]) == (["tools/call"], "inspected")
