@@ -41,6 +41,7 @@ class Run:
     server: str | None = None  # "name version"
     session: str | None = None  # the MCP session, as logged
     model_call: str | None = None  # the model's call id the client named (Claude Code)
+    endpoint: str | None = None  # the server's URL, without its query
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,10 +138,13 @@ def link(batch: Sequence[Issued], runs: Sequence[Run]) -> dict[str, Run]:
     return linked
 
 
-ONE_SESSION = (
-    " All of them went over one MCP session: a client that sends its session's requests one "
-    "at a time (the OpenAI Agents SDK's MCPServerStreamableHttp does) serialises them whatever "
-    "the runtime does; give each call its own session, or a client that multiplexes."
+# A client that sends one session's requests one at a time runs a batch its runtime started
+# together in series. Who serialised it cannot be seen on the wire (a loop awaiting each call
+# looks the same), so the cause is said as the condition it rests on.
+ONE_CLIENT = (
+    " All of them went {over}: if your runtime starts a batch's calls together, its MCP client "
+    "sent them one at a time (the OpenAI Agents SDK's MCPServerStreamableHttp does); give each "
+    "call a client or session of its own, or use a client that sends them together."
 )
 CLAUDE_CODE = (
     " Claude Code runs at the same time only tools its MCP server annotates readOnlyHint: true;"
@@ -159,19 +163,27 @@ def serial(batch: Sequence[str], runs: Mapping[str, Run], where: str) -> LoopErr
         return None  # every call was running at one moment: together
     took = max(r.ended for r in ran) - min(r.started for r in ran)
     longest = max(r.ended - r.started for r in ran)
-    cause = ""
-    sessions = {r.session for r in ran}
-    if any(r.model_call for r in ran):
-        cause = CLAUDE_CODE
-    elif len(sessions) == 1 and None not in sessions:
-        cause = ONE_SESSION
+    cause = CLAUDE_CODE if any(r.model_call for r in ran) else _one_client(ran)
     said = (
         f"the batch took {took * 1000:.0f} ms; run together it would have taken about "
         f"{longest * 1000:.0f} ms (its longest call). "
     )
+    repair = REPAIRS["serial-execution"]
     return LoopError(
         rule="serial-execution",
         ids=list(batch),
         where=where,
-        repair=said + REPAIRS["serial-execution"] + cause,
+        repair=said + repair[:1].upper() + repair[1:] + cause,
     )
+
+
+def _one_client(ran: Sequence[Run]) -> str:
+    """The one-client cause, where it is possible: every run went to one server endpoint, in
+    one session, or in none (the protocol's stateless version names none). Runs in different
+    sessions came from different clients, or a client that opens one per call: not it."""
+    endpoints = {r.endpoint for r in ran}
+    sessions = {r.session for r in ran}
+    if len(endpoints) != 1 or None in endpoints or len(sessions) != 1:
+        return ""
+    over = "over one MCP session" if None not in sessions else "to one MCP server, in no session"
+    return ONE_CLIENT.format(over=over)

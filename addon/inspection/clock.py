@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from tooltap.core import Exchange, ToolTime, Verdict
 from tooltap.core.arguments import unnamed_call
+from tooltap.core.definitions import endpoint as endpoint_of
 from tooltap.core.jsontext import loads
 from tooltap.core.shapes import as_dict, as_str
 from tooltap.core.timing import CLAUDE_CODE_CALL, Issued, Run, link, serial
@@ -82,6 +83,7 @@ class Begun:
     session: str | None
     model_call: str | None
     api: str | None
+    endpoint: str  # the server's URL, without its query
 
 
 class Clock:
@@ -123,7 +125,7 @@ class Clock:
             for call in verdict.calls:
                 begun = Begun(call.name, call.arguments_raw, exchange.request_start,
                               verdict.server, verdict.session, named.get(call.call_id),
-                              verdict.api)  # fmt: skip
+                              verdict.api, endpoint_of(exchange.url))  # fmt: skip
                 self.begun.put(f"{endpoint} {call.call_id}", begun, len(call.arguments_raw))
         for result in verdict.tool_results:
             key = f"{endpoint} {result.call_id}"
@@ -133,7 +135,7 @@ class Clock:
             arguments, error = loads(running.arguments_raw)
             run = Run(key, running.tool, arguments if error is None else None, running.started,
                       exchange.response_end, running.server, running.session,
-                      running.model_call)  # fmt: skip
+                      running.model_call, running.endpoint)  # fmt: skip
             self.runs.put(key, run, len(running.arguments_raw))
 
     def _answer(self, answered: dict[str, str], arrived: float, verdict: Verdict) -> None:

@@ -236,12 +236,13 @@ def fan_out() -> Exchange:
     )  # fmt: skip
 
 
-def ran(city: str, start: float, end: float, rpc: int) -> Exchange:
-    """The application runs get_weather(city) on an MCP server behind tooltap."""
+def ran(city: str, start: float, end: float, rpc: int, session: str = "s1") -> Exchange:
+    """The application runs get_weather(city) on an MCP server behind tooltap (session: ""
+    for none, as the protocol's stateless version sends)."""
     request = {"jsonrpc": "2.0", "id": rpc, "method": "tools/call",
                "params": {"name": "get_weather", "arguments": {"city": city}}}  # fmt: skip
     result = {"content": [{"type": "text", "text": "12C"}], "isError": False}
-    exchange = mcp(request, {"jsonrpc": "2.0", "id": rpc, "result": result}, "s1")
+    exchange = mcp(request, {"jsonrpc": "2.0", "id": rpc, "result": result}, session)
     return exchange.model_copy(update={"request_start": T0 + start, "response_end": T0 + end})
 
 
@@ -261,14 +262,23 @@ def answered(at: float) -> Exchange:
     )  # fmt: skip
 
 
-def loop(runs: list[tuple[float, float]]) -> tuple[list, list]:
+def loop(
+    runs: list[tuple[float, float]], sessions: tuple[str, ...] = ("s1",) * 3
+) -> tuple[list, list]:
+    times, errors = timed(runs, sessions)
+    return times, [(e.rule, e.ids) for e in errors]
+
+
+def timed(runs: list[tuple[float, float]], sessions: tuple[str, ...]) -> tuple[list, list]:
     session = Session()
     session.inspect(fan_out())
-    for rpc, (city, (start, end)) in enumerate(zip(CITIES, runs, strict=False), 1):
-        session.inspect(ran(city, start, end, rpc))
+    for rpc, (city, (start, end), mcp_session) in enumerate(
+        zip(CITIES, runs, sessions, strict=False), 1
+    ):
+        session.inspect(ran(city, start, end, rpc, mcp_session))
     verdict = session.inspect(answered(10))
     times = [(t.call_id, t.waited_ms, t.ran_ms, t.server) for t in verdict.tool_times]
-    return times, [(e.rule, e.ids) for e in verdict.loop_errors]
+    return times, verdict.loop_errors
 
 
 def test_calls_run_one_after_another_over_mcp_are_a_serial_batch_with_each_run_timed():
@@ -279,6 +289,18 @@ def test_calls_run_one_after_another_over_mcp_are_a_serial_batch_with_each_run_t
         ("call_Oslo", 9000.0, 500.0, None),
     ]
     assert errors == [("serial-execution", ["call_Paris", "call_Rome", "call_Oslo"])]
+
+
+def test_a_serial_batch_names_one_client_as_its_possible_cause_only_where_it_could_be():
+    one_after_another = [(2, 3), (3.5, 5), (5.5, 6)]
+    for sessions, said in [
+        (("s1",) * 3, "All of them went over one MCP session: if your runtime starts"),
+        (("",) * 3, "All of them went to one MCP server, in no session: if your runtime starts"),
+    ]:
+        _, (error,) = timed(one_after_another, sessions)
+        assert said in error.repair and "MCPServerStreamableHttp" in error.repair
+    _, (error,) = timed(one_after_another, ("s1", "s2", "s3"))  # a session per call
+    assert "MCP client" not in error.repair
 
 
 def test_calls_run_together_are_timed_and_no_finding():

@@ -102,10 +102,41 @@ def test_nothing_is_said_of_a_batch_with_one_run_unseen_or_of_a_single_call():
     assert serial(["a"], runs, "here") is None
 
 
+MCP = "http://127.0.0.1:8000/mcp"
+
+
 def test_the_repair_names_the_cause_it_can_see():
-    one = {"a": run("r1", 1, 2, session="s1"), "b": run("r2", 3, 4, session="s1")}
+    one = {"a": run("r1", 1, 2, session="s1", endpoint=MCP),
+           "b": run("r2", 3, 4, session="s1", endpoint=MCP)}  # fmt: skip
     error = serial(["a", "b"], one, "here")
-    assert error is not None and "one MCP session" in error.repair
+    assert error is not None and "over one MCP session: if your runtime" in error.repair
     claude = {"a": run("r1", 1, 2, model_call="a"), "b": run("r2", 3, 4, model_call="b")}
     error = serial(["a", "b"], claude, "here")
     assert error is not None and "readOnlyHint" in error.repair
+
+
+def test_one_client_is_named_as_the_cause_only_where_it_could_be():
+    # The protocol's stateless version (2026-07-28) names no session: one server endpoint is
+    # all that is seen, and the OpenAI Agents SDK's one client sent its batch there in series.
+    stateless = {"a": run("r1", 1, 2, endpoint=MCP), "b": run("r2", 3, 4, endpoint=MCP)}
+    error = serial(["a", "b"], stateless, "here")
+    assert error is not None
+    assert "to one MCP server, in no session: if your runtime starts" in error.repair
+    assert "MCPServerStreamableHttp" in error.repair
+    # A session per call (LangGraph's adapters), or two servers: no one client sent them all.
+    apart = {"a": run("r1", 1, 2, session="s1", endpoint=MCP),
+             "b": run("r2", 3, 4, session="s2", endpoint=MCP)}  # fmt: skip
+    elsewhere = {"a": run("r1", 1, 2, endpoint=MCP),
+                 "b": run("r2", 3, 4, endpoint="http://127.0.0.1:9000/mcp")}  # fmt: skip
+    unknown = {"a": run("r1", 1, 2), "b": run("r2", 3, 4)}  # where they went was not kept
+    for runs in (apart, elsewhere, unknown):
+        error = serial(["a", "b"], runs, "here")
+        assert error is not None and "MCP client" not in error.repair
+        assert error.repair.endswith("each waited for the one before it.")
+
+
+def test_the_repair_reads_as_sentences():
+    error = serial(["a", "b"], {"a": run("r1", 1, 2), "b": run("r2", 3, 5)}, "here")
+    assert error is not None
+    assert error.repair.startswith("the batch took 4000 ms; run together it would have taken "
+                                   "about 2000 ms (its longest call). Run a batch's")  # fmt: skip
