@@ -103,6 +103,9 @@ class Record:
     ended: float = 0.0  # when the response ended, or broke off (a batch: its last message)
     request_ended: float = 0.0  # when the request's last byte came
     arrived: list[float] = field(default_factory=list)  # when each chunk came (a batch: message)
+    # Where each chunk ended in response_body, once the pipe's reader joined them (arrived's
+    # pieces, which the exchange's stream timing needs).
+    ends: list[int] = field(default_factory=list)
     # The request alone of an MCP tools/call still unanswered past tooltap_tool_deadline (ended:
     # when the proxy saw it so): said overdue, its exchange still to come.
     overdue: bool = False
@@ -147,10 +150,12 @@ class Record:
             request_start=self.started or None,
             request_end=self.request_ended or None,
             response_end=self.ended or None,
-            arrivals=tuple(zip(accumulate(map(len, self.chunks)), self.arrived, strict=True))
-            if len(self.arrived) == len(self.chunks)
-            else (),
+            arrivals=self._arrivals(),
         )
+
+    def _arrivals(self) -> tuple[tuple[int, float], ...]:
+        ends = self.ends or list(accumulate(map(len, self.chunks)))
+        return tuple(zip(ends, self.arrived, strict=True)) if len(ends) == len(self.arrived) else ()
 
     def logged_host(self) -> str:
         """The Host header without its port (as mitmproxy's pretty_host), else the address."""
@@ -240,6 +245,8 @@ class FrameReader:
             record.chunks = [bytes(m) for m in response[: len(record.socket.sources)]]
         else:
             record.response_body = bytes(response[0]) if len(response) == 1 else b"".join(response)
+            if record.arrived:  # a stream's pieces, timed: where each ends in the body
+                record.ends = list(accumulate(map(len, response)))
         self._plan, self._pieces = [HEAD.size], []
         self._start(HEAD.size)
         return record

@@ -39,7 +39,7 @@ def record(**changes):
 
 
 def test_frames_read_back_whole_however_the_pipe_cuts_them():
-    streamed = record(request_body=b'{"stream": true}')
+    streamed = record(request_body=b'{"stream": true}', arrived=[1.5, 2.5])
     buffered = record(path="/v1/responses", status=None, chunks=[], response_body=b"{}" * 5000)
     empty = record(method="GET", request_body=b"", chunks=[], response_body=b"")
     frames = [encode(r) for r in (streamed, buffered, empty)]
@@ -58,11 +58,13 @@ def test_frames_read_back_whole_however_the_pipe_cuts_them():
     finally:
         os.close(read_end)
     joined = [
-        replace(streamed, response_body=b"".join(streamed.chunks), chunks=[]),
+        replace(streamed, response_body=b"".join(streamed.chunks), chunks=[], ends=[10, 24]),
         buffered,
         empty,
     ]
     assert got == joined
+    # Joined, a stream's pieces keep their times: its first token is timed in the inspector.
+    assert got[0].exchange().arrivals == streamed.exchange().arrivals == ((10, 1.5), (24, 2.5))
     assert reader.closed
 
 
