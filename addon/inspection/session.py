@@ -36,22 +36,25 @@ from .state import REMEMBERED, LocalState, Recalled, State
 
 DEADLINE = 60.0  # seconds a call may wait for its answer before it is late (tooltap_tool_deadline)
 TOOL_SESSIONS = 1_000  # MCP sessions remembered (with their tool schemas), the newest only
-TOOL_BYTES = 64 << 20  # ... and at most this many bytes of the tools/list answers behind them
+TOOL_BYTES = 64 << 20  # ... and at most this many bytes of their tools/list answers and open calls
+OPEN_CALL = 640  # bytes a remembered open call (a task, a call awaiting its retry) holds, measured
 
 ServerKey = tuple[str, str | None]  # an MCP endpoint, and the session there
 
 
 class ToolServers:
     """What recent MCP sessions said of their servers, newest last: at most `sessions` of them,
-    holding at most `limit` bytes of the tools/list answers their lists came from. Past
-    either, the oldest are forgotten (their calls then go unchecked, and say so)."""
+    holding at most `limit` bytes of the tools/list answers their lists came from and of the
+    calls they keep open (tasks, calls awaiting their retry). Past either, the oldest are
+    forgotten (their calls then go unchecked, and say so)."""
 
     def __init__(self, sessions: int = TOOL_SESSIONS, limit: int = TOOL_BYTES) -> None:
         self.sessions = sessions
         self.limit = limit
         self.held = 0
         self._servers: OrderedDict[ServerKey, ToolServer] = OrderedDict()
-        self._sizes: dict[ServerKey, int] = {}
+        self._sizes: dict[ServerKey, int] = {}  # what each session holds
+        self._lists: dict[ServerKey, int] = {}  # ... of which its tools/list answers
 
     def __len__(self) -> int:
         return len(self._servers)
@@ -61,24 +64,25 @@ class ToolServers:
 
     def keep(self, key: ServerKey, server: ToolServer, verdict: Verdict, answer: int) -> None:
         """The session after an exchange whose answer was `answer` bytes."""
-        size = self._sizes.get(key, 0)
+        listed = self._lists.get(key, 0)
         if not server.tools:
-            size = 0
+            listed = 0
         elif verdict.listed_tools:  # a first page starts the list anew; a later one adds
             fresh = len(server.tools) == len(set(verdict.listed_tools))
-            size = answer if fresh else size + answer
-        self.held += size - self._sizes.get(key, 0)
-        self._servers[key] = server
-        self._sizes[key] = size
-        self._servers.move_to_end(key)
-        self._trim()
+            listed = answer if fresh else listed + answer
+        self._hold(key, server, listed)
 
     def list_changed(self, key: ServerKey) -> None:
         """The server said the session's tool list changed: forgotten until it is listed again,
         and that list announced (a session tooltap knew nothing of is remembered for it)."""
-        self.held -= self._sizes.get(key, 0)
-        self._servers[key] = list_changed(self._servers.get(key) or ToolServer())
-        self._sizes[key] = 0
+        self._hold(key, list_changed(self._servers.get(key) or ToolServer()), 0)
+
+    def _hold(self, key: ServerKey, server: ToolServer, listed: int) -> None:
+        size = listed + OPEN_CALL * (len(server.tasks) + len(server.retries))
+        self.held += size - self._sizes.get(key, 0)
+        self._servers[key] = server
+        self._sizes[key] = size
+        self._lists[key] = listed
         self._servers.move_to_end(key)
         self._trim()
 
@@ -86,6 +90,7 @@ class ToolServers:
         while self._servers and (len(self._servers) > self.sessions or self.held > self.limit):
             oldest, _ = self._servers.popitem(last=False)
             self.held -= self._sizes.pop(oldest)
+            del self._lists[oldest]
 
 
 class Session:
