@@ -84,6 +84,8 @@ class WebAnnotations:
             self.view.arguments = ctx.options.tooltap_log_arguments
         if "tooltap_app_header" in updated:
             self.applications = Applications(ctx.options.tooltap_app_header)
+        if "tooltap_tool_deadline" in updated:  # an answer past it is late, as in the log
+            self.session.clock.deadline = ctx.options.tooltap_tool_deadline
 
     def running(self) -> None:
         self.active = ctx.master.addons.get("webaddon") is not None

@@ -423,6 +423,18 @@ async def test_a_follow_up_shows_how_long_each_call_it_answers_waited(web):
     assert "  tokens      149 in / 60 out tokens (0 reasoning)" in issued_text
 
 
+async def test_an_answer_past_tooltap_tool_deadline_is_late_on_the_flow(web):
+    annotations, tctx = web
+    tctx.configure(annotations, tooltap_tool_deadline=2)
+    annotations.running()
+    issued = stamped(strict_void_flow(), 0, 1.5)
+    answer = stamped(answering_flow(issued), 4, 4.25)  # 2.5 s after the calls were issued
+    await annotated(annotations, issued)
+    await annotated(annotations, answer)
+    assert answer.comment.splitlines()[1].endswith("(2 call(s) answered, 2 late)")
+    assert "waited 2.500 s (late: past the tool deadline)" in " ".join(pretty(answer).text.split())
+
+
 async def test_a_stream_cut_by_its_client_at_the_end_is_timed_to_the_cut(web):
     """As the live proxy times it: a client that hangs up after the last event leaves the
     response no end of its own; the error's time is its end."""
