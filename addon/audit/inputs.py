@@ -222,7 +222,10 @@ def har_times(entry: dict[str, Any], written_by_mitmproxy: bool = False) -> dict
     setup = 0.0 if written_by_mitmproxy else sum(_ms(timings.get(k)) for k in SET_UP)
     request_start = started + setup
     request_end = request_start + _ms(timings["send"])
-    response_end = request_end + _ms(timings["wait"]) + _ms(timings["receive"])
+    response_end: float | None = request_end + _ms(timings["wait"]) + _ms(timings["receive"])
+    body = entry.get("response", {}).get("content", {}).get("text")
+    if written_by_mitmproxy and timings["receive"] == 0 and body:
+        response_end = None  # its export's way of saying the response never ended (cut off)
     return {
         "request_start": request_start,
         "request_end": request_end,
