@@ -349,11 +349,19 @@ def agent_loop(clients: Clients, question: str, *, stream: bool) -> None:
     chat = clients.openai.chat.completions
 
     def ask(messages: list[dict[str, Any]], tools: list[dict[str, Any]], stream: bool) -> Any:
+        """The calls the model makes, as dicts; a stream read to its end, its calls assembled."""
         if not stream:
-            return chat.create(model="gpt-4o", messages=messages, tools=tools).choices[0]
-        with chat.stream(model="gpt-4o", messages=messages, tools=tools,
-                         stream_options={"include_usage": True}) as streamed:  # fmt: skip
-            return streamed.get_final_completion().choices[0]
+            message = chat.create(model="gpt-4o", messages=messages, tools=tools).choices[0]
+            return [c.model_dump() for c in message.message.tool_calls or []]
+        calls: dict[int, dict[str, Any]] = {}
+        for chunk in chat.create(model="gpt-4o", messages=messages, tools=tools, stream=True,
+                                 stream_options={"include_usage": True}):  # fmt: skip
+            for delta in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+                call = calls.setdefault(delta.index, {"id": delta.id, "type": "function",
+                                                      "function": {"name": "", "arguments": ""}})  # fmt: skip
+                call["function"]["name"] += delta.function.name or ""
+                call["function"]["arguments"] += delta.function.arguments or ""
+        return list(calls.values())
 
     async def loop() -> None:
         async with connected(clients.base_url + PATH, clients.headers) as client:
@@ -364,15 +372,13 @@ def agent_loop(clients: Clients, question: str, *, stream: bool) -> None:
                 for t in listed.tools
             ]  # fmt: skip
             messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
-            choice = await anyio.to_thread.run_sync(ask, messages, tools, stream)
-            calls = choice.message.tool_calls or []
-            messages.append(choice.message.model_dump(exclude_none=True))
+            calls = await anyio.to_thread.run_sync(ask, messages, tools, stream)
+            messages.append({"role": "assistant", "content": None, "tool_calls": calls})
             for call in calls:  # one after another: each awaited before the next starts
-                done = await client.call_tool(
-                    call.function.name, json.loads(call.function.arguments)
-                )
+                function = call["function"]
+                done = await client.call_tool(function["name"], json.loads(function["arguments"]))
                 said = "".join(getattr(part, "text", "") for part in done.content)
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": said})
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": said})
             await anyio.to_thread.run_sync(ask, messages, tools, False)
 
     anyio.run(loop)

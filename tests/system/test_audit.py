@@ -484,6 +484,12 @@ def test_a_recorded_agent_loop_gives_its_times_and_its_serial_batch(
         )
     assert live_turns[0]["first_token_ms"] is not None  # live, the stream was timed
     follow_up = turns[1]
+    if turns[0]["duration_ms"] is None:
+        # The client hung up right after the stream's last event (it does, now and then), and
+        # mitmproxy's HAR keeps no end for it: when its calls were issued is unknown, so their
+        # waits, runs and batch are said of nothing, never guessed.
+        assert (follow_up["tool_times"], follow_up["loop_errors"]) == ([], [])
+        return
     waits = {t["call_id"]: t for t in follow_up["tool_times"]}
     for line in recorded["timed"]:
         said = waits[line["call_id"]]
