@@ -1,4 +1,4 @@
-"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,stream,memory,core,profile,websocket,live,web,traces,state,definitions,stress,why]`.
+"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,stream,memory,core,profile,websocket,live,web,traces,state,definitions,timing,stress,why]`.
 
 Results go to bench/out/<name>.json (bench/out/quick/ for --quick,
 bench/out/smoke/ for --smoke, or --out); the report step then writes
@@ -33,6 +33,7 @@ from . import (
     state,
     streaming,
     stress,
+    timing,
     traces,
     web,
     websocket,
@@ -55,10 +56,11 @@ ALL = (
     "traces",
     "state",
     "definitions",
+    "timing",
     "stress",
     "why",
 )
-QUICK = ALL[:11]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
+QUICK = ALL[:12]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
 
 
 def _git(*args: str) -> str:
@@ -203,6 +205,7 @@ def main() -> int:
         "traces": lambda: traces.run(size),
         "state": lambda: state.run(size),
         "definitions": lambda: definitions.run(size),
+        "timing": lambda: timing.run(size),
         "stress": lambda: asyncio.run(stress.run(size)),
         "why": lambda: asyncio.run(why.run(size)),
     }

@@ -451,6 +451,31 @@ def definitions_section(data: dict[str, Any]) -> str:
     )
 
 
+def timing_section(data: dict[str, Any]) -> str:
+    rows = "".join(
+        f"| {label} | {r['without_us']:.0f} us ({r['x_json_without']:.2f}x) |"
+        f" {r['with_us']:.0f} us ({r['x_json_with']:.2f}x) | {r['ratio']:.3f}x |"
+        f" {r['added_us_per_exchange']:.1f} us |\n"
+        for label, r in (
+            ("a streamed Chat turn (50 events, one piece each)", data["stream"]),
+            ("an agent's loop (a turn, 3 MCP runs, the follow-up)", data["loop"]),
+        )
+    )
+    said = data["said"]
+    return (
+        f"### What timing adds (`timing`: {data['settings']['rounds']} interleaved rounds, the"
+        " fastest of each)\n\n"
+        "The same work with the exchanges' times and without (in brackets: as a multiple of"
+        " json.loads of the same bytes). For the stream, inspect; for the loop, the session's"
+        " inspect of each exchange with its tool time (calls remembered, runs begun and ended,"
+        " answers timed, linked and their batch judged).\n\n"
+        "| case | without times | with times | ratio | added per exchange |\n"
+        "| --- | --- | --- | --- | --- |\n" + rows + "\n"
+        f"The timed runs said: first token {said['first_token_ms']} ms, {said['tool_times']}"
+        f" calls timed, {said['linked_runs']} linked to their runs, {said['loop_errors']}.\n"
+    )
+
+
 def state_section(data: dict[str, Any]) -> str:
     plan = data["settings"]
     if "skipped" in data:
@@ -605,6 +630,7 @@ def write(out: Path, here: Path, readme: bool) -> None:
         ("traces", traces_section),
         ("state", state_section),
         ("definitions", definitions_section),
+        ("timing", timing_section),
         ("stress", stress_section),
         ("why", why_section),
     ):

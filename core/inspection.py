@@ -90,7 +90,9 @@ def _read_stream(
 ) -> _Body:
     reader = StreamReader(api, encoding, max_decoded, framing)
     start = 0
-    for end, at in arrivals:  # the pieces as they came, each with its time
+    for end, at in arrivals:  # the pieces as they came, each with its time, up to the one
+        if reader.output_dated:  # that dates the first output; the rest is read at once
+            break
         reader.feed(body[start:end], at)
         start = end
     reader.feed(body[start:])

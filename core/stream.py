@@ -86,6 +86,11 @@ class StreamReader:
         except DecodeError as exc:
             self._error = str(exc)
 
+    @property
+    def output_dated(self) -> bool:
+        """The first event carrying output has come, dated: the pieces after it need no time."""
+        return self._first_output_at is not None
+
     def feed(self, chunk: bytes, at: float | None = None) -> list[Any]:
         """The events a piece of the stream completes; at: when the piece arrived (epoch
         seconds), which dates the first event that carries output."""

@@ -39,10 +39,11 @@ class ToolTime(BaseModel):
     """The MCP server it ran on ("name version"), when seen."""
     late: bool = False
     """Answered past tooltap_tool_deadline."""
-    issued_at: float = Field(exclude=True)
-    """When the response that issued it ended (epoch seconds)."""
-    answered_at: float = Field(exclude=True)
-    """When its result arrived."""
+    issued_at: float | None = Field(default=None, exclude=True)
+    """When the response that issued it ended (epoch seconds). Not logged, so None in a
+    verdict read back from its JSON (the annotations tooltap web keeps on a flow)."""
+    answered_at: float | None = Field(default=None, exclude=True)
+    """When its result arrived; None likewise."""
 
 
 class Rejected(BaseModel):

@@ -580,13 +580,108 @@ def health_panels() -> list[Any]:
     ]
 
 
+def quantiles(metric: str, filters: str, by: str, legend: str) -> list[prometheus.Dataquery]:
+    """p50 and p95 of a histogram, one series per `by` label value."""
+    return [
+        query(
+            f"histogram_quantile({q}, sum by (le, {by}) (rate({metric}_bucket{{{filters}}}"
+            f"[$__rate_interval])))",
+            f"{legend} p{round(q * 100)}",
+            ref,
+        )
+        for q, ref in ((0.5, "A"), (0.95, "B"))
+    ]
+
+
+def time_panels() -> list[Any]:
+    return [
+        series(
+            "Model time by model",
+            "How long the models took to answer: from the request's first byte at the proxy to"
+            " the response's last, for finished turns (a WebSocket turn: from the message that"
+            " started it to the one that ended it). p50 and p95 per model; a p95 far above the"
+            " p50 is a long tail worth a look in the turn lines (duration_ms).",
+            quantiles("tooltap_model_duration_seconds", TURNS, "model", "{{model}}"),
+            unit="s",
+            width=12,
+        ),
+        series(
+            "Time to first token by model",
+            "Streamed turns only: from the end of the request to the first event that carries"
+            " model output (text, reasoning, or a call's name or arguments), p50 and p95 per"
+            " model. What a user of a streaming agent waits before anything appears.",
+            quantiles("tooltap_first_token_seconds", TURNS, "model", "{{model}}"),
+            unit="s",
+            width=12,
+        ),
+        series(
+            "Output tokens per second by model",
+            "The output tokens the responses counted, over the time the models took to answer"
+            " (model time, not time to first token). Turns whose API counts no tokens add time"
+            " but no tokens, and lower it.",
+            [
+                query(
+                    f'sum by (model) (rate(tooltap_tokens_total{{{TURNS}, type="output"}}'
+                    "[$__rate_interval])) / (sum by (model) (rate("
+                    f"tooltap_model_duration_seconds_sum{{{TURNS}}}[$__rate_interval])) > 0)",
+                    "{{model}}",
+                )
+            ],
+            unit="short",
+        ),
+        series(
+            "Tool wait and run p95",
+            "Tool wait: how long the application took to answer a model's call, from the end"
+            " of the response that issued it to the arrival of its result, by API. Tool run:"
+            " how long the MCP tools/call it was linked to ran on its server, by server. A wait"
+            " far above its run is time spent outside the tool (queues, serial execution).",
+            [
+                query(
+                    "histogram_quantile(0.95, sum by (le, api) (rate(tooltap_tool_wait_seconds"
+                    f"_bucket{{{API}}}[$__rate_interval])))",
+                    "wait {{api}}",
+                ),
+                query(
+                    "histogram_quantile(0.95, sum by (le, server) (rate("
+                    "tooltap_tool_run_seconds_bucket[$__rate_interval])))",
+                    "run {{server}}",
+                    "B",
+                ),
+            ],
+            unit="s",
+        ),
+        series(
+            "Serial batches and overdue calls",
+            "Serial batches: turns whose parallel calls ran one after another on MCP servers"
+            " behind tooltap, though they could have run together (loop_error"
+            " serial-execution, info). Overdue calls: calls still running or owed past"
+            " tooltap_tool_deadline (tool_overdue warnings). Per interval, by API.",
+            [
+                query(
+                    "sum by (api) (increase(tooltap_serial_batches_total"
+                    f"{{{API}}}[$__rate_interval]))",
+                    "serial {{api}}",
+                ),
+                query(
+                    "sum by (api) (increase(tooltap_overdue_calls_total"
+                    f"{{{API}}}[$__rate_interval]))",
+                    "overdue {{api}}",
+                    "B",
+                ),
+            ],
+            unit="short",
+            stacked=True,
+        ),
+    ]
+
+
 def build() -> dict[str, Any]:
     """The dashboard as JSON-ready data."""
     dashboard = (
         builders.Dashboard("tooltap: tool-calling traffic")
         .uid("tooltap")
         .description(
-            "What tooltap sees in LLM tool-calling traffic: strict guarantees, arguments, the tool loop, and the proxy's health."
+            "What tooltap sees in LLM tool-calling traffic: strict guarantees, arguments, the tool loop, where the time goes, and the proxy's health."
         )
         .tags(["tooltap", "llm"])
         .time("now-1h", "now")
@@ -602,6 +697,7 @@ def build() -> dict[str, Any]:
         ("Tool loop, API and output format", loop_panels()),
         ("MCP tool servers", mcp_panels()),
         ("Tool definitions", definition_panels()),
+        ("Time", time_panels()),
         ("Proxy health", health_panels()),
     ]
     panel_id = 0

@@ -6,6 +6,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -173,7 +174,12 @@ def flow_file(path: str) -> Iterator[Item]:
 
     applications = Applications(credentials=False)
     with open(path, "rb") as handle:
-        for flow in io.FlowReader(handle).stream():
+        head = handle.read(4)
+        handle.seek(0)
+        # A HAR entry's times, read from its own fields: mitmproxy's reader ends the request
+        # where the response ends, and counts connection set-up in it.
+        entries = _har_times(handle) if head.lstrip(b"\xef\xbb\xbf").startswith(b"{") else None
+        for index, flow in enumerate(io.FlowReader(handle).stream()):
             if not isinstance(flow, http.HTTPFlow):
                 continue
             application = applications.of(flow.request.headers.items(), flow.request.url)
@@ -182,7 +188,58 @@ def flow_file(path: str) -> Iterator[Item]:
                 continue
             request = flow.request
             label = f"{request.method} {request.path.partition('?')[0]}"
-            yield Item(label, flow_exchange(flow), source=path, application=application)
+            exchange = flow_exchange(flow)
+            if entries is not None:
+                exchange = exchange.model_copy(update=entries[index])
+            yield Item(label, exchange, source=path, application=application)
+
+
+def _har_times(handle: Any) -> list[dict[str, float | None]]:
+    """Each HAR entry's times, as an exchange's: the file read whole, then rewound."""
+    try:
+        log = json.loads(handle.read().decode("utf-8-sig"))["log"]
+        written_by_mitmproxy = log.get("creator", {}).get("name") == "mitmproxy"
+        return [har_times(entry, written_by_mitmproxy) for entry in log["entries"]]
+    finally:
+        handle.seek(0)
+
+
+def har_times(entry: dict[str, Any], written_by_mitmproxy: bool = False) -> dict[str, float | None]:
+    """A HAR entry's request start, request end and response end (epoch seconds).
+
+    HAR dates an entry at startedDateTime and splits its time into blocked, dns, connect (ssl
+    inside it), send, wait and receive, in milliseconds, -1 where one does not apply: the
+    request's first byte comes after the first three. mitmproxy's own export dates the entry at
+    the request's first byte (its connect and ssl came before it). Without timings, only the
+    whole (`time`) is known: the request's end is then left unknown.
+    """
+    started = datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00")).timestamp()
+    timings = entry.get("timings")
+    if not isinstance(timings, dict) or not all(k in timings for k in ("send", "wait", "receive")):
+        return {"request_start": started, "request_end": None,
+                "response_end": started + _ms(entry.get("time"))}  # fmt: skip
+
+    setup = 0.0 if written_by_mitmproxy else sum(_ms(timings.get(k)) for k in SET_UP)
+    request_start = started + setup
+    request_end = request_start + _ms(timings["send"])
+    response_end: float | None = request_end + _ms(timings["wait"]) + _ms(timings["receive"])
+    body = entry.get("response", {}).get("content", {}).get("text")
+    if written_by_mitmproxy and timings["receive"] == 0 and body:
+        response_end = None  # its export's way of saying the response never ended (cut off)
+    return {
+        "request_start": request_start,
+        "request_end": request_end,
+        "response_end": response_end,
+    }
+
+
+SET_UP = ("blocked", "dns", "connect")  # before the request's first byte; ssl is inside connect
+
+
+def _ms(value: Any) -> float:
+    """A HAR timing in seconds: -1 (does not apply), or anything not a number, is 0."""
+    number = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    return value / 1000 if number else 0.0
 
 
 def _socket_items(flow: Any, path: str, application: str | None) -> Iterator[Item]:

@@ -16,8 +16,10 @@ from xml.etree import ElementTree
 from tooltap.core import Verdict, parallel, subsets
 from tooltap.core.findings import DEFAULT, FORMATS, STATES, occurrences
 
+from ..sinks.timing import time_line
 from .budget import Baseline, Key, key_of
 from .inputs import Item
+from .times import UNTIMED, Times
 
 FORMATS_OUT = ("text", "json", "junit", "github")
 
@@ -30,6 +32,8 @@ class Case:
     failing: list[tuple[str, str]] = field(default_factory=list)  # (finding, what and repair)
     error: str | None = None  # why it could not be read
     not_read: str | None = None  # why no dialect reads it
+    seconds: float | None = None  # the exchange's duration, where its recording kept times
+    properties: dict[str, str] = field(default_factory=dict)  # its other times and tokens
 
 
 @dataclass
@@ -48,6 +52,7 @@ class Report:
     seen: Counter[Key] = field(default_factory=Counter)  # every finding named by --fail-on
     cases: list[Case] = field(default_factory=list)
     over_exposure: bool = False
+    times: Times = field(default_factory=Times)
 
     def line(self, text: str) -> None:
         if self.format == "text":
@@ -84,7 +89,8 @@ class Report:
             else:
                 failing.append((finding.name, finding.message))
         self.findings += len(failing)
-        self.cases.append(Case(item, failing))
+        self.times.add(item, verdict)
+        self.cases.append(Case(item, failing, **_timed(verdict)))
         if self.format == "json":
             names = [name for name, _ in failing]
             row = {"label": item.label, "finding": bool(failing), "failing": names}
@@ -138,6 +144,8 @@ class Report:
                 self.line(f"{'tool-failure':<19} {label}  {result.call_id} at {result.where}")
         for error in v.stream_errors:  # the API's error under a 200: no finding, never unsaid
             self.line(f"{'stream-error':<19} {label}  {error.type}: {error.message}".rstrip())
+        if said := time_line(v):
+            self.line(f"{'time':<19} {label}  {said}")
 
     def summary(self) -> None:
         shape = parallel.exposure(row["state"] for row in self.rows)
@@ -163,6 +171,7 @@ class Report:
                 "exposure_over_budget": over,
                 **shape,
                 "unguaranteed_arguments": parallel.unvalidated_calls(self.rows),
+                "time": self.times.to_dict(),
             }
             print(json.dumps(out), file=self.out)
             return
@@ -173,6 +182,8 @@ class Report:
             if over:
                 self._command("error", "tooltap: exposure over budget", exposure, None)
             self._command("notice", "tooltap audit", self._counts() + "; " + exposure, None)
+            if said := self.times.text():
+                self._command("notice", "tooltap time", "\n".join(said), None)
             return
         if rate is None:
             self.line(
@@ -190,6 +201,8 @@ class Report:
                 )
             if over:
                 self.line(f"  over the budget of {self.max_exposure:.1%}")
+        for line in self.times.text():
+            self.line(line)
         self.line(self._counts())
         for why, count in self.not_read.most_common():
             self.line(f"  not read: {count} {why}")
@@ -223,7 +236,13 @@ class Report:
                 attributes["file"] = case.item.source
             if case.item.line:
                 attributes["line"] = str(case.item.line)
+            if case.seconds is not None:
+                attributes["time"] = f"{case.seconds:.3f}"
             element = ElementTree.SubElement(suite, "testcase", attributes)
+            if case.properties:
+                properties = ElementTree.SubElement(element, "properties")
+                for name, value in case.properties.items():
+                    ElementTree.SubElement(properties, "property", name=name, value=value)
             if case.error is not None:
                 ElementTree.SubElement(element, "error", message=case.error, type="unreadable")
             elif case.not_read is not None:
@@ -236,6 +255,12 @@ class Report:
                     type=case.failing[0][0],
                 )
                 failure.text = "\n".join(f"{name}: {text}" for name, text in case.failing)
+        for source, suite in suites.items():
+            if source in self.times.untimed:  # said plainly, rather than a time of 0
+                properties = ElementTree.Element("properties")
+                ElementTree.SubElement(properties, "property", name="tooltap.times",
+                                       value=UNTIMED)  # fmt: skip
+                suite.insert(0, properties)
         budget = ElementTree.SubElement(root, "testsuite", name="exposure")
         element = ElementTree.SubElement(
             budget, "testcase", classname="exposure", name="exposure rate"
@@ -253,6 +278,21 @@ class Report:
         ElementTree.indent(root)
         text = ElementTree.tostring(root, encoding="unicode", xml_declaration=True)
         print(text, file=self.out)
+
+
+def _timed(v: Verdict) -> dict[str, Any]:
+    """A JUnit case's time (the exchange's duration) and its other figures, as properties."""
+    said: dict[str, Any] = {
+        "tooltap.first_token_ms": v.first_token_ms,
+        "tooltap.input_tokens": v.usage.get("input_tokens"),
+        "tooltap.output_tokens": v.usage.get("output_tokens"),
+        "tooltap.tool_wait_ms": v.tool_wait_ms,
+    }
+    seconds = v.duration_ms / 1000 if v.duration_ms is not None else None
+    return {
+        "seconds": seconds,
+        "properties": {k: f"{value:g}" for k, value in said.items() if value is not None},
+    }
 
 
 def _escape(text: str, property: bool = False) -> str:

@@ -27,7 +27,7 @@ from rich.table import Table
 
 from ..harness.launch import Proxy
 from ..harness.replay import ReplayServer
-from .demo_mcp import PATH, ToolServer
+from .demo_mcp import DEADLINE, PATH, ToolServer
 from .demo_steps import STEPS, Clients, client_errors, route, socket_route, status_of
 
 QUIET_FIELDS = ("timestamp", "repairs", "host", "inspect_ms")
@@ -48,6 +48,8 @@ class Summary:
     tool_changes: dict[str, float] = field(default_factory=dict)  # by tool server
     hidden_text: dict[str, float] = field(default_factory=dict)  # by where (definition, result)
     unguaranteed: float = 0.0
+    serial_batches: float = 0.0  # batches of calls run one after another
+    overdue_calls: float = 0.0  # calls still running past the tool deadline
     internal_errors: float = 0.0
     repairs: list[str] = field(default_factory=list)
 
@@ -81,6 +83,10 @@ def read_summary(metrics_text: str, events: list[dict[str, Any]]) -> Summary:
                     summary.mcp_calls[sample.labels["model"]] = sample.value
             elif sample.name == "tooltap_unguaranteed_arguments_total":
                 summary.unguaranteed += sample.value
+            elif sample.name == "tooltap_serial_batches_total":
+                summary.serial_batches += sample.value
+            elif sample.name == "tooltap_overdue_calls_total":
+                summary.overdue_calls += sample.value
             elif sample.name == "tooltap_internal_errors_total":
                 summary.internal_errors += sample.value
     seen: dict[str, None] = {}
@@ -138,6 +144,10 @@ def print_summary(console: Console, summary: Summary) -> None:
     ):
         if rows:
             console.print(_table(title, rows))
+    console.print(
+        f"batches of calls run one after another: {summary.serial_batches:g}; calls overdue "
+        f"(still running past the tool deadline): {summary.overdue_calls:g}"
+    )
     console.print(f"internal errors: {summary.internal_errors:g}")
     console.rule("repairs")
     for repair in summary.repairs:
@@ -149,7 +159,8 @@ def demo_stack(
     web: bool = False, extra: tuple[str, ...] = ()
 ) -> Iterator[tuple[ToolServer, ReplayServer, Proxy]]:
     """The demo's MCP tool server, its upstream (which relays /mcp to it) and the proxy in front,
-    told that the upstream's address serves MCP (extra: more of mitmdump's arguments)."""
+    told that the upstream's address serves MCP, with a tool deadline short enough for a demo
+    to overrun (extra: more of mitmdump's arguments)."""
     with (
         ToolServer() as tools,
         ReplayServer(tools.relaying(route), sockets=socket_route) as upstream,
@@ -157,7 +168,13 @@ def demo_stack(
             [upstream.url],
             "--log-format",
             "json",
-            extra=("--set", f"tooltap_mcp_hosts={urlsplit(upstream.url).netloc}", *extra),
+            extra=(
+                "--set",
+                f"tooltap_mcp_hosts={urlsplit(upstream.url).netloc}",
+                "--set",
+                f"tooltap_tool_deadline={DEADLINE}",
+                *extra,
+            ),
             web=web,
         ) as proxy,
     ):

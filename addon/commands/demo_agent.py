@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..harness.replay import Reply
+from ..harness.replay import Reply, Route
 
 JSON = [("content-type", "application/json"), ("x-request-id", "req_demo")]
 SSE = [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache")]
@@ -202,6 +202,9 @@ class Step:
     call: Callable[[Clients], Any]
     expect_error: bool = False
     turns: int = 1  # the turns it makes
+    # The model's replies of a step that loops (a turn, its calls run on the tool server, a
+    # follow-up), chosen by the request.
+    answer: Route | None = None
 
 
 def consume(stream: Any) -> Any:

@@ -10,18 +10,28 @@ A second server, "headlines" at /headlines/mcp, is one no one should trust: `sum
 description hides an instruction in tag characters, and once `get_headlines` has been called it
 rewrites that tool (its description gains an instruction, its input a `notes` field), says
 notifications/tools/list_changed, and its result hides text too.
+
+Two steps are an agent's whole loop over MCP: the tools the server lists offered to the model
+(Chat Completions), the calls it makes run on the server, their results sent back. In the first,
+three forecasts run one after another where they could have run together (serial-execution);
+in the second, a radar image takes longer than the demo's tool deadline (tool_overdue while it
+runs, then a late answer).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 
 from ..harness.replay import Reply, Route, Seen
+from .demo_agent import Clients, Step, json_reply, sse_reply
+from .demo_openai import chat_completion, chat_stream
 
 PATH = "/mcp"
 SERVER = ("forecast-tools", "0.3.1")
@@ -58,6 +68,20 @@ QUOTE = {
         "properties": {"price": {"type": "number"}, "currency": {"type": "string"}},
     },
 }
+RADAR = {
+    "name": "get_radar",
+    "description": "A rain radar image for a region (slow: it is rendered on request)",
+    "inputSchema": {
+        "type": "object",
+        "required": ["region"],
+        "properties": {"region": {"type": "string"}},
+    },
+}
+FORECAST_TIME = 0.15  # seconds a forecast takes on the server
+# The demo's tooltap_tool_deadline (seconds): low, so that get_radar overruns it, and still
+# above what the other steps' calls wait, even on a busy machine.
+DEADLINE = 3
+RADAR_TIME = DEADLINE + 2  # past the deadline and the proxy's look at it once a second
 # What the agent sends: a good call, one off the inputSchema, one whose result breaks the
 # outputSchema (the price comes back as a string), and one to a tool the server never listed.
 CALLS = [
@@ -108,14 +132,15 @@ HEADLINES_EXCHANGES = 6
 
 
 def tool_server() -> Any:
-    """The low-level Server: two tools with input and output schemas."""
+    """The low-level Server: two tools with input and output schemas, and a slow one."""
+    import anyio  # noqa: PLC0415
     import mcp_types as types  # noqa: PLC0415 - the SDK is the demo extra
     from mcp.server.lowlevel.server import Server  # noqa: PLC0415
     from mcp.shared.exceptions import MCPError  # noqa: PLC0415
 
     async def list_tools(_ctx: object, _params: object) -> Any:
         return types.ListToolsResult(
-            tools=[types.Tool.model_validate(t) for t in (FORECAST, QUOTE)]
+            tools=[types.Tool.model_validate(t) for t in (FORECAST, QUOTE, RADAR)]
         )
 
     async def call_tool(_ctx: object, params: Any) -> Any:
@@ -123,9 +148,14 @@ def tool_server() -> Any:
         if params.name == "get_forecast":
             if arguments.get("units") not in ("c", "f"):
                 return _result("units must be c or f", None, error=True)
-            return _result("Oslo: 14 / 8", {"city": arguments.get("city"), "high": 14, "low": 8})
+            await anyio.sleep(FORECAST_TIME)
+            city = arguments.get("city")
+            return _result(f"{city}: 14 / 8", {"city": city, "high": 14, "low": 8})
         if params.name == "get_quote":
             return _result("712.40 EUR", {"price": "712.40", "currency": "EUR"})
+        if params.name == "get_radar":
+            await anyio.sleep(RADAR_TIME)
+            return _result(f"radar image of {arguments.get('region')}: rain moving east", None)
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
 
     def _result(text: str, structured: dict[str, Any] | None, error: bool = False) -> Any:
@@ -254,25 +284,33 @@ class ToolServer:
         self._socket.close()
 
 
-def session(url: str, headers: dict[str, str], headlines: bool = False) -> None:
-    """The agent's session with the tool server at url, with the SDK's own client: it lists the
-    tools, then makes CALLS. The client refuses the result off its schema and the unlisted
-    tool's error, as an agent would; the proxy has read both by then. headlines: the session
-    with the headlines server instead, which changes a tool once it is called."""
-    import anyio  # noqa: PLC0415
+@contextlib.asynccontextmanager
+async def connected(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    """An initialised session with the tool server at url, with the SDK's own client."""
     from mcp.client.session import ClientSession  # noqa: PLC0415
     from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
     from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: PLC0415
+
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        # The demo's upstream takes no DELETE: the session ends when the server stops.
+        streamable_http_client(url, http_client=http, terminate_on_close=False) as streams,
+        ClientSession(*streams) as client,
+    ):
+        await client.initialize()
+        yield client
+
+
+def session(url: str, headers: dict[str, str], headlines: bool = False) -> None:
+    """The agent's session with the tool server at url: it lists the tools, then makes CALLS.
+    The client refuses the result off its schema and the unlisted tool's error, as an agent
+    would; the proxy has read both by then. headlines: the session with the headlines server
+    instead, which changes a tool once it is called."""
+    import anyio  # noqa: PLC0415
     from mcp.shared.exceptions import MCPError  # noqa: PLC0415
 
     async def talk() -> None:
-        async with (
-            create_mcp_http_client(headers=headers) as http,
-            # The demo's upstream takes no DELETE: the session ends when the server stops.
-            streamable_http_client(url, http_client=http, terminate_on_close=False) as streams,
-            ClientSession(*streams) as client,
-        ):
-            await client.initialize()
+        async with connected(url, headers) as client:
             await client.list_tools()
             if headlines:  # the list changed during the call: the agent lists it again
                 await client.call_tool("get_headlines", {"topic": "markets"})
@@ -284,3 +322,101 @@ def session(url: str, headers: dict[str, str], headlines: bool = False) -> None:
                     await client.call_tool(name, arguments)
 
     anyio.run(talk)
+
+
+# --- an agent's loop over MCP -----------------------------------------------------------------
+
+SERIAL_CALLS = [
+    (f"call_{key}", "get_forecast", json.dumps({"city": city, "units": "c"}))
+    for key, city in (("Rq8fX2mWbN4kLt", "Bergen"), ("Tz3pH7cVdK9sJe", "Tromsø"),
+                      ("Sv5nB1gQyM6wAo", "Stavanger"))
+]  # fmt: skip
+RADAR_CALL = ("call_Gx4rP9tLmD2cWs", "get_radar", json.dumps({"region": "Vestland"}))
+
+
+def model_turns(first: Reply, then: Reply) -> Route:
+    """The model's side of a loop: `first` to the question, `then` once the calls' results come."""
+    return lambda seen: then if b"tool_call_id" in seen.body else first
+
+
+def agent_loop(clients: Clients, question: str, *, stream: bool) -> None:
+    """An agent's loop over MCP, as a runtime without a concurrent executor runs it: the tools
+    the server lists are offered to the model (stream: its first turn streamed), each call it
+    makes runs on the server once the one before has returned, and the results go back in a
+    follow-up."""
+    import anyio  # noqa: PLC0415
+
+    chat = clients.openai.chat.completions
+
+    def ask(messages: list[dict[str, Any]], tools: list[dict[str, Any]], stream: bool) -> Any:
+        """The calls the model makes, as dicts; a stream read to its end, its calls assembled."""
+        if not stream:
+            message = chat.create(model="gpt-4o", messages=messages, tools=tools).choices[0]
+            return [c.model_dump() for c in message.message.tool_calls or []]
+        calls: dict[int, dict[str, Any]] = {}
+        for chunk in chat.create(model="gpt-4o", messages=messages, tools=tools, stream=True,
+                                 stream_options={"include_usage": True}):  # fmt: skip
+            for delta in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+                call = calls.setdefault(delta.index, {"id": delta.id, "type": "function",
+                                                      "function": {"name": "", "arguments": ""}})  # fmt: skip
+                call["function"]["name"] += delta.function.name or ""
+                call["function"]["arguments"] += delta.function.arguments or ""
+        return list(calls.values())
+
+    async def loop() -> None:
+        async with connected(clients.base_url + PATH, clients.headers) as client:
+            listed = await client.list_tools()
+            tools = [
+                {"type": "function", "function": {"name": t.name, "parameters": t.input_schema,
+                                                  "description": t.description or ""}}
+                for t in listed.tools
+            ]  # fmt: skip
+            messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
+            calls = await anyio.to_thread.run_sync(ask, messages, tools, stream)
+            messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+            for call in calls:  # one after another: each awaited before the next starts
+                function = call["function"]
+                done = await client.call_tool(function["name"], json.loads(function["arguments"]))
+                said = "".join(getattr(part, "text", "") for part in done.content)
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": said})
+            await anyio.to_thread.run_sync(ask, messages, tools, False)
+
+    anyio.run(loop)
+
+
+# Each loop's POSTs to the tool server (initialize, initialized, tools/list, its calls) and its
+# two model turns.
+STEPS: list[Step] = [
+    Step(
+        "mcp-serial",
+        "an agent runs the model's three forecasts over MCP one after another: they could have"
+        " run together (serial-execution), and each call's wait and run are timed",
+        None,
+        lambda c: agent_loop(c, "Forecasts for Bergen, Tromsø and Stavanger?", stream=True),
+        turns=3 + len(SERIAL_CALLS) + 2,
+        answer=model_turns(
+            sse_reply(chat_stream("chatcmpl-BHq2sEr1aLfC0rEcAsTs3R1aL", SERIAL_CALLS)),
+            json_reply(
+                chat_completion(
+                    "chatcmpl-BHq2tSuMmArY0fF0rEcAsTs", [], "Mild everywhere: 14 and 8."
+                )
+            ),
+        ),
+    ),
+    Step(
+        "mcp-overdue",
+        f"a tool that hangs: get_radar runs past the demo's {DEADLINE} s deadline"
+        " (tool_overdue while it runs), then answers late",
+        None,
+        lambda c: agent_loop(c, "Show me the rain radar for Vestland.", stream=False),
+        turns=3 + 1 + 2,
+        answer=model_turns(
+            json_reply(chat_completion("chatcmpl-BHq2uRaDaRoVeRdUe0000001", [RADAR_CALL])),
+            json_reply(
+                chat_completion(
+                    "chatcmpl-BHq2vRaDaRaNsWeReD000002", [], "Rain is moving east over Vestland."
+                )
+            ),
+        ),
+    ),
+]

@@ -74,6 +74,7 @@ STEPS: list[Step] = [
         lambda c: demo_mcp.session(c.base_url + demo_mcp.HEADLINES_PATH, c.headers, True),
         turns=demo_mcp.HEADLINES_EXCHANGES,
     ),
+    *demo_mcp.STEPS,
 ]
 
 BY_NAME = {step.name: step for step in STEPS}
@@ -108,6 +109,8 @@ def route(seen: Seen) -> Reply:
         step = next(
             (BY_NAME[name] for suffix, name in DEFAULTS.items() if path.endswith(suffix)), None
         )
+    if step is not None and step.answer is not None:
+        return step.answer(seen)
     if step is None or step.reply is None:
         return json_reply(
             {

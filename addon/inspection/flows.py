@@ -24,11 +24,21 @@ def flow_exchange(flow: Any) -> Exchange:
         status=response.status_code if response is not None else None,
         response_headers=dict(response.headers.items()) if response is not None else {},
         response_body=(response.raw_content or b"") if response is not None else b"",
-        # mitmproxy's own stamps; a flow file keeps no streamed piece's time.
+        # mitmproxy's own stamps; a flow file keeps no streamed piece's time. A stream whose
+        # client hung up at its last event has no end of its own: it ended at the error, as
+        # the live proxy times it.
         request_start=request.timestamp_start,
         request_end=request.timestamp_end,
-        response_end=response.timestamp_end if response is not None else None,
+        response_end=response_end(flow),
     )
+
+
+def response_end(flow: Any) -> float | None:
+    """When a flow's response ended, or broke off; None without a response."""
+    if flow.response is None:
+        return None
+    error = flow.error.timestamp if flow.error is not None else None
+    return flow.response.timestamp_end or error
 
 
 def socket_ending(flow: Any) -> tuple[str | None, str | None]:

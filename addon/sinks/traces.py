@@ -5,6 +5,8 @@ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set. One CLIENT span per model call, name
 `chat {model}`, with the GenAI semantic conventions' attributes and tooltap's findings under
 `tooltap.`; an event per tool call, loop error and tool failure. When the request carries W3C
 `traceparent`, the span is its child. Its start and end are the exchange's own timestamps.
+Each call the request answers is an `execute_tool {name}` span in the same trace, from the end
+of the response that issued it to the arrival of its result.
 
 Spans are batched on a thread of their own with a bounded queue: a slow or absent collector
 drops spans (counted in tooltap_spans_total{outcome="dropped"}), never slows inspection. Each
@@ -26,10 +28,17 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.semconv.attributes import error_attributes, server_attributes
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import (
+    INVALID_SPAN_CONTEXT,
+    SpanKind,
+    Status,
+    StatusCode,
+    get_current_span,
+    set_span_in_context,
+)
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from tooltap.core import Call, Verdict
+from tooltap.core import Call, ToolTime, Verdict
 from tooltap.core.findings import findings
 
 from .redaction import ArgumentPolicy
@@ -236,6 +245,17 @@ class TraceSink:
             span.set_attribute(error_attributes.ERROR_TYPE, failure)
             span.set_status(Status(StatusCode.ERROR, verdict.reason or failure))
         span.end(end_time=end)
+        if verdict.tool_times:
+            # Beside the turn under the caller's span when the request names one, as the GenAI
+            # conventions lay out an agent's trace; else under the turn's span, in its trace.
+            caller = (
+                get_current_span(parent).get_span_context()
+                if parent is not None
+                else INVALID_SPAN_CONTEXT
+            )
+            around = parent if caller.is_valid else set_span_in_context(span)
+            for timed in verdict.tool_times:
+                self._wait_span(verdict, timed, around)
 
     def _tool_span(
         self, v: Verdict, call: Call, host: str, parent: Any, times: tuple[int, int]
@@ -268,6 +288,33 @@ class TraceSink:
         self._served_span(
             f"execute_tool {call.name}".strip(), attributes, own, parent, times, failure=failure
         )
+
+    def _wait_span(self, v: Verdict, timed: ToolTime, context: Any) -> None:
+        """One call the application ran between two turns, from the end of the response that
+        issued it to the arrival of its result: the GenAI conventions' execute_tool span."""
+        if timed.issued_at is None or timed.answered_at is None:
+            return  # a verdict read back from its JSON: no times
+        attributes: dict[str, Any] = {
+            gen_ai.GEN_AI_OPERATION_NAME: gen_ai.GenAiOperationNameValues.EXECUTE_TOOL.value,
+            gen_ai.GEN_AI_TOOL_CALL_ID: timed.call_id,
+            "tooltap.api": v.api or "none",
+            "tooltap.late": timed.late,
+        }
+        said = {
+            gen_ai.GEN_AI_TOOL_NAME: timed.name,
+            "tooltap.ran_ms": timed.ran_ms,
+            "tooltap.server": timed.server,
+        }
+        attributes.update((k, value) for k, value in said.items() if value is not None)
+        start = int(timed.issued_at * 1e9)
+        span = self.tracer.start_span(
+            f"execute_tool {timed.name or ''}".strip(),
+            context=context,
+            kind=SpanKind.INTERNAL,
+            start_time=start,
+            attributes=attributes,
+        )
+        span.end(end_time=max(start, int(timed.answered_at * 1e9)))
 
     def _served_span(
         self,
@@ -340,6 +387,12 @@ class TraceSink:
             gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: v.finish_reasons or None,
             gen_ai.GEN_AI_USAGE_INPUT_TOKENS: v.usage.get("input_tokens"),
             gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: v.usage.get("output_tokens"),
+            gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: v.usage.get("cached_input_tokens"),
+            gen_ai.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: v.usage.get("reasoning_tokens"),
+            gen_ai.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: (
+                v.first_token_ms / 1000 if v.first_token_ms is not None else None
+            ),
+            "tooltap.tool_wait_ms": v.tool_wait_ms,
             "tooltap.state": v.state,
             "tooltap.format_state": v.format_state,
             "tooltap.reason": v.reason,

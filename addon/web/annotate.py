@@ -2,8 +2,9 @@
 
 The flow gets a mark per severity (red: a finding that fails an audit; yellow:
 one that is only reported), a comment with the findings (`~comment strict-void`
-finds them), and the verdicts the tooltap view shows, in its metadata. Marks,
-comments and metadata are mitmproxy's, never traffic.
+finds them) and, on a line of its own, the times (the model's, its first token,
+its tokens, the wait of the calls it answers), and the verdicts the tooltap view
+shows, in its metadata. Marks, comments and metadata are mitmproxy's, never traffic.
 
 The turns are inspected here, in the proxy process, on one worker thread with
 its own session: mitmweb is interactive and its rates are low, and this keeps
@@ -36,6 +37,7 @@ from ..options import BY_NAME
 from ..proxy.addon import flow_api, watched
 from ..proxy.tap import StreamTap
 from ..sinks.redaction import ArgumentPolicy
+from ..sinks.timing import time_line
 from .view import KEY, TooltapContentview, headline, request_credentials, severity
 
 logger = logging.getLogger("tooltap")
@@ -44,6 +46,7 @@ MARKS = {"error": ":red_circle:", "warning": ":yellow_circle:"}  # the worst fir
 MAX_WAITING = 1_000  # HTTP flows waiting for the worker; past it, a flow is left unannotated
 MAX_SEEN = 10_000  # flow ids already sent to the worker (so `error` after `response` is not)
 PREFIX = "tooltap: "  # the comment's line that tooltap writes; the user's lines stay
+TIME_PREFIX = "tooltap time: "  # ... and its line of times
 NOT_KEPT = (
     "the streamed body was not kept: tooltap's copy stops at tooltap_max_body and at the "
     "memory budget, and mitmproxy keeps a stream only with store_streamed_bodies=true and "
@@ -81,6 +84,8 @@ class WebAnnotations:
             self.view.arguments = ctx.options.tooltap_log_arguments
         if "tooltap_app_header" in updated:
             self.applications = Applications(ctx.options.tooltap_app_header)
+        if "tooltap_tool_deadline" in updated:  # an answer past it is late, as in the log
+            self.session.clock.deadline = ctx.options.tooltap_tool_deadline
 
     def running(self) -> None:
         self.active = ctx.master.addons.get("webaddon") is not None
@@ -250,14 +255,18 @@ class WebAnnotations:
         levels = {severity(verdicts)} | {k for k, mark in MARKS.items() if flow.marked == mark}
         level = next((k for k in MARKS if k in levels), None)
         flow.marked = MARKS[level] if level else flow.marked
-        lines, said = [], []
+        lines, said, timed = [], [], []
         for line in flow.comment.splitlines():
             if line.startswith(PREFIX):
                 said.append(line.removeprefix(PREFIX))
+            elif line.startswith(TIME_PREFIX):
+                timed.append(line.removeprefix(TIME_PREFIX))
             else:
                 lines.append(line)
         said += (headline(v) for v in verdicts)
-        flow.comment = "\n".join([*lines, PREFIX + "; ".join(said)])
+        timed += filter(None, map(time_line, verdicts))
+        times = [TIME_PREFIX + "; ".join(timed)] if timed else []
+        flow.comment = "\n".join([*lines, PREFIX + "; ".join(said), *times])
         ctx.master.addons.trigger(hooks.UpdateHook([flow]))
 
 
@@ -266,7 +275,9 @@ def _forget(flow: http.HTTPFlow) -> None:
     flow.metadata.pop(KEY, None)
     if flow.marked in MARKS.values():
         flow.marked = ""
-    flow.comment = "\n".join(c for c in flow.comment.splitlines() if not c.startswith(PREFIX))
+    flow.comment = "\n".join(
+        c for c in flow.comment.splitlines() if not c.startswith((PREFIX, TIME_PREFIX))
+    )
 
 
 def _tapped(flow: http.HTTPFlow) -> Exchange | None:

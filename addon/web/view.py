@@ -23,6 +23,7 @@ from ..inspection.scrub import scrub
 from ..inspection.session import Session
 from ..inspection.sockets import socket_verdict
 from ..sinks.redaction import ArgumentPolicy
+from ..sinks.timing import seconds, tokens
 
 # The flow's metadata: {"arguments": the policy, "verdicts": [Verdict as JSON], "ends": [the
 # timestamp of the socket message that ended each turn, None over HTTP]}.
@@ -93,6 +94,7 @@ def _detail(verdict: Verdict, arguments: str) -> str:
     if verdict.format_state is not None:
         fmt = verdict.format_state
         field("format", f"{fmt}: {verdict.format_detail}" if verdict.format_detail else fmt)
+    lines += _times(verdict)
     if verdict.rejected is not None:
         rejected = verdict.rejected
         lines.append("")
@@ -157,6 +159,34 @@ def _detail(verdict: Verdict, arguments: str) -> str:
     if arguments != "raw":
         lines += ["", f"(arguments as tooltap_log_arguments={arguments} shows them)"]
     return "\n".join(lines)
+
+
+def _times(v: Verdict) -> list[str]:
+    """The TIME block: only what was measured (a flow loaded from a file has no stream's
+    pieces, so no first token; a call answered here but issued before tooltap saw it, no
+    wait)."""
+    lines = []
+    if v.duration_ms is not None:
+        what = "model" if v.scope == "turn" else "exchange"
+        lines.append(
+            f"  {what:<12}{seconds(v.duration_ms)}, request's first byte to the response's last"
+        )
+    if v.first_token_ms is not None:
+        lines.append(f"  {'first token':<12}{seconds(v.first_token_ms)} after the request's end")
+    if v.scope == "turn" and (counted := tokens(v, detail=True)):
+        lines.append(f"  {'tokens':<12}{counted}")
+    if v.tool_wait_ms is not None:
+        lines.append(f"  {'tool wait':<12}{seconds(v.tool_wait_ms)}, the longest of the calls this "
+                     "request answers:")  # fmt: skip
+    for timed in v.tool_times:
+        ran = f", ran {seconds(timed.ran_ms)} on {timed.server}" if timed.ran_ms is not None else ""
+        late = " (late: past the tool deadline)" if timed.late else ""
+        lines += wrap(f"    {timed.call_id}  {timed.name or ''}  waited {seconds(timed.waited_ms)}"
+                      f"{ran}{late}", WIDTH, subsequent_indent="      ")  # fmt: skip
+    serial = [e for e in v.loop_errors if e.rule == "serial-execution"]
+    if serial:
+        lines.append("  the calls ran one after another: see LOOP ERRORS (serial-execution)")
+    return ["", "TIME", *lines] if lines else []
 
 
 def annotations(flow: Any, ended_at: float | None = None) -> tuple[list[Verdict], str] | None:

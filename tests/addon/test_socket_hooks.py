@@ -275,10 +275,14 @@ async def test_each_turn_on_a_socket_is_a_span_of_its_own_timed_by_its_messages(
         assert harness.addon.flush(5)
         harness.addon.inspection.inspector.traces.provider.force_flush(10_000)
         spans = collector.wait_spans(2)
-    assert [(s.name, attributes(s.attributes)["tooltap.transport"]) for s in spans] == [
+    turns = [s for s in spans if s.name.startswith("chat ")]
+    assert [(s.name, attributes(s.attributes)["tooltap.transport"]) for s in turns] == [
         ("chat gpt-4o-mini", "websocket"),
         ("chat gpt-4o-mini", "websocket"),
     ]
+    # The second turn answers the first's call: its wait is a span in the same trace.
+    waits = [s for s in spans if s.name.startswith("execute_tool ")]
+    assert waits and {w.trace_id for w in waits} == {turns[1].trace_id}
     times = [m.timestamp for m in flow.websocket.messages]
     for span in spans:
         assert min(times) * 1e9 - 1e6 <= span.start_time_unix_nano <= span.end_time_unix_nano

@@ -77,7 +77,10 @@ async def test_a_finding_marks_the_flow_and_says_so_in_its_comment_after_the_use
     flow.comment = "retry storm on Tuesday"
     await annotated(annotations, flow)
     assert flow.marked == ":red_circle:"
-    assert flow.comment == "retry storm on Tuesday\ntooltap: strict-void, argument-schema"
+    assert flow.comment == (
+        "retry storm on Tuesday\ntooltap: strict-void, argument-schema\n"
+        "tooltap time: model 3.000 s, 149 in / 60 out tokens"  # mitmproxy's test flow's stamps
+    )
     result = pretty(flow)
     assert result.view_name == "tooltap"
     lines = result.text.splitlines()
@@ -227,7 +230,7 @@ async def test_an_exchange_seen_again_gets_one_verdict_not_two(web):
             break
         await asyncio.sleep(0.01)
     assert len(flow.metadata[KEY]["verdicts"]) == 1
-    assert flow.comment == "tooltap: strict-void, argument-schema"
+    assert flow.comment.splitlines()[0] == "tooltap: strict-void, argument-schema"
 
 
 async def test_past_the_backlog_bound_a_flow_is_left_unannotated_and_said_once(web, caplog):
@@ -274,7 +277,7 @@ async def test_a_stream_the_client_hung_up_on_is_read_from_tooltaps_copy(web):
     annotations.running()
     flow, tap = hung_up_stream()
     await annotated(annotations, flow, hook="error")
-    assert flow.comment == "tooltap: strict-void, argument-schema"
+    assert flow.comment.splitlines()[0] == "tooltap: strict-void, argument-schema"
     # mitmweb has no response body to show, so the request's view carries the verdict.
     assert pretty(flow, flow.request).text.startswith("tooltap strict-void, argument-schema")
     assert tap.chunks  # the proxy addon's `error` hook, after this one, still hands them over
@@ -384,3 +387,81 @@ async def test_a_tool_that_changed_and_a_description_that_hides_text_are_marked_
         "definition of search at $.description: 4 tag (U+E006F, U+E0062, U+E0065, U+E0079), "
         "spelling 'obey'" in said
     )
+
+
+# --- time on the flow ---------------------------------------------------------------------
+
+T0 = 1_764_480_000.0
+
+
+def answering_flow(issued):
+    """The follow-up that answers both calls the captured chat turn made."""
+    said = json.loads(issued.response.content)["choices"][0]["message"]
+    results = [
+        {"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in said["tool_calls"]
+    ]
+    request = {**CHAT_REQUEST, "messages": [*CHAT_REQUEST["messages"], said, *results]}
+    body = {"id": "chatcmpl-answered", "object": "chat.completion", "model": "gpt-4o",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "Done."}}]}  # fmt: skip
+    return make_flow("/v1/chat/completions", request, json.dumps(body).encode())
+
+
+def stamped(flow, start, end):
+    flow.request.timestamp_start, flow.request.timestamp_end = T0 + start, T0 + start + 0.01
+    flow.response.timestamp_start, flow.response.timestamp_end = T0 + start + 0.02, T0 + end
+    return flow
+
+
+async def test_a_follow_up_shows_how_long_each_call_it_answers_waited(web):
+    annotations, _ = web
+    annotations.running()
+    issued = stamped(strict_void_flow(), 0, 1.5)
+    answer = stamped(answering_flow(issued), 4, 4.25)
+    await annotated(annotations, issued)
+    await annotated(annotations, answer)
+    assert issued.comment.splitlines()[1] == ("tooltap time: model 1.500 s, 149 in / 60 out tokens")
+    assert answer.comment.splitlines() == [
+        "tooltap: strict-at-risk",  # its request still declares the strict tools
+        "tooltap time: model 0.250 s, tool wait 2.500 s (2 call(s) answered)",
+    ]
+    # The view reads the verdict back from the flow's metadata, the calls' times with it.
+    text = pretty(answer).text
+    block = text[text.index("TIME") :].split("\n\n")[0].splitlines()
+    assert block == [
+        "TIME",
+        "  model       0.250 s, request's first byte to the response's last",
+        "  tool wait   2.500 s, the longest of the calls this request answers:",
+        "    call_fdNz3vOBKYgOIpMdWotB9MjY  GetWeatherArgs  waited 2.500 s",
+        "    call_h1DWI1POMJLb0KwIyQHWXD4p  get_stock_price  waited 2.500 s",
+    ]
+    issued_text = pretty(issued).text
+    assert "  tokens      149 in / 60 out tokens (0 reasoning)" in issued_text
+
+
+async def test_an_answer_past_tooltap_tool_deadline_is_late_on_the_flow(web):
+    annotations, tctx = web
+    tctx.configure(annotations, tooltap_tool_deadline=2)
+    annotations.running()
+    issued = stamped(strict_void_flow(), 0, 1.5)
+    answer = stamped(answering_flow(issued), 4, 4.25)  # 2.5 s after the calls were issued
+    await annotated(annotations, issued)
+    await annotated(annotations, answer)
+    assert answer.comment.splitlines()[1].endswith("(2 call(s) answered, 2 late)")
+    assert "waited 2.500 s (late: past the tool deadline)" in " ".join(pretty(answer).text.split())
+
+
+async def test_a_stream_cut_by_its_client_at_the_end_is_timed_to_the_cut(web):
+    """As the live proxy times it: a client that hangs up after the last event leaves the
+    response no end of its own; the error's time is its end."""
+    from tooltap.addon.inspection.flows import flow_exchange
+
+    annotations, _ = web
+    annotations.running()
+    flow, _ = hung_up_stream()
+    flow.request.timestamp_start = T0
+    flow.response.timestamp_end = None
+    flow.error.timestamp = T0 + 0.75
+    assert flow_exchange(flow).response_end == T0 + 0.75
+    await annotated(annotations, flow, hook="error")
+    assert flow.comment.splitlines()[1].startswith("tooltap time: model 0.750 s, ")

@@ -779,7 +779,9 @@ class Expect:
     extrapolation factor (divided by the window for rate()). kind "values": exact values
     (ratios, gauges). kind "raw": the raw series, exactly (two passes). kind "empty": no series,
     for the reason given. kind "quantile": one latency in seconds, within the bucket range.
-    kind "budget": one byte count, at most tooltap_memory_budget.
+    kind "budget": one byte count, at most tooltap_memory_budget. kind "timed": times or
+    rates measured live, so only their range: some series, each a positive finite number (or
+    NaN: a quantile of a label set with nothing in the window), its labels among `values`'.
     """
 
     kind: str
@@ -811,6 +813,8 @@ def expectations(buckets: list[float]) -> dict[str, Expect]:
         )
 
     strict_states = "strict-void|strict-at-risk|fanout-no-strict"
+    models = dict.fromkeys(aggregate(one, "tooltap_turns_total", ("model",)), 0.0)
+    apis = dict.fromkeys(((("api", api),) for api in APIS), 0.0)
     void_by_model = exposure(one, ("model",))
     board = "tooltap/"
     return {
@@ -888,6 +892,20 @@ def expectations(buckets: list[float]) -> dict[str, Expect]:
         board + "Hidden text in definitions and results/A": counts(
             "tooltap_hidden_text_total", ("where",)
         ),
+        # Time: the script's turns are timed live (streams with their first token); a follow-up
+        # answers calls a turn before it made; no call runs on an MCP server, none is overdue,
+        # and the counters of both are there at 0 for every API.
+        "TooltapToolCallsOverdue": Expect("empty", reason="no call overdue (the series is 0)"),
+        "TooltapSerialBatches": Expect("empty", reason="no batch ran serially (series at 0)"),
+        board + "Model time by model/A": Expect("timed", models),
+        board + "Model time by model/B": Expect("timed", models),
+        board + "Time to first token by model/A": Expect("timed", models),
+        board + "Time to first token by model/B": Expect("timed", models),
+        board + "Output tokens per second by model/A": Expect("timed", models),
+        board + "Tool wait and run p95/A": Expect("timed", apis),
+        board + "Tool wait and run p95/B": Expect("empty", reason="no MCP server: no run"),
+        board + "Serial batches and overdue calls/A": Expect("values", dict.fromkeys(apis, 0.0)),
+        board + "Serial batches and overdue calls/B": Expect("values", dict.fromkeys(apis, 0.0)),
         board + "Proxies up/A": Expect("values", {(): 1.0}),
         # A 0, not "No data": the series exist at 0 and nothing was dropped or raised.
         board + "Dropped flows/A": counts("tooltap_flows_total", outcome="dropped"),
@@ -1088,6 +1106,11 @@ def test_every_expression_returns_what_the_script_implies(run, where, expr):
         [held] = got.values()
         assert 0 <= held <= 256 * 1024 * 1024, (where, held)
         return
+    if expect.kind == "timed":
+        assert set(got) <= set(expect.values), (where, got, expect.values)
+        finite = [v for v in got.values() if not math.isnan(v)]
+        assert finite and all(0 < v < math.inf for v in finite), (where, got)
+        return
     if expect.kind == "quantile":
         [seconds] = got.values()
         assert 0 < seconds <= 1.0, (where, seconds)  # 1.0 s is the top finite bucket
@@ -1158,6 +1181,8 @@ def test_every_metric_a_rule_or_panel_reads_is_in_the_live_metrics_output(run):
     # Labelled by the API's own error codes: no series until a Realtime session sends one
     # (this script is HTTP only); its name is checked against the contract elsewhere.
     read -= {"tooltap_session_errors_total"}
+    # Labelled by the MCP server a model's call was linked to: none until one is (no MCP here).
+    read -= {"tooltap_tool_run_seconds_bucket"}
     from_prometheus = {"up"}  # Prometheus makes it per target
     assert {name for name in read if ":" in name} <= recorded  # rules.yml defines what is read
     assert {"tooltap:exposure_rate:5m", "tooltap:exposure_rate_by_model:5m"} <= read

@@ -192,6 +192,26 @@ REQUIRED = {
         r'by \(status\).*tooltap_rejected_requests_total\{api="mcp"',
     ),
     "MCP unlisted tools": ("timeseries", r'loop_errors_total\{api="mcp"[^}]*"unlisted-tool"'),
+    "model time p50 by model": (
+        "timeseries",
+        r"histogram_quantile\(0\.5, sum by \(le, model\).*tooltap_model_duration_seconds_bucket",
+    ),
+    "model time p95 by model": (
+        "timeseries",
+        r"histogram_quantile\(0\.95, sum by \(le, model\).*tooltap_model_duration_seconds_bucket",
+    ),
+    "time to first token": ("timeseries", r"tooltap_first_token_seconds_bucket"),
+    "output tokens per second": (
+        "timeseries",
+        r'tooltap_tokens_total\{[^}]*type="output".*/\s*\(sum by \(model\).*'
+        r"tooltap_model_duration_seconds_sum",
+    ),
+    "tool wait p95": (
+        "timeseries",
+        r"histogram_quantile\(0\.95, sum by \(le, api\).*tooltap_tool_wait_seconds_bucket",
+    ),
+    "serial batches": ("timeseries", r"tooltap_serial_batches_total"),
+    "overdue calls": ("timeseries", r"tooltap_overdue_calls_total"),
 }
 
 

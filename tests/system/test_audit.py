@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from xml.etree import ElementTree
 
 import httpx
 import pytest
@@ -243,6 +245,24 @@ def test_json_output_carries_the_live_log_fields(api, capsys):
         "void": 1,
         "rate": 1.0,
         "unguaranteed_arguments": 3,
+        # A stored response is read now: no time of its own, and this one counts no tokens.
+        "time": {
+            "timed": 0,
+            "models": {
+                "gpt-5.1": {
+                    "exchanges_timed": 0,
+                    "duration_ms": None,
+                    "first_token_ms": None,
+                    "input_tokens": None,
+                    "output_tokens": None,
+                    "output_tokens_per_second": None,
+                }
+            },
+            "tool_waits": {"calls": 0, "p95_ms": None, "max_ms": None, "late": 0},
+            "serial_batches": 0,
+            "untimed": 0,
+            "untimed_sources": {},
+        },
     }
 
 
@@ -410,3 +430,164 @@ def test_a_realtime_session_error_that_refused_nothing_is_audited_from_a_flow_fi
     assert main(["audit", "-r", str(path), "--fail-on", "session-error"]) == 1
     text = capsys.readouterr().out
     assert f"the session said input_audio_buffer_commit_empty: {said}" in text
+
+
+# --- time: recordings that keep it (flow files, HAR) and those that do not -------------------
+
+
+@pytest.fixture(scope="module")
+def agent_loop_recorded(tmp_path_factory):
+    """The demo's agent loop over MCP (a streamed turn, its three calls run one after another
+    on the tool server, the follow-up), through a real `tooltap run` that writes a flow file
+    and a HAR of it; and the turns and tool_time lines it logged live."""
+    from tooltap.addon.commands.demo import demo_stack
+    from tooltap.addon.commands.demo_steps import BY_NAME, Clients
+
+    folder = tmp_path_factory.mktemp("recorded")
+    flows, har = folder / "loop.mitm", folder / "loop.har"
+    extra = ("-w", str(flows), "--set", f"hardump={har}", "--set", "store_streamed_bodies=true")
+    step = BY_NAME["mcp-serial"]
+    with demo_stack(extra=extra) as (_, _, proxy):
+        step.call(Clients(proxy.url).with_headers({"x-demo-step": step.name}))
+        live = proxy.wait_for("turn", step.turns)
+        timed = proxy.wait_for("tool_time", 3)
+    return {"flows": flows, "har": har, "live": live, "timed": timed}
+
+
+def json_audit(capsys, *argv):
+    code, out, _ = audit(capsys, *argv, "--format", "json")
+    *rows, summary = [json.loads(line) for line in out.splitlines()]
+    return code, rows, summary
+
+
+@pytest.mark.parametrize("source", ["-r", "--har"])
+def test_a_recorded_agent_loop_gives_its_times_and_its_serial_batch(
+    agent_loop_recorded, capsys, source
+):
+    recorded = agent_loop_recorded
+    path = str(recorded["flows"] if source == "-r" else recorded["har"])
+    live_turns = [t for t in recorded["live"] if t["api"] == "chat"]
+    code, rows, summary = json_audit(capsys, source, path)
+    assert code == 0  # serial-execution is reported, and fails nothing unless named
+    turns = [r for r in rows if r["api"] == "chat"]
+    assert [t["response_id"] for t in turns] == [t["response_id"] for t in live_turns]
+    # The recording's own stamps: the model time the proxy measured live, to the microsecond
+    # (a HAR keeps milliseconds as floats); no streamed piece's time, so no first token.
+    for row, live in zip(turns, live_turns, strict=True):
+        if source == "--har" and row["duration_ms"] is None and row["stream"]:
+            continue  # the client hung up at the stream's end: mitmproxy's HAR keeps no end
+        assert row["duration_ms"] == pytest.approx(live["duration_ms"], abs=0.01)
+        assert row["first_token_ms"] is None
+        assert (row["usage"]["input_tokens"], row["usage"]["output_tokens"]) == (
+            live["input_tokens"],
+            live["output_tokens"],
+        )
+    assert live_turns[0]["first_token_ms"] is not None  # live, the stream was timed
+    follow_up = turns[1]
+    if turns[0]["duration_ms"] is None:
+        # The client hung up right after the stream's last event (it does, now and then), and
+        # mitmproxy's HAR keeps no end for it: when its calls were issued is unknown, so their
+        # waits, runs and batch are said of nothing, never guessed.
+        assert (follow_up["tool_times"], follow_up["loop_errors"]) == ([], [])
+        return
+    waits = {t["call_id"]: t for t in follow_up["tool_times"]}
+    for line in recorded["timed"]:
+        said = waits[line["call_id"]]
+        assert said["waited_ms"] == pytest.approx(line["waited_ms"], abs=0.01)
+        assert said["ran_ms"] == pytest.approx(line["ran_ms"], abs=0.01)
+        assert said["server"] == "forecast-tools 0.3.1" and not said["late"]
+    assert [e["rule"] for e in follow_up["loop_errors"]] == ["serial-execution"]
+    time = summary["time"]
+    timed = sum(r["duration_ms"] is not None for r in turns)
+    assert (time["timed"], time["serial_batches"], time["untimed"]) == (timed, 1, 0)
+    (model,) = time["models"].values()
+    assert model["exchanges_timed"] == timed and model["first_token_ms"] is None
+    assert (model["input_tokens"], model["output_tokens"]) == (80 + 149, 20 + 60)
+    assert time["tool_waits"]["calls"] == 3 and time["tool_waits"]["late"] == 0
+
+    code, text, _ = audit(capsys, source, path)
+    assert code == 0
+    first, then = live_turns
+    if turns[0]["duration_ms"] is not None:
+        assert re.search(rf"^time +{first['response_id']}  model [\d.]+ s, 80 in / 20 out tokens$",
+                         text, re.M)  # fmt: skip
+    assert re.search(
+        rf"^time +{then['response_id']}  model [\d.]+ s, 149 in / 60 out tokens, "
+        r"tool wait [\d.]+ s \(3 call\(s\) answered\)$",
+        text,
+        re.M,
+    )
+    assert re.search(rf"^serial-execution +{then['response_id']}  .*the batch took \d+ ms", text,
+                     re.M)  # fmt: skip
+    assert f"time: {timed} model exchange(s) timed" in text
+    assert re.search(rf"gpt-4o-2024-08-06 \({timed}\): model p50 [\d.]+ s, p95 [\d.]+ s, 229 in / 80 out "
+                     r"tokens, [\d.]+ output tokens/s", text)  # fmt: skip
+    assert "batches run one call after another (serial-execution): 1" in text
+    assert "no times" not in text and "times: none" not in text
+    assert audit(capsys, source, path, "--fail-on", "serial-execution")[0] == 1
+
+    code, xml, _ = audit(capsys, source, path, "--format", "junit")
+    cases = ElementTree.fromstring(xml).iter("testcase")
+    timed_cases = [c for c in cases if c.get("time") is not None]
+    assert len(timed_cases) >= 2 + 3  # the two turns and the three runs, at least
+    chat = [c for c in timed_cases if c.get("name") == "POST /v1/chat/completions"]
+    assert [float(c.get("time")) for c in chat] == pytest.approx(
+        [t["duration_ms"] / 1000 for t in live_turns], abs=0.001
+    )
+    properties = {p.get("name"): p.get("value") for p in chat[1].iter("property")}
+    assert properties["tooltap.output_tokens"] == "60"
+    assert float(properties["tooltap.tool_wait_ms"]) == pytest.approx(then["tool_wait_ms"], abs=0.1)
+
+
+def test_jsonl_and_cassettes_are_said_to_keep_no_times_and_none_is_given_as_zero(tmp_path, capsys):
+    from tooltap.addon.commands.demo_openai import chat_completion
+
+    reply = chat_completion("chatcmpl-untimed", [("call_1", "get_weather", "{}")])
+    line = {"url": "https://api.openai.com/v1/chat/completions", "status": 200,
+            "request_body": {"model": "gpt-4o", "messages": []}, "response_body": reply,
+            "response_headers": {"content-type": "application/json"}}  # fmt: skip
+    path = tmp_path / "untimed.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    _, rows, summary = json_audit(capsys, "--jsonl", str(path))
+    (row,) = rows
+    assert (row["duration_ms"], row["first_token_ms"], row["tool_wait_ms"]) == (None, None, None)
+    time = summary["time"]
+    assert (time["timed"], time["untimed"], time["untimed_sources"]) == (0, 1, {str(path): 1})
+    assert time["models"]["gpt-4o-2024-08-06"] == {
+        "exchanges_timed": 0, "duration_ms": None, "first_token_ms": None,
+        "input_tokens": 149, "output_tokens": 60, "output_tokens_per_second": None,
+    }  # fmt: skip
+    assert time["tool_waits"] == {"calls": 0, "p95_ms": None, "max_ms": None, "late": 0}
+    _, text, _ = audit(capsys, "--jsonl", str(path))
+    assert not re.search(r"^time ", text, re.M) and "0.000 s" not in text
+    assert (
+        "times: none: JSONL exchanges and VCR cassettes record no times, so they have no "
+        "model time, first token or tool wait; their tokens are counted. 1 "
+        f"exchange(s) came from such recordings: {path}"
+    ) in text
+    _, xml, _ = audit(capsys, "--jsonl", str(path), "--format", "junit")
+    suite = next(s for s in ElementTree.fromstring(xml) if s.get("name") == str(path))
+    assert suite[0].tag == "properties" and suite[0][0].get("name") == "tooltap.times"
+    assert all(case.get("time") is None for case in suite.iter("testcase"))
+
+
+def test_a_har_entry_is_timed_as_har_lays_it_out_and_without_timings_only_as_a_whole():
+    from datetime import datetime
+
+    from tooltap.addon.audit.inputs import har_times
+
+    at = datetime.fromisoformat("2026-01-05T09:30:00+00:00").timestamp()
+    # A browser's entry: set-up (blocked, dns, connect with its ssl inside) before the request.
+    entry = {"startedDateTime": "2026-01-05T09:30:00.000Z", "time": 350,
+             "timings": {"blocked": 5, "dns": -1, "connect": 20, "ssl": 12, "send": 1,
+                         "wait": 300, "receive": 24}}  # fmt: skip
+    assert har_times(entry) == pytest.approx(
+        {"request_start": at + 0.025, "request_end": at + 0.026, "response_end": at + 0.350}
+    )
+    # mitmproxy's own export dates the entry at the request's first byte.
+    assert har_times(entry, written_by_mitmproxy=True) == pytest.approx(
+        {"request_start": at, "request_end": at + 0.001, "response_end": at + 0.325}
+    )
+    whole = {"startedDateTime": "2026-01-05T09:30:00Z", "time": 350}
+    assert har_times(whole) == {"request_start": at, "request_end": None,
+                                "response_end": pytest.approx(at + 0.35)}  # fmt: skip

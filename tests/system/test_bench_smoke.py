@@ -33,6 +33,7 @@ STEPS = tuple(
         "traces",
         "state",
         "definitions",
+        "timing",
         "stress",
     ]
 )

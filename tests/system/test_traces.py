@@ -60,9 +60,26 @@ def fan_out(seen: Seen) -> Reply:
     return Reply(headers=[("content-type", "application/json")], chunks=[json.dumps(body).encode()])
 
 
+def streamed_fan_out(seen: Seen) -> Reply:
+    """The same two calls streamed, event by event; the follow-up that answers them, whole."""
+    from tooltap.addon.commands.demo_openai import chat_completion, chat_stream
+
+    if b'"role": "tool"' in seen.body:
+        answer = chat_completion("chatcmpl-trace0003", [], "Mild in both.")
+        return Reply(chunks=[json.dumps(answer).encode()])
+    calls = [(f"call_wait{i}", "get_weather", json.dumps({"city": CITY})) for i in range(2)]
+    return Reply(
+        headers=[("content-type", "text/event-stream")],
+        chunks=chat_stream("chatcmpl-trace0002", calls),
+        delay=0.02,
+    )
+
+
 def route(seen: Seen) -> Reply:
     if seen.headers.get("x-scenario") == "fan-out":
         return fan_out(seen)
+    if seen.headers.get("x-scenario") == "streamed":
+        return streamed_fan_out(seen)
     step = BY_NAME[seen.headers["x-demo-step"]]
     assert step.reply is not None
     return step.reply
@@ -255,3 +272,78 @@ def test_a_collector_down_or_slow_leaves_traffic_and_log_alone_and_the_drop_is_c
                 )
                 time.sleep(0.2)
     assert counted == (3.0, 0.0)  # a span per turn, each counted once: none reached it
+
+
+def test_a_streamed_turn_carries_its_times_and_the_calls_it_issued_are_execute_tool_spans(
+    upstream, client_spans
+):
+    """An agent's loop inside one span of its own: a streamed turn issues two calls, the agent
+    runs them, and a follow-up answers both. The answered calls become execute_tool spans in
+    the agent's trace, beside the turn that answered them."""
+    import openai
+
+    provider, _ = client_spans
+    with Receiver() as collector, traced(collector.url) as proxy:
+        http = httpx.Client(timeout=30)
+        HTTPXClientInstrumentor.instrument_client(http, tracer_provider=provider)
+        client = openai.OpenAI(
+            base_url=proxy.url + "/v1", api_key=CREDENTIAL, max_retries=0, http_client=http,
+            default_headers={"x-scenario": "streamed"},
+        )  # fmt: skip
+        messages: list = [{"role": "user", "content": "weather?"}]
+        with provider.get_tracer("agent").start_as_current_span("invoke_agent") as agent:
+            stream = client.chat.completions.create(
+                model="gpt-4o", messages=messages, tools=[STRICT_WEATHER], stream=True,
+                stream_options={"include_usage": True},
+            )  # fmt: skip
+            calls: dict[int, dict] = {}
+            for chunk in stream:
+                for delta in chunk.choices[0].delta.tool_calls or [] if chunk.choices else []:
+                    call = calls.setdefault(delta.index, {"id": delta.id, "arguments": ""})
+                    call["arguments"] += delta.function.arguments or ""
+            time.sleep(0.3)  # the agent runs its tools
+            messages.append({"role": "assistant", "tool_calls": [
+                {"id": c["id"], "type": "function",
+                 "function": {"name": "get_weather", "arguments": c["arguments"]}}
+                for c in calls.values()
+            ]})  # fmt: skip
+            messages += [{"role": "tool", "tool_call_id": c["id"], "content": "12C"}
+                         for c in calls.values()]  # fmt: skip
+            client.chat.completions.create(model="gpt-4o", messages=messages)
+        issued, answer = proxy.wait_for("turn", 2)
+        timed = proxy.wait_for("tool_time", 2)
+        spans = collector.wait_spans(4)
+    assert len(spans) == 4
+    agent_trace = format(agent.get_span_context().trace_id, "032x")
+    assert {s.trace_id.hex() for s in spans} == {agent_trace}
+    turns = [s for s in spans if s.name == "chat gpt-4o"]
+    waits = [s for s in spans if s.name == "execute_tool get_weather"]
+    assert len(turns) == 2 and len(waits) == 2
+    first, follow_up = sorted(turns, key=lambda s: s.start_time_unix_nano)
+    said = attributes(first.attributes)
+    assert said["gen_ai.usage.input_tokens"] == 80 and said["gen_ai.usage.output_tokens"] == 20
+    # The first call's name came in the stream's second event, at least one pause after the
+    # request ended; the log says the same time.
+    assert said["gen_ai.response.time_to_first_chunk"] * 1000 == pytest.approx(
+        issued["first_token_ms"]
+    )
+    assert 0 < issued["first_token_ms"] <= issued["duration_ms"]
+    assert said["gen_ai.response.time_to_first_chunk"] >= 0.02
+    assert attributes(follow_up.attributes)["tooltap.tool_wait_ms"] == answer["tool_wait_ms"]
+    for wait, call_id in zip(sorted(waits, key=lambda s: attributes(s.attributes)["gen_ai.tool.call.id"]),
+                             ("call_wait0", "call_wait1"), strict=True):  # fmt: skip
+        assert attributes(wait.attributes) == {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.name": "get_weather",
+            "tooltap.api": "chat",
+            "tooltap.late": False,
+        }
+        assert wait.kind == wait.SPAN_KIND_INTERNAL
+        # Beside the answering turn, under the agent's HTTP span that sent the follow-up.
+        assert wait.parent_span_id == follow_up.parent_span_id
+        # From the end of the issuing turn to the follow-up's start, as the proxy saw them.
+        assert wait.start_time_unix_nano == first.end_time_unix_nano
+        assert wait.end_time_unix_nano == follow_up.start_time_unix_nano
+        assert wait.end_time_unix_nano - wait.start_time_unix_nano >= 0.3e9
+    assert sorted(t["waited_ms"] for t in timed)[-1] == answer["tool_wait_ms"]

@@ -40,8 +40,8 @@ DEMO_FLOWS = [
     ("/v1/responses", RED, "tooltap: strict-void; strict-at-risk, unanswered-call"),
     ("/v1/chat/completions", RED, "tooltap: rejected"),
     ("/v1/chat/completions", RED, "tooltap: unanswered-call, rejected"),
-    ("/v1/messages", YELLOW, "tooltap: fanout-no-strict"),
     ("/v1/responses", RED, "tooltap: strict-at-risk, argument-schema"),
+    ("/v1/messages", YELLOW, "tooltap: fanout-no-strict"),
     ("/v1/messages", RED, "tooltap: argument-parse"),
     ("/v1/messages", RED, "tooltap: orphan-result, rejected"),
     (
@@ -68,12 +68,12 @@ DEMO_FLOWS = [
     ("/api/chat", RED, "tooltap: fanout-no-strict, argument-schema, unanswered-call"),
     ("/v2/chat", RED, "tooltap: empty-result"),
 ]
-# The MCP step's flows, after the others: the GET that opens the server's own event stream is
-# no exchange tooltap reads (and may come before or after the notification).
+# The MCP steps' flows, after the others, each but the GETs that open a session's own event
+# stream: no exchange tooltap reads, left unannotated (a client may open one or more, before or
+# after the notification).
 MCP_FLOWS = [
     ("/mcp", "", "tooltap: no finding (initialize)"),
     ("/mcp", "", "tooltap: no finding (notifications/initialized)"),
-    ("/mcp", "", ""),
     ("/mcp", "", "tooltap: no finding (tools/list)"),
     ("/mcp", "", "tooltap: no finding (tools/call)"),
     ("/mcp", RED, "tooltap: argument-schema, 1 tool failure(s)"),
@@ -83,13 +83,32 @@ MCP_FLOWS = [
     # it rewrote once called, listed again after list_changed.
     (HEADLINES_PATH, "", "tooltap: no finding (initialize)"),
     (HEADLINES_PATH, "", "tooltap: no finding (notifications/initialized)"),
-    (HEADLINES_PATH, "", ""),
     (HEADLINES_PATH, RED, "tooltap: hidden-text"),
     (HEADLINES_PATH, RED, "tooltap: hidden-text"),
     (HEADLINES_PATH, RED, "tooltap: tool-changed"),
     (HEADLINES_PATH, "", "tooltap: no finding (tools/call)"),
+    # Two agent loops over MCP, one session each: the model's three forecasts run one after
+    # another (its first turn a fan-out, its follow-up's batch serial), then a tool that hangs
+    # past the deadline (the model's turns are plain: being late is no finding).
+    *[("/mcp", "", "tooltap: no finding (initialize)")] * 2,
+    *[("/mcp", "", "tooltap: no finding (notifications/initialized)")] * 2,
+    *[("/mcp", "", "tooltap: no finding (tools/list)")] * 2,
+    *[("/mcp", "", "tooltap: no finding (tools/call)")] * 4,
+    ("/v1/chat/completions", YELLOW, "tooltap: fanout-no-strict"),
+    ("/v1/chat/completions", YELLOW, "tooltap: serial-execution"),
+    *[("/v1/chat/completions", "", "tooltap: no finding (no-strict-declared)")] * 2,
 ]
-UNANNOTATED = sum(1 for _, _, comment in MCP_FLOWS if not comment)  # each session's GET stream
+# Their requests went to a live tool server, and the model's turns of a loop are linked to its
+# runs: a replay repeats neither.
+LIVE_STEPS = ("mcp-serial", "mcp-overdue")
+TIME = "tooltap time: "
+
+
+def annotated(flows: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """The flows tooltap commented on, sorted (the MCP steps' come in no fixed order)."""
+    return sorted(flow for flow in flows if flow[2])
+
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # As root, in a closed network: no sandbox, and none of chromium's own connections.
 CHROMIUM_ARGS = [
@@ -129,7 +148,12 @@ class Web:
 
 
 def listed(flows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    return [(f["request"]["path"], f["marked"], f["comment"]) for f in flows]
+    """Each flow's path, mark and findings (its comment without the line of times)."""
+    return [(f["request"]["path"], f["marked"], findings(f["comment"])) for f in flows]
+
+
+def findings(comment: str) -> str:
+    return "\n".join(line for line in comment.splitlines() if not line.startswith(TIME))
 
 
 @contextlib.contextmanager
@@ -138,7 +162,7 @@ def demo_through_web() -> Iterator[tuple[Proxy, ReplayServer, Web]]:
     with demo_stack(web=True) as (_, upstream, proxy):
         drive(Console(file=io.StringIO()), proxy)
         web = Web(proxy.web_url or "")
-        web.annotated(len(DEMO_FLOWS) + len(MCP_FLOWS) - UNANNOTATED)
+        web.annotated(len(DEMO_FLOWS) + len(MCP_FLOWS))
         yield proxy, upstream, web
 
 
@@ -152,9 +176,32 @@ def test_flows_with_findings_are_marked_per_severity_and_commented(demo_web):
     _, _, web = demo_web
     flows = listed(web.flows())
     assert flows[: len(DEMO_FLOWS)] == DEMO_FLOWS
-    assert sorted(flows[len(DEMO_FLOWS) : len(DEMO_FLOWS) + len(MCP_FLOWS)]) == sorted(MCP_FLOWS)
+    assert annotated(flows[len(DEMO_FLOWS) :]) == sorted(MCP_FLOWS)
     # mitmweb's login stays on: without the token it shows nothing.
     assert httpx.get(f"{web.client.base_url}/flows", timeout=10).status_code == 403
+
+
+def test_the_times_are_on_the_flow_a_serial_batch_and_a_late_answer_with_them(demo_web):
+    _, _, web = demo_web
+    chats = [f for f in web.flows() if f["request"]["path"] == "/v1/chat/completions"]
+    first, serial, _, late = chats[-4:]
+    said = {f["id"]: f["comment"].splitlines() for f in (first, serial, late)}
+    assert said[first["id"]][1].startswith(TIME + "model ")
+    assert "80 in / 20 out tokens" in said[first["id"]][1]
+    assert (
+        said[serial["id"]]
+        == [
+            "tooltap: serial-execution",
+            said[serial["id"]][1],
+        ]
+        and "(3 call(s) answered)" in said[serial["id"]][1]
+    )
+    assert said[late["id"]][1].endswith("(1 call(s) answered, 1 late)")
+    view = web.view(serial["id"])["text"]
+    block = " ".join(view[view.index("TIME") :].split("\n\n")[0].split())  # unwrapped
+    assert block.count("on forecast-tools 0.3.1") == 3  # each call's run, linked
+    assert "the calls ran one after another: see LOOP ERRORS (serial-execution)" in block
+    assert "LOOP ERRORS\n  serial-execution  call_Rq8fX2mWbN4kLt" in view
 
 
 def test_the_tooltap_view_is_chosen_for_the_model_apis_and_says_the_finding_first(demo_web):
@@ -175,7 +222,7 @@ def test_the_tooltap_view_is_chosen_for_the_model_apis_and_says_the_finding_firs
     assert "REPAIRS\n  - set parallel_tool_calls false" in strict_void
     assert "call_tsc_5Qm2rR0xDq9LkTn3Wz" not in strict_void
 
-    schema = views[10]["text"]  # Responses: a required property missing
+    schema = views[9]["text"]  # Responses: a required property missing
     assert '    schema error at $: "to_currency" is a required property' in schema
     failure = views[4]["text"]
     assert "(a tool failure)" in failure and "TOOL RESULTS" in failure
@@ -249,7 +296,7 @@ def test_marks_and_comments_leave_the_bytes_on_the_wire_unchanged():
         flows = web.annotated(before + len(DEMO_FLOWS))
         relayed(web, connections)
     # The same requests and socket, marked and commented as the first time.
-    originals = [f for f in listed(flows[:before]) if f[0] not in (PATH, HEADLINES_PATH)]
+    originals = listed(flows[: len(DEMO_FLOWS)])
     replayed = listed(flows[before:])
     assert sorted(replayed) == sorted(originals)
 
@@ -265,7 +312,12 @@ def replay_every_step(proxy: Proxy, upstream: ReplayServer) -> Any:
     the Gemini Live one), through the SDKs: every frame arrives unchanged, both ways."""
     # The MCP step reached a live tool server (its sessions are new each time): its bytes are
     # checked against that server in tests/system/test_mcp_clients.py.
-    recorded = [seen for seen in upstream.seen if not seen.path.startswith((PATH, HEADLINES_PATH))]
+    recorded = [
+        seen
+        for seen in upstream.seen
+        if not seen.path.startswith((PATH, HEADLINES_PATH))
+        and seen.headers.get("x-demo-step") not in LIVE_STEPS
+    ]
     with httpx.Client(base_url=proxy.url, timeout=10) as client:
         client.headers.clear()  # only what the SDK sent (botocore sends no Accept)
         for seen in recorded:
@@ -323,7 +375,7 @@ def test_a_flow_file_loaded_by_tooltap_web_is_marked_as_live_and_tooltap_run_mar
         drive(Console(file=io.StringIO()), proxy)
     with saved.open("rb") as handle:
         recorded = list(flow_io.FlowReader(handle).stream())
-    assert len(recorded) == len(DEMO_FLOWS) + len(MCP_FLOWS)
+    assert len(recorded) > len(DEMO_FLOWS) + len(MCP_FLOWS)  # and the sessions' GETs
     # `tooltap run` (mitmdump) leaves flows as they were: no mark, no comment, no verdict.
     assert {(f.marked, f.comment, KEY in f.metadata) for f in recorded} == {("", "", False)}
     # Loaded from the file, the MCP flows are read where tooltap_mcp_hosts says, as live. (A
@@ -333,9 +385,9 @@ def test_a_flow_file_loaded_by_tooltap_web_is_marked_as_live_and_tooltap_run_mar
         ["http://127.0.0.1:9"], "--read", str(saved), web=True, extra=mcp_host
     ) as loaded:
         web = Web(loaded.web_url or "")
-        flows = listed(web.annotated(len(DEMO_FLOWS) + len(MCP_FLOWS) - UNANNOTATED))
+        flows = listed(web.annotated(len(DEMO_FLOWS) + len(MCP_FLOWS)))
         assert flows[: len(DEMO_FLOWS)] == DEMO_FLOWS
-        assert sorted(flows[len(DEMO_FLOWS) :]) == sorted(MCP_FLOWS)
+        assert annotated(flows[len(DEMO_FLOWS) :]) == sorted(MCP_FLOWS)
 
 
 def test_in_a_browser_the_strict_void_flow_is_marked_its_view_readable_and_the_filter_finds_it(
@@ -408,9 +460,9 @@ def test_demo_web_keeps_the_demo_flows_up_in_mitmweb_until_ctrl_c():
             if "Ctrl-C stops everything" in line:
                 break
         assert url is not None, "the demo printed no mitmweb address"
-        flows = listed(Web(url).annotated(len(DEMO_FLOWS) + len(MCP_FLOWS) - UNANNOTATED))
+        flows = listed(Web(url).annotated(len(DEMO_FLOWS) + len(MCP_FLOWS)))
         assert flows[: len(DEMO_FLOWS)] == DEMO_FLOWS
-        assert sorted(flows[len(DEMO_FLOWS) :]) == sorted(MCP_FLOWS)
+        assert annotated(flows[len(DEMO_FLOWS) :]) == sorted(MCP_FLOWS)
         demo.send_signal(signal.SIGINT)
         code = demo.wait(30)
         rest = demo.stdout.read()
