@@ -1,4 +1,4 @@
-"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,stream,memory,core,profile,websocket,live,web,traces,state,definitions,stress,why]`.
+"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,stream,memory,core,realworld,profile,websocket,live,web,traces,state,definitions,stress,why]`.
 
 Results go to bench/out/<name>.json (bench/out/quick/ for --quick,
 bench/out/smoke/ for --smoke, or --out); the report step then writes
@@ -29,6 +29,7 @@ from . import (
     live,
     memory,
     profile_worker,
+    realworld,
     report,
     state,
     streaming,
@@ -48,6 +49,7 @@ ALL = (
     "stream",
     "memory",
     "core",
+    "realworld",
     "profile",
     "websocket",
     "live",
@@ -58,7 +60,7 @@ ALL = (
     "stress",
     "why",
 )
-QUICK = ALL[:11]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
+QUICK = ALL[:12]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
 
 
 def _git(*args: str) -> str:
@@ -196,6 +198,7 @@ def main() -> int:
         "stream": lambda: asyncio.run(streaming.run(size)),
         "memory": lambda: asyncio.run(memory.run(size)),
         "core": lambda: core_cost.run(size),
+        "realworld": lambda: realworld.run(size, out),
         "profile": lambda: profile_worker.run(size, out),
         "websocket": lambda: asyncio.run(websocket.run(size)),
         "live": lambda: live.run(size),
