@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from tooltap.core import Exchange, ValidatorCache, inspect
-from tooltap.core.sockets import ends_turn, kind_of, needed, readable, socket_reader
+from tooltap.core.dialects import socket_reader, socket_reading
 
 from .core_cost import TIMING, per_call
 from .sizes import Size
@@ -189,21 +189,23 @@ def chat_exchanges() -> list[Exchange]:
 def look(api: str, messages: list[Message]) -> int:
     """The tap's work on every message; how many it holds."""
     held = 0
+    reading = socket_reading(api)
     for content, _, is_text in messages:
-        if readable(api, is_text):
-            kind = kind_of(api, content)
-            if needed(api, content, kind):
+        if reading.readable(is_text):
+            kind = reading.kind(content)
+            if reading.needed(content, kind):
                 held += 1
-                ends_turn(api, content, kind)
+                reading.ends_turn(content, kind)
     return held
 
 
 def read(api: str, url: str, messages: list[Message], validators: ValidatorCache) -> int:
     """The inspector's work on the messages held; how many turns it inspected."""
     reader = socket_reader(api, url, 8 << 20)
+    reading = socket_reading(api)
     turns = 0
     for content, from_client, is_text in messages:
-        if readable(api, is_text) and needed(api, content, kind_of(api, content)):
+        if reading.wanted(content, is_text):
             for turn in reader.feed(content, from_client):
                 verdict = inspect(turn.exchange, turn.prior, validators=validators)
                 turns += verdict.scope == "turn"

@@ -17,8 +17,8 @@ from typing import NamedTuple
 
 from . import schema, subsets
 from .definitions import HiddenText, ToolChange
-from .inspection import Verdict
 from .loop import RULES
+from .verdict import Verdict
 
 STATES = ("strict-void", "strict-at-risk", "fanout-no-strict")
 FORMATS = schema.FINDINGS  # advisory-schema, no-schema, advisory-tools

@@ -9,194 +9,43 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from typing import Any
 
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
-from .definitions import HiddenText, ToolChange, ToolDefinitions, declared_in, hidden_in, served_in
+from .definitions import HiddenText, declared_in, hidden_in, served_in
 from .dialects import NOT_AN_ENDPOINT, dialect, path_of, shared_path, streamed_path
 from .dialects.base import Serve
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .eventstream import looks_like_eventstream
+from .exchange import REQUEST_HEADERS, RESPONSE_HEADERS, Exchange, Transport, header
 from .jsontext import ParseError, loads
-from .loop import LoopError, LoopReport, ToolResult, check_loop
+from .loop import LoopReport, ToolResult
 from .schema import SEED_LIMITS, Limits
 from .served import SESSION_HEADER, ToolServer, query_session, session_tag
 from .shapes import as_dict
 from .stream import ApiError, Framing, StreamReader, api_error
-from .wire import Api, Turn, detect_api, read_turn
+from .verdict import Outcome, Rejected, Scope, Verdict
+from .wire import Api, Turn, check_loop, detect_api, read_turn
+
+__all__ = [
+    "REQUEST_HEADERS",
+    "RESPONSE_HEADERS",
+    "Exchange",
+    "Outcome",
+    "Rejected",
+    "Scope",
+    "Transport",
+    "Verdict",
+    "header",
+    "inspect",
+    "served_session",
+]
 
 EVENTSTREAM = "application/vnd.amazon.eventstream"
 NDJSON = "application/x-ndjson"
-Outcome = Literal[
-    "inspected", "skipped", "unparseable", "upstream_error", "client_gone", "not_read"
-]
-Transport = Literal["http", "websocket"]
-Scope = Literal["turn", "session", "tool"]
 # The work on one exchange is bounded: one pathological response must not stall the rest.
 MAX_CALLS = 500  # calls validated and listed one by one
-
-
-# The response headers inspect() reads: the body's type and encoding, the header AWS names
-# an error in ("ValidationException:<namespace>"), and the one an MCP server names its session in.
-RESPONSE_HEADERS = ("content-type", "content-encoding", "x-amzn-errortype", SESSION_HEADER)
-# The request headers it reads: the body's encoding, and the MCP session the request is in.
-REQUEST_HEADERS = ("content-encoding", SESSION_HEADER)
-
-
-class Exchange(BaseModel):
-    """One request/response pair as it crossed the wire."""
-
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
-
-    method: str
-    """The request method: POST, or GET for a Responses retrieval."""
-    url: str
-    """The full request URL; only its path decides the API."""
-    request_body: bytes = b""
-    """The request body as sent, possibly content-encoded."""
-    status: int | None = None
-    """The response status; None when no response came (the upstream failed)."""
-    response_headers: Mapping[str, str] = Field(default_factory=dict)
-    """Response headers; those in RESPONSE_HEADERS are read."""
-    response_body: bytes = b""
-    """The response body as sent: JSON or an SSE stream, possibly content-encoded."""
-    request_headers: Mapping[str, str] = Field(default_factory=dict)
-    """Request headers; those in REQUEST_HEADERS are read."""
-    api: Api | None = None
-    """The API, set for a turn read off a WebSocket and for an MCP server's exchange (no path
-    says MCP); else the URL's path says it."""
-    transport: Transport = "http"
-    """websocket: one turn of a socket, its server events framed as the SSE stream they mirror."""
-
-
-class Rejected(BaseModel):
-    """The API refused the request (4xx): its own words, and the local blockers."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
-
-    status: int
-    """The HTTP status the API answered with; for MCP, the JSON-RPC error code (-32602)."""
-    type: str
-    """The API's error type (invalid_request_error, invalid_params, ...), or "" when it gave
-    none."""
-    message: str
-    """The API's own error message, as sent."""
-    blockers: list[str] = Field(default_factory=list)
-    """What in the declared strict tools or format the provider's strict subset refuses."""
-
-
-class Verdict(BaseModel):
-    """Everything the rules found in one exchange. Its fields are the log's contract."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
-
-    api: Api | None
-    """responses, chat or messages (the `api` label); None for an upstream refused at connect."""
-    outcome: Outcome
-    """inspected, skipped, unparseable, upstream_error, client_gone (the client hung up before
-    any answer came) or not_read (an exchange whose body no dialect reads: not a tool-calling
-    endpoint, or a model family with no tool calls tooltap reads; the reason says which): what
-    became of the flow."""
-    transport: Transport = "http"
-    """http, or websocket for a turn of a Responses WebSocket or a Realtime session."""
-    scope: Scope = "turn"
-    """turn: one exchange or socket turn. session: what a Realtime session said outside its
-    turns (an error that refused nothing, the calls still owed when it closed); no turn.
-    tool: an exchange with a tool server (MCP): its calls and their results; no model turn."""
-    reason: str | None = None
-    """Why the outcome is not a plain inspected turn, or what was unusual about it."""
-    status: int | None = None
-    """The response's HTTP status; None when there was no response."""
-    stream: bool = False
-    """The response was an SSE stream."""
-    model: str | None = None
-    """The model the response names, else the one the request asked for."""
-    request_model: str | None = None
-    """The model the request asked for."""
-    finish_reasons: list[str] = Field(default_factory=list)
-    """Why the model stopped: finish_reason per choice, stop_reason, or the response's status."""
-    usage: dict[str, int] = Field(default_factory=dict)
-    """The tokens the response counts: input_tokens, output_tokens (where it says)."""
-    response_id: str | None = None
-    """The response's id (resp_..., chatcmpl-..., msg_...)."""
-    state: str | None = None
-    """The parallel/strict state; None when the exchange is not a finished turn."""
-    detail: str | None = None
-    """The state's explanation, with the call names."""
-    format_state: str | None = None
-    """The output-format state (advisory-schema, enforced, free-text, ...)."""
-    format_detail: str | None = None
-    """The format state's explanation."""
-    calls: list[Call] = Field(default_factory=list)
-    """Every client tool call in the response, with its raw arguments and their diagnostics;
-    then the calls the provider ran inside the turn (hosted: true), checked the same way."""
-    duplicates: dict[str, int] = Field(default_factory=dict)
-    """Tool names called more than once in this turn, with how often."""
-    loop_errors: list[LoopError] = Field(default_factory=list)
-    """Tool-loop findings in the new part of the request's history."""
-    tool_results: list[ToolResult] = Field(default_factory=list)
-    """The tool results the request sent back, then those of the response's hosted calls; each
-    ok or error (a tool failure)."""
-    repairs: list[str] = Field(default_factory=list)
-    """What to change, one line each, for the findings of this turn."""
-    rejected: Rejected | None = None
-    """Set when the API refused the request (4xx)."""
-    output_types: list[str] = Field(default_factory=list)
-    """The types of the response's output items or content blocks, in order."""
-    stream_errors: list[ApiError] = Field(default_factory=list)
-    """Errors inside a 200 stream: the API's own, or malformed_event for unreadable events."""
-    session_errors: list[ApiError] = Field(default_factory=list)
-    """Errors a Realtime session sent that refused no request (type: the error's code)."""
-    awaiting: list[str] = Field(default_factory=list)
-    """The call ids the client must answer in its next request."""
-    more_calls: int = 0
-    """Calls past the first MAX_CALLS: counted, not validated nor listed one by one."""
-    unchecked: list[str] = Field(default_factory=list)
-    """What was left unchecked to bound the work on one exchange, or unknown to it, and why."""
-    server: str | None = None
-    """A tool server's name and version, as its session's initialize said (scope tool)."""
-    session: str | None = None
-    """A tool server's session (Mcp-Session-Id), as a SHA-256 prefix: never the id itself."""
-    rpc: list[str] = Field(default_factory=list)
-    """The JSON-RPC methods the request sent to a tool server (tools/call, tools/list, ...)."""
-    listed_tools: list[str] = Field(default_factory=list)
-    """The tools a tools/list page named."""
-    hidden_text: list[HiddenText] = Field(default_factory=list)
-    """Characters no reader sees, where they do nothing visible, in a tool definition the
-    exchange carried or in a tool result it sent back (the ASCII that tag characters spell)."""
-    tool_changes: list[ToolChange] = Field(default_factory=list)
-    """Tool definitions that differ from their pin (first seen, or the tools lock), and tools
-    that appeared in or disappeared from a server's list: what changed, by path. Set by the
-    caller, which keeps the pins."""
-    definitions: SkipValidation[ToolDefinitions | None] = Field(default=None, exclude=True)
-    """The tool definitions the exchange carried, for the caller's pins. Not logged."""
-    tool_server: ToolServer | None = Field(default=None, exclude=True)
-    """What the session knows of its tool server after this exchange, for the caller to keep
-    and pass to the session's next exchange. Not logged."""
-
-    @property
-    def call_count(self) -> int:
-        """Every client call the response made, listed or not."""
-        return sum(1 for c in self.calls if not c.hosted) + self.more_calls
-
-    @property
-    def hosted_count(self) -> int:
-        """The calls the provider ran inside the turn (hosted MCP)."""
-        return sum(1 for c in self.calls if c.hosted)
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
-
-
-def header(headers: Mapping[str, str], name: str) -> str:
-    """A header's value, whatever the case of its name. Pure."""
-    for key, value in headers.items():
-        if key.lower() == name:
-            return value
-    return ""
 
 
 def _looks_like_sse(body: bytes) -> bool:
@@ -213,6 +62,7 @@ class _Body:
     dropped: int = 0  # stream events that could not be read at all
     note: str | None = None  # what was read leniently, for the turn's reason
     empty: bool = False  # a stream that carried no event at all (a priming event only)
+    first_output_at: float | None = None  # when the first event carrying output arrived
 
 
 def _read_request(exchange: Exchange, batch: bool = False) -> _Body:
@@ -229,10 +79,20 @@ def _read_request(exchange: Exchange, batch: bool = False) -> _Body:
 
 
 def _read_stream(
-    api: Api, body: bytes, encoding: str | None, max_decoded: int, framing: Framing = "sse"
+    api: Api,
+    body: bytes,
+    encoding: str | None,
+    max_decoded: int,
+    framing: Framing = "sse",
+    *,
+    arrivals: Sequence[tuple[int, float]] = (),
 ) -> _Body:
     reader = StreamReader(api, encoding, max_decoded, framing)
-    reader.feed(body)
+    start = 0
+    for end, at in arrivals:  # the pieces as they came, each with its time
+        reader.feed(body[start:end], at)
+        start = end
+    reader.feed(body[start:])
     result = reader.close()
     if result.decode_error is not None:
         return _Body(stream=True, problem=f"stream could not be decoded: {result.decode_error}")
@@ -262,37 +122,47 @@ def _read_stream(
         errors=errors,
         dropped=result.bad_events,
         note=note,
+        first_output_at=result.first_output_at,
     )
 
 
 def _read_response(api: Api, exchange: Exchange, max_decoded: int) -> _Body:
     content_type = header(exchange.response_headers, "content-type").lower()
     encoding = header(exchange.response_headers, "content-encoding")
+    body, arrivals = exchange.response_body, exchange.arrivals
     if "text/event-stream" in content_type:
-        return _read_stream(api, exchange.response_body, encoding, max_decoded)
+        return _read_stream(api, body, encoding, max_decoded, "sse", arrivals=arrivals)
     if EVENTSTREAM in content_type:
-        return _read_stream(api, exchange.response_body, encoding, max_decoded, "eventstream")
+        return _read_stream(api, body, encoding, max_decoded, "eventstream", arrivals=arrivals)
     if NDJSON in content_type:
-        return _read_stream(api, exchange.response_body, encoding, max_decoded, "ndjson")
+        return _read_stream(api, body, encoding, max_decoded, "ndjson", arrivals=arrivals)
     try:
         body = decode(exchange.response_body, encoding, max_decoded)
     except DecodeError as exc:
         return _Body(problem=f"response body could not be decoded: {exc}")
+    arrivals = () if encoding else arrivals  # the offsets are the encoded body's
     if "json" not in content_type and _looks_like_sse(body):
-        return _read_stream(api, body, None, max_decoded)
+        return _read_stream(api, body, None, max_decoded, "sse", arrivals=arrivals)
     if "json" not in content_type and looks_like_eventstream(body):  # recorded without its type
-        return _read_stream(api, body, None, max_decoded, "eventstream")
+        return _read_stream(api, body, None, max_decoded, "eventstream", arrivals=arrivals)
     if streamed_path(api, exchange.url) and body.lstrip()[:1] == b"[":
-        return _read_stream(api, body, None, max_decoded, "jsonarray")
+        return _read_stream(api, body, None, max_decoded, "jsonarray", arrivals=arrivals)
     # Strict, as the client's own JSON parser is: a body it cannot read is unparseable.
     value, error = loads(body)
     if error is not None and dialect(api).framing == "ndjson" and body.lstrip()[:1] == b"{":
         # A stream not typed as one (ollama.com sends its NDJSON as application/json).
-        return _read_stream(api, body, None, max_decoded, "ndjson")
+        return _read_stream(api, body, None, max_decoded, "ndjson", arrivals=arrivals)
     if error is not None:
         text = body[:300].decode("utf-8", "replace").strip()
         return _Body(value=text or None, problem=f"response body is not JSON ({error.message})")
     return _Body(value=value)
+
+
+def _ms(start: float | None, end: float | None) -> float | None:
+    """The time between two moments, in milliseconds; None when either is not known."""
+    if start is None or end is None or end < start:
+        return None
+    return round((end - start) * 1000, 3)
 
 
 def _blockers(turn: Turn, limits: Limits) -> list[str]:
@@ -376,6 +246,7 @@ def _inspect_served(
         "session": served_session(exchange),
         "server": server.server if server is not None else None,
         "tool_server": server,
+        "duration_ms": _ms(exchange.request_start, exchange.response_end),
     }
     request = _read_request(exchange, batch=True)
     if request.problem is not None:
@@ -493,6 +364,7 @@ def inspect(
         "tool_results": loop.results,
         "unchecked": loop.unchecked,
         "hidden_text": _hidden_results(loop.results),
+        "duration_ms": _ms(exchange.request_start, exchange.response_end),
     }
     if exchange.status is None:
         return Verdict(
@@ -501,6 +373,9 @@ def inspect(
 
     response = _read_response(api, exchange, max_decoded)
     found["stream"] = response.stream
+    if response.stream:
+        asked = exchange.request_end if exchange.request_end is not None else exchange.request_start
+        found["first_token_ms"] = _ms(asked, response.first_output_at)
     if exchange.status >= 400:
         if response.value is None:  # an error sent as JSON under a stream's content type
             response = _read_response(api, exchange.model_copy(update={"response_headers": {}}),

@@ -25,7 +25,6 @@ from .arguments import SchemaError
 from .hidden import Hidden, scan
 from .jsontext import loads
 from .shapes import as_dict, as_list, as_str
-from .turn import Api
 
 MAX_HISTORY = 10_000  # history items walked per request; the work on one is bounded
 
@@ -209,12 +208,3 @@ def last_index(items: list[Any], is_model: Any) -> int:
         if is_model(as_dict(items[index])):
             return index
     return 0
-
-
-def check_loop(
-    api: Api, request: Any, prior: Mapping[str, Sequence[str]] | None = None
-) -> LoopReport:
-    """Tool-loop findings and tool results for one request body, by its dialect's reading. Pure."""
-    from .dialects import dialect  # noqa: PLC0415 - the dialects' readings build on this module
-
-    return dialect(api).check_loop(as_dict(request), prior)

@@ -7,12 +7,15 @@ in any order; data lines join with \\n; comments, retry: and unknown fields are
 ignored; an event whose data buffer is empty is not dispatched.
 
 No maintained Python SSE library exposes a byte-level feed() like this (they
-wrap a socket or an iterator of whole lines), so the ~60 lines live here.
+wrap a socket or an iterator of whole lines), so the ~60 lines live here, over the
+line framing NDJSON shares (tooltap.core.lines).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from .lines import Lines
 
 
 class Event(NamedTuple):
@@ -24,8 +27,7 @@ class Event(NamedTuple):
 
 class SSEDecoder:
     def __init__(self) -> None:
-        self._pending: list[bytes] = []
-        self._skip_lf = False
+        self._lines = Lines()
         self._first = True
         self._event = ""
         self._data: list[str] = []
@@ -33,30 +35,9 @@ class SSEDecoder:
         self._lossy = False
 
     def feed(self, chunk: bytes) -> list[Event]:
-        if not chunk:
-            return []
-        if self._skip_lf:
-            self._skip_lf = False
-            if chunk[:1] == b"\n":
-                chunk = chunk[1:]
-        if b"\n" not in chunk and b"\r" not in chunk:
-            # No line ends here: keep the piece; joining happens once per line,
-            # so a long line fed in small chunks stays linear.
-            self._pending.append(chunk)
-            return []
-        if self._pending:
-            self._pending.append(chunk)
-            chunk = b"".join(self._pending)
-            self._pending = []
-        lines = chunk.splitlines(keepends=True)
-        if not lines[-1].endswith((b"\n", b"\r")):
-            self._pending.append(lines.pop())
-        elif lines[-1].endswith(b"\r"):
-            # The \n of a \r\n pair may open the next chunk.
-            self._skip_lf = True
         events: list[Event] = []
-        for line in lines:
-            event = self._line(line.rstrip(b"\r\n"))
+        for line in self._lines.feed(chunk):
+            event = self._line(line)
             if event is not None:
                 events.append(event)
         return events
@@ -64,14 +45,11 @@ class SSEDecoder:
     def close(self) -> list[Event]:
         """Flush a final line and event that the stream did not terminate."""
         events: list[Event] = []
-        if self._pending:
-            event = self._line(b"".join(self._pending))
-            self._pending = []
+        rest = self._lines.close()
+        for line in ([] if rest is None else [rest]) + [b""]:
+            event = self._line(line)
             if event is not None:
                 events.append(event)
-        event = self._line(b"")
-        if event is not None:
-            events.append(event)
         return events
 
     def _line(self, raw: bytes) -> Event | None:

@@ -22,7 +22,7 @@ from .errors import ApiError, api_error
 from .eventstream import EventStreamDecoder, Message
 from .jsonarray import ArrayDecoder
 from .jsontext import loads, loads_lenient
-from .ndjson import NDJSONDecoder
+from .lines import NDJSONDecoder
 from .sse import SSEDecoder
 from .turn import Api
 
@@ -52,6 +52,10 @@ class StreamResult(BaseModel):
     """Events read only leniently (invalid UTF-8, raw control characters)."""
     decode_error: str | None = None
     """Why the content-encoding could not be undone, if it could not."""
+    first_output_at: float | None = None
+    """When the piece arrived that completed the first event carrying model output (text,
+    reasoning, or a call's name or arguments), as feed() was told; None when none did, or
+    no time was given."""
 
 
 class StreamReader:
@@ -74,13 +78,25 @@ class StreamReader:
         self._bad = 0
         self._repaired = 0
         self._error: str | None = None
+        self._at: float | None = None  # when the last piece fed arrived
+        self._first_output_at: float | None = None
         self._decoder: Decoder | None = None
         try:
             self._decoder = Decoder(content_encoding, max_decoded)
         except DecodeError as exc:
             self._error = str(exc)
 
-    def feed(self, chunk: bytes) -> list[Any]:
+    def feed(self, chunk: bytes, at: float | None = None) -> list[Any]:
+        """The events a piece of the stream completes; at: when the piece arrived (epoch
+        seconds), which dates the first event that carries output."""
+        self._at = at
+        said = self._assembler.said
+        events = self._feed(chunk)
+        if not said and self._assembler.said:
+            self._first_output_at = at
+        return events
+
+    def _feed(self, chunk: bytes) -> list[Any]:
         if self._decoder is None:
             return []
         try:
@@ -97,6 +113,7 @@ class StreamReader:
         return self._events_of(self._sse.feed(data))
 
     def close(self) -> StreamResult:
+        said = self._assembler.said
         if self._decoder is not None:
             try:
                 self._decoder.close()
@@ -115,6 +132,8 @@ class StreamReader:
             elif self._frames.broken is not None:
                 self._bad += 1
         assembler = self._assembler
+        if not said and assembler.said:  # a last event the stream did not end, at its end
+            self._first_output_at = self._at
         return StreamResult(
             response=assembler.result(),
             events=self._events,
@@ -123,6 +142,7 @@ class StreamReader:
             bad_events=self._bad,
             repaired_events=self._repaired,
             decode_error=self._error,
+            first_output_at=self._first_output_at,
         )
 
     def _fail(self, reason: str) -> None:
@@ -131,33 +151,31 @@ class StreamReader:
 
     def _messages(self, messages: list[Message]) -> list[Any]:
         """Event-stream messages as the dialect's events; an exception is a stream error."""
-        out = []
+        out: list[Any] = []
         for message in messages:
             if message.message_type == "exception":
                 error = api_error(loads(message.payload)[0])
                 kind = message.exception_type or message.event_type
                 self._assembler.errors.append(ApiError(type=kind, message=error.message))
                 continue
-            value = _event(message)
-            if value is None:
-                self._bad += 1
-                continue
-            self._events += 1
-            self._assembler.event(value)
-            out.append(value)
+            self._hand(_event(message), out)
         return out
 
     def _elements(self, values: list[Any]) -> list[Any]:
         """A JSON array's elements as the dialect's events: each must be an object."""
-        out = []
+        out: list[Any] = []
         for value in values:
-            if not isinstance(value, dict):
-                self._bad += 1
-                continue
-            self._events += 1
-            self._assembler.event(value)
-            out.append(value)
+            self._hand(value, out)
         return out
+
+    def _hand(self, value: Any, out: list[Any]) -> None:
+        """An event to the dialect's assembler, if it is a JSON object; else it is a bad one."""
+        if not isinstance(value, dict):
+            self._bad += 1
+            return
+        self._events += 1
+        self._assembler.event(value)
+        out.append(value)
 
     def _events_of(self, events: list[Any], cut: bool = False) -> list[Any]:
         """SSE events: OpenAI's `[DONE]` marks the end; every other event's data is JSON."""

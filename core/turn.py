@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .hidden import Hidden
 from .jsontext import dumps
-from .shapes import as_dict, as_list, as_str
+from .shapes import as_bool, as_dict, as_list, as_str
 
 Api = Literal[
     "responses",
@@ -46,6 +46,27 @@ class Tool(BaseModel):
     namespace: str | None = None
     description: Any = None  # what the model reads of it, besides its name and parameters
     annotations: Any = None  # a hosted MCP server's hints (readOnlyHint, ...)
+
+    @classmethod
+    def declared(
+        cls,
+        name: str,
+        kind: str,
+        holder: Mapping[str, Any],
+        schema: str = "parameters",
+        **extra: Any,
+    ) -> Tool:
+        """A tool as a request declares it, its fields in `holder`: a function's strict and
+        schema (under `schema`) are read; a custom tool has neither. Pure."""
+        function = kind == "function"
+        return cls(
+            name=name,
+            type=kind,
+            strict=as_bool(holder.get("strict")) if function else None,
+            parameters=holder.get(schema) if function else None,
+            description=holder.get("description"),
+            **extra,
+        )
 
 
 class ToolCall(BaseModel):
@@ -149,6 +170,34 @@ class Turn(BaseModel):
         if self.output_format:
             response["text"] = {"format": self.output_format}
         return response
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def tokens(
+    input: Any = None, output: Any = None, cached: Any = None, reasoning: Any = None
+) -> dict[str, int]:
+    """The token counts a response states, by the names the log uses (input_tokens,
+    output_tokens, cached_input_tokens, reasoning_tokens): input counts cached tokens and
+    output reasoning tokens, as OpenTelemetry's GenAI conventions have them. A count the API
+    did not give, or gave as no whole number, is left out: never 0 for unknown. Pure."""
+    counted = {
+        "input_tokens": _count(input),
+        "output_tokens": _count(output),
+        "cached_input_tokens": _count(cached),
+        "reasoning_tokens": _count(reasoning),
+    }
+    return {k: v for k, v in counted.items() if v is not None}
+
+
+def plus(base: Any, *more: Any) -> int | None:
+    """base with the counts beside it that the API keeps apart (cache reads and writes,
+    thoughts) added; None when base is not given. Pure."""
+    if _count(base) is None:
+        return None
+    return int(base) + sum(n for n in map(_count, more) if n is not None)
 
 
 def raw_arguments(value: Any) -> str:

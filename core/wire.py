@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .dialects import detect_api, detect_socket, dialect, streamed_path
+from .dialects.base import Prior
 from .dialects.responses import (
     CLIENT_CALL_TYPES,
     RESULT_TYPES,
@@ -17,6 +18,7 @@ from .dialects.responses import (
     is_retrieval,
     result_call_ids,
 )
+from .loop import LoopReport
 from .shapes import as_dict, as_str
 from .turn import APIS, Api, Tool, ToolCall, Turn, callable_names
 
@@ -30,6 +32,7 @@ __all__ = [
     "ToolCall",
     "Turn",
     "callable_names",
+    "check_loop",
     "client_call_id",
     "detect_api",
     "detect_socket",
@@ -47,16 +50,10 @@ def read_turn(api: Api, request: Any, response: Any) -> Turn:
     turn = reading.read_turn(request, response)
     turn.request_model = as_str(request.get("model")) or None
     turn.finish_reasons = reading.finish_reasons(response)
-    usage = as_dict(response.get("usage"))
-    counted = {  # as Responses and Anthropic, Chat, and Bedrock spell them
-        "input_tokens": usage.get(
-            "input_tokens", usage.get("prompt_tokens", usage.get("inputTokens"))
-        ),
-        "output_tokens": usage.get(
-            "output_tokens", usage.get("completion_tokens", usage.get("outputTokens"))
-        ),
-    }
-    turn.usage = turn.usage or {
-        k: v for k, v in counted.items() if isinstance(v, int) and not isinstance(v, bool)
-    }
+    turn.usage = reading.usage(response)
     return turn
+
+
+def check_loop(api: Api, request: Any, prior: Prior = None) -> LoopReport:
+    """Tool-loop findings and tool results for one request body, by its dialect's reading. Pure."""
+    return dialect(api).check_loop(as_dict(request), prior)

@@ -17,6 +17,8 @@ from tooltap.addon.harness.redis_server import RedisServer
 from tooltap.addon.proxy.addon import Tooltap
 from tooltap.addon.sinks.metrics import Metrics
 
+pytest_plugins = ("pytester",)  # the pytest plugin is tested in pytest subprocesses
+
 
 @dataclass
 class Harness:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from tooltap.core import REQUEST_HEADERS, Exchange
-from tooltap.core.sockets import SocketClose, SocketTurn, socket_reader, wanted
+from tooltap.core.dialects import socket_reader, socket_reading
+from tooltap.core.sockets import SocketClose, SocketTurn
 from tooltap.core.wire import detect_socket
 
 from ..options import BY_NAME
@@ -49,9 +50,10 @@ def socket_turns(flow: Any) -> list[SocketTurn]:
     ws = flow.websocket
     # The live proxy's default bound on a turn, so that both skip the same turns.
     reader = socket_reader(api, flow.request.url, BY_NAME["tooltap_max_body"].default)
+    reading = socket_reading(api)
     turns: list[SocketTurn] = []
     for message in ws.messages:
-        if wanted(api, message.content, message.is_text):
+        if reading.wanted(message.content, message.is_text):
             turns += reader.feed(message.content, message.from_client)
     if ws.timestamp_end is None:  # saved while open: what was in flight had not ended
         turns += reader.lost("the socket was still open when the flow was saved")

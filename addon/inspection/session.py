@@ -26,7 +26,8 @@ from tooltap.core import (
     served_session,
 )
 from tooltap.core.definitions import endpoint
-from tooltap.core.dialects.mcp import ANSWERED_ON_STREAM, Changed, Channels, Said, list_changed
+from tooltap.core.dialects.mcp import list_changed
+from tooltap.core.dialects.mcp_streams import ANSWERED_ON_STREAM, Changed, Channels, Said
 from tooltap.core.jsontext import loads
 
 from .pins import Pins

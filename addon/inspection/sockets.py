@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 
 from tooltap.core import Api, Verdict
-from tooltap.core.sockets import Reader, SocketTurn, socket_reader
+from tooltap.core.dialects import socket_reader
+from tooltap.core.sockets import SocketReader, SocketTurn
 
 from ..handover.record import SocketBatch
 from .session import Session, with_ending
@@ -28,7 +29,7 @@ class Sockets:
         self.size = size
         self.held = 0
         self.skipped: Counter[tuple[str, str]] = Counter()  # (api, reason): messages not used
-        self._readers: OrderedDict[str, Reader] = OrderedDict()
+        self._readers: OrderedDict[str, SocketReader] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._readers)
@@ -59,7 +60,7 @@ class Sockets:
         turns += self._trim(key)
         return turns
 
-    def _count(self, reader: Reader) -> None:
+    def _count(self, reader: SocketReader) -> None:
         for reason, count in reader.skipped.items():
             self.skipped[reader.api, reason] += count
         reader.skipped.clear()

@@ -44,6 +44,7 @@ from ..inspection.state import open_state
 from ..options import BY_NAME
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
+from ..sinks.redaction import hash_key_problem
 from ..sinks.traces import traces
 from .channel import ChannelTap
 from .sockets import SocketTap
@@ -252,6 +253,8 @@ class Tooltap:
 
     def configure(self, updated: set[str]) -> None:
         for problem in options.problems(ctx.options, updated):
+            raise exceptions.OptionsError(problem)
+        if self._settings is None and (problem := hash_key_problem()) is not None:
             raise exceptions.OptionsError(problem)
         if "tooltap_hosts" in updated:
             self._hosts.clear()

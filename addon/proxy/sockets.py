@@ -4,7 +4,7 @@ Bookkeeping only. A look at the head of each text message decides whether it
 is held: audio, images and text deltas never are. Held messages are
 mitmproxy's own bytes, kept by reference, and go to the inspection side in
 batches: after a response's last event, when a batch is full, and when the
-socket closes. Turns are split there (tooltap.core.sockets).
+socket closes. Turns are split there, by the dialect's socket reader.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections import Counter
 from mitmproxy import http
 
 from tooltap.core import Api
-from tooltap.core.sockets import ends_turn, kind_of, needed, readable
+from tooltap.core.dialects import socket_reading
 
 from ..handover.budget import Budget, MiB
 from ..handover.record import Record, SocketBatch
@@ -29,6 +29,7 @@ class SocketTap:
 
     def __init__(self, api: Api, flow: http.HTTPFlow) -> None:
         self.api = api
+        self.reading = socket_reading(api)  # its cheap look at each message
         self.flow = flow
         self.messages: list[bytes] = []
         self.sources = bytearray()  # per held message, 1 when the client sent it
@@ -47,12 +48,13 @@ class SocketTap:
             return False
         message = websocket.messages[-1]
         self.seen += 1
-        if not readable(self.api, message.is_text):
+        reading = self.reading
+        if not reading.readable(message.is_text):
             self.skipped["binary"] += 1
             return False
         content = message.content
-        kind = kind_of(self.api, content)
-        if not needed(self.api, content, kind):
+        kind = reading.kind(content)
+        if not reading.needed(content, kind):
             return False
         if not budget.take(len(content)):
             self.skipped["over_budget"] += 1
@@ -68,7 +70,7 @@ class SocketTap:
         self.sources.append(message.from_client)
         self.held += len(content)
         return (
-            ends_turn(self.api, content, kind)
+            reading.ends_turn(content, kind)
             or len(self.messages) >= BATCH_MESSAGES
             or self.held >= BATCH_BYTES
         )

@@ -67,17 +67,48 @@ def redact_text(text: str) -> str:
     return orjson.dumps(_redact_value(value)).decode()
 
 
+class HashKeyError(ValueError):
+    """TOOLTAP_HASH_KEY_FILE names a key that cannot be read."""
+
+
+def _key_file(path: str) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            key = file.read(4096).strip()
+    except OSError as exc:
+        raise HashKeyError(
+            f"TOOLTAP_HASH_KEY_FILE={path}: the hash key cannot be read ({exc.strerror})"
+        ) from None
+    if not key:
+        raise HashKeyError(f"TOOLTAP_HASH_KEY_FILE={path}: the file holds no key")
+    return key
+
+
 def hash_key() -> bytes:
-    """The key hashes are made with: TOOLTAP_HASH_KEY, which makes them comparable across
-    replicas, else one drawn for this process. Keyed, so that a short secret cannot be
-    recovered, nor a guess confirmed, by hashing guesses."""
+    """The key hashes are made with: TOOLTAP_HASH_KEY, else the key in the file
+    TOOLTAP_HASH_KEY_FILE names (a mounted secret), either of which makes them comparable
+    across replicas; else one drawn for this process. Keyed, so that a short secret cannot be
+    recovered, nor a guess confirmed, by hashing guesses. A key file named but unreadable is
+    an error (HashKeyError), never a key drawn in its place: replicas would stop agreeing."""
     env = os.environ.get("TOOLTAP_HASH_KEY")
-    return env.encode() if env else secrets.token_bytes(32)
+    if env:
+        return env.encode()
+    path = os.environ.get("TOOLTAP_HASH_KEY_FILE")
+    return _key_file(path) if path else secrets.token_bytes(32)
+
+
+def hash_key_problem() -> str | None:
+    """Why hash_key() would fail, or None. Asked when the proxy starts."""
+    try:
+        hash_key()
+    except HashKeyError as exc:
+        return str(exc)
+    return None
 
 
 def hash_key_shared() -> bool:
-    """Whether hash_key() is TOOLTAP_HASH_KEY, which other processes can share."""
-    return bool(os.environ.get("TOOLTAP_HASH_KEY"))
+    """Whether hash_key() is one other processes can share (TOOLTAP_HASH_KEY or its file)."""
+    return bool(os.environ.get("TOOLTAP_HASH_KEY") or os.environ.get("TOOLTAP_HASH_KEY_FILE"))
 
 
 def keyed(key: bytes, text: str) -> str:

@@ -23,14 +23,15 @@ from typing import Any
 from mitmproxy import ctx, hooks, http
 
 from tooltap.core import Api, Exchange, Verdict
-from tooltap.core.sockets import SocketClose, socket_reader, wanted
+from tooltap.core.dialects import socket_reader, socket_reading
+from tooltap.core.sockets import SocketClose, SocketReader
 from tooltap.core.wire import detect_socket
 
 from ..inspection.applications import Applications
 from ..inspection.flows import flow_exchange, socket_close, socket_ending
 from ..inspection.scrub import scrub
 from ..inspection.session import Session
-from ..inspection.sockets import MAX_SOCKETS, Reader, socket_verdict
+from ..inspection.sockets import MAX_SOCKETS, socket_verdict
 from ..options import BY_NAME
 from ..proxy.addon import flow_api, watched
 from ..proxy.tap import StreamTap
@@ -57,7 +58,7 @@ class WebAnnotations:
         self.view = TooltapContentview()
         self.active = False
         self.session = Session()
-        self.readers: dict[str, Reader] = {}
+        self.readers: dict[str, SocketReader] = {}
         self.credentials: dict[str, tuple[str, ...]] = {}  # by socket, read once
         self.policy = ArgumentPolicy(BY_NAME["tooltap_log_arguments"].default)
         self.applications = Applications()  # who declared a model request's tools
@@ -122,7 +123,7 @@ class WebAnnotations:
             return
         message = flow.websocket.messages[-1]
         content = message.content
-        if not wanted(reader.api, content, message.is_text):
+        if not socket_reading(reader.api).wanted(content, message.is_text):
             return
         if self.waiting >= MAX_WAITING:  # the worker is behind: this turn goes unread
             self._lagging.add(flow.id)
@@ -213,14 +214,14 @@ class WebAnnotations:
             return [Verdict(api=api, outcome="skipped", reason=NOT_KEPT)]
         return [self.session.inspect(exchange, application=application)]
 
-    def _feed(self, reader: Reader, content: bytes, from_client: bool) -> list[Verdict]:
+    def _feed(self, reader: SocketReader, content: bytes, from_client: bool) -> list[Verdict]:
         return [socket_verdict(self.session, turn) for turn in reader.feed(content, from_client)]
 
-    def _lost(self, reader: Reader) -> list[Verdict]:
+    def _lost(self, reader: SocketReader) -> list[Verdict]:
         return [socket_verdict(self.session, turn) for turn in reader.lost()]
 
     def _close(
-        self, reader: Reader, close: SocketClose | None, note: str | None, failure: str | None
+        self, reader: SocketReader, close: SocketClose | None, note: str | None, failure: str | None
     ) -> list[Verdict]:
         return [socket_verdict(self.session, t, note, failure) for t in reader.close(close)]
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from ..jsontext import loads
+from ..sockets import SocketReader, SocketReading
 from ..turn import Api
 from . import (
     chat,
@@ -43,6 +44,8 @@ __all__ = [
     "dialect",
     "path_of",
     "shared_path",
+    "socket_reader",
+    "socket_reading",
     "streamed_path",
 ]
 
@@ -124,9 +127,22 @@ def detect_socket(url: str) -> Api | None:
     if path is None:
         return None
     return next(
-        (d.api for d in DIALECTS.values() if d.socket_path and path.endswith(d.socket_path)),
+        (d.api for d in DIALECTS.values() if d.socket and path.endswith(d.socket.path)),
         None,
     )
+
+
+def socket_reading(api: Api) -> SocketReading:
+    """How an API's WebSocket is read (KeyError for one that speaks over none)."""
+    reading = DIALECTS[api].socket
+    if reading is None:
+        raise KeyError(api)
+    return reading
+
+
+def socket_reader(api: Api, url: str, max_turn: int, late: bool = False) -> SocketReader:
+    """A new reader for one socket that speaks this API. Pure."""
+    return socket_reading(api).reader(url, max_turn, late)
 
 
 def streamed_path(api: Api, url: str) -> bool:

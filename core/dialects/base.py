@@ -7,33 +7,20 @@ repairs. The defaults are OpenAI's, whose rules the seeds are; a dialect gives w
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from .. import parallel, schema
 from ..arguments import ValidatorCache
-from ..errors import ApiError
+from ..assembly import StreamAssembler
 from ..loop import LoopReport
 from ..schema import SEED_LIMITS, Limits
 from ..served import Served, ToolServer
 from ..shapes import as_dict, as_list
-from ..turn import Api, Turn
-
-
-class Assembler(Protocol):
-    """A dialect's stream events, assembled into the response the same call returns unstreamed."""
-
-    errors: list[ApiError]
-
-    @property
-    def complete(self) -> bool: ...
-
-    def event(self, event: Mapping[str, Any]) -> None: ...
-
-    def done_marker(self) -> None: ...  # a `data: [DONE]` line, which is not JSON
-
-    def result(self) -> dict[str, Any]: ...
+from ..sockets import SocketReading
+from ..turn import Api, Turn, tokens
 
 
 def openai_blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> list[str]:
@@ -116,6 +103,27 @@ def no_instructions(request: Mapping[str, Any]) -> str:
     return ""
 
 
+def openai_usage(response: Mapping[str, Any]) -> dict[str, int]:
+    """The usage OpenAI's APIs state, in the Responses spelling (input_tokens and their
+    `_details`; the Realtime API's `_token_details`) or the Chat one (prompt_tokens,
+    completion_tokens and their `_details`). Pure."""
+    usage = as_dict(response.get("usage"))
+    input_details = as_dict(
+        usage.get("input_tokens_details", usage.get("input_token_details"))
+        or usage.get("prompt_tokens_details")
+    )
+    output_details = as_dict(
+        usage.get("output_tokens_details", usage.get("output_token_details"))
+        or usage.get("completion_tokens_details")
+    )
+    return tokens(
+        usage.get("input_tokens", usage.get("prompt_tokens")),
+        usage.get("output_tokens", usage.get("completion_tokens")),
+        input_details.get("cached_tokens"),
+        output_details.get("reasoning_tokens"),
+    )
+
+
 Prior = Mapping[str, Sequence[str]] | None  # response id -> the calls it left open
 # A tool server's reading: (request body, response body or assembled stream, the session so
 # far, validators, the session's id) -> what the exchange said.
@@ -152,7 +160,7 @@ class Dialect:
     api: Api
     recognise: Callable[[str, str], bool]  # (method, path): does an HTTP request speak it
     read_turn: Callable[[Mapping[str, Any], Mapping[str, Any]], Turn]
-    assembler: Callable[[], Assembler]
+    assembler: Callable[[], StreamAssembler]
     check_loop: Callable[[Mapping[str, Any], Prior], LoopReport]
     finish_reasons: Callable[[Mapping[str, Any]], list[str]]
     blockers: Callable[..., list[str]] = openai_blockers
@@ -160,7 +168,7 @@ class Dialect:
     format_repairs: Callable[..., list[str]] = openai_format_repairs
     parallel_voids_strict: bool = True  # only OpenAI documents that parallel calls void strict
     argument_repair: str = ARGUMENT_REPAIR  # for calls with bad arguments ({calls}: their ids)
-    socket_path: str | tuple[str, ...] | None = None  # a WebSocket to a path ending so speaks it
+    socket: SocketReading | None = None  # how it is read off a WebSocket, if it speaks over one
     model_in_path: Callable[[str], str | None] | None = None  # where the body names none
     # A body that is not a turn yet (a background response), read later: (method, request,
     # status, stream read whole or not) -> whether to wait for it.
@@ -181,6 +189,20 @@ class Dialect:
     # The request's instructions to the model (system and developer text): what tells one
     # agent of an application from another, whose tools of one name may differ.
     instructions: Callable[[Mapping[str, Any]], str] = no_instructions
+    # The tokens the response counts (tooltap.core.turn.tokens), as the API states them.
+    usage: Callable[[Mapping[str, Any]], dict[str, int]] = openai_usage
     # The response restates the request's tools, and its Turn reads them from there (the
     # Responses echo): the definitions the model read are then read from the request again.
     echoes_tools: bool = False
+
+    @classmethod
+    def from_names(cls, names: Mapping[str, Any], **given: Any) -> Dialect:
+        """A dialect read from its room's own names, as a module states it: a function named
+        after a field (recognise, read_turn, check_loop, finish_reasons, instructions,
+        blockers, ...) is that field, and the class Assembler is its assembler. `given` says
+        the rest (api, settings, what it takes from another room) and wins over a name."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        found = {k: v for k, v in names.items() if k in fields and callable(v)}
+        if "Assembler" in names:
+            found["assembler"] = names["Assembler"]
+        return cls(**(found | given))

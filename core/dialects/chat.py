@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ApiError, api_error
+from ..assembly import Blocks, StreamAssembler
 from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import Tool, ToolCall, Turn, callable_names, make_call
@@ -28,26 +28,11 @@ def _tools(request: Mapping[str, Any]) -> list[Tool]:
         inner = as_dict(tool.get(kind))
         name = as_str(inner.get("name")).strip()
         if kind in ("function", "custom") and name:
-            out.append(
-                Tool(
-                    name=name,
-                    type=kind,
-                    strict=as_bool(inner.get("strict")) if kind == "function" else None,
-                    parameters=inner.get("parameters") if kind == "function" else None,
-                    description=inner.get("description"),
-                )
-            )
+            out.append(Tool.declared(name, kind, inner))
     for legacy in map(as_dict, as_list(request.get("functions"))):
         name = as_str(legacy.get("name")).strip()
         if name:
-            out.append(
-                Tool(
-                    name=name,
-                    strict=as_bool(legacy.get("strict")),
-                    parameters=legacy.get("parameters"),
-                    description=legacy.get("description"),
-                )
-            )
+            out.append(Tool.declared(name, "function", legacy))
     return out
 
 
@@ -106,7 +91,7 @@ def _tool_choice(request: Mapping[str, Any]) -> Any:
     return {"type": "function", **legacy} if isinstance(legacy, dict) else legacy
 
 
-class Assembler:
+class Assembler(StreamAssembler):
     """Chat Completions chunks: tool calls accumulate by index within a choice.
 
     Never by id: some servers send a new id on every fragment. Azure's leading
@@ -114,11 +99,10 @@ class Assembler:
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.head: dict[str, Any] = {}
         self.usage: Any = None
         self.choices: dict[int, dict[str, Any]] = {}
-        self.errors: list[ApiError] = []
-        self.done = False
 
     def done_marker(self) -> None:
         self.done = True
@@ -133,13 +117,15 @@ class Assembler:
 
     def event(self, chunk: Mapping[str, Any]) -> None:
         if chunk.get("error"):
-            self.errors.append(api_error(chunk))
+            self.error(chunk)
             return
         for key in ("id", "model", "created", "system_fingerprint"):
             if chunk.get(key) and key not in self.head:
                 self.head[key] = chunk[key]
         if chunk.get("usage"):
             self.usage = chunk["usage"]
+        elif as_dict(chunk.get("x_groq")).get("usage"):  # Groq's last chunk says it there
+            self.usage = as_dict(chunk.get("x_groq"))["usage"]
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
             if isinstance(choice, dict):
@@ -148,7 +134,7 @@ class Assembler:
     def _choice(self, choice: Mapping[str, Any]) -> None:
         index = as_int(choice.get("index"))
         slot = self.choices.setdefault(
-            index, {"role": None, "content": [], "refusal": [], "calls": {}, "finish": None}
+            index, {"role": None, "content": [], "refusal": [], "calls": Blocks(), "finish": None}
         )
         if choice.get("finish_reason"):
             slot["finish"] = choice["finish_reason"]
@@ -158,25 +144,21 @@ class Assembler:
         for key in ("content", "refusal"):
             if isinstance(delta.get(key), str):
                 slot[key].append(delta[key])
+        # Output: text, a refusal, reasoning (compatible servers' reasoning_content), a call.
+        self.said |= any(delta.get(k) for k in ("content", "refusal", "reasoning_content",
+                                                  "reasoning", "tool_calls"))  # fmt: skip
         fragments = delta.get("tool_calls")
         for fragment in fragments if isinstance(fragments, list) else []:
             if not isinstance(fragment, dict):
                 continue
-            calls: dict[int, dict[str, Any]] = slot["calls"]
-            call = calls.setdefault(
-                as_int(fragment.get("index"), len(calls)),
-                {"id": None, "type": None, "name": None, "arguments": None},
-            )
-            for key in ("id", "type"):
-                if fragment.get(key) and call[key] is None:
-                    call[key] = fragment[key]
+            calls: Blocks = slot["calls"]
+            index = as_int(fragment.get("index"), len(calls))
+            call = calls.get(index) or calls.open(index, {"id": None, "type": None, "name": None})
             function = as_dict(fragment.get("function"))
-            if function.get("name") and call["name"] is None:
-                call["name"] = function["name"]
-            if isinstance(function.get("arguments"), str):
-                if call["arguments"] is None:
-                    call["arguments"] = []
-                call["arguments"].append(function["arguments"])
+            for key, value in (("id", fragment), ("type", fragment), ("name", function)):
+                if value.get(key) and call[key] is None:
+                    call[key] = value[key]
+            calls.add(index, function.get("arguments"))
 
     def result(self) -> dict[str, Any]:
         choices = []
@@ -194,13 +176,9 @@ class Assembler:
                         "type": call["type"] or "function",
                         # No fragment with arguments: the key was missing, not empty.
                         "function": {"name": call["name"] or ""}
-                        | (
-                            {}
-                            if call["arguments"] is None
-                            else {"arguments": "".join(call["arguments"])}
-                        ),
+                        | ({} if arguments is None else {"arguments": arguments}),
                     }
-                    for _, call in sorted(slot["calls"].items())
+                    for _, call, arguments in slot["calls"]
                 ]
             choices.append({"index": index, "message": message, "finish_reason": slot["finish"]})
         response: dict[str, Any] = {"object": "chat.completion", **self.head, "choices": choices}
@@ -262,12 +240,7 @@ def instructions(request: Mapping[str, Any]) -> str:
     return role_text(request.get("messages"))
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="chat",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    instructions=instructions,
 )

@@ -29,12 +29,12 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from ..errors import ApiError
+from ..assembly import Blocks, StreamAssembler, json_or_text
 from ..jsontext import dumps, loads
 from ..loop import Checker, LoopReport, error_payload, is_empty
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
-from ..turn import Tool, ToolCall, Turn, make_call
+from ..turn import Tool, ToolCall, Turn, make_call, plus, tokens
 from .base import Dialect, Prior, advisory_tools_repairs, fanout_repairs, text_of
 
 _PATH = re.compile(r"/model/(?P<model>[^/]+)/(?:converse|converse-stream)$")
@@ -138,7 +138,7 @@ def finish_reasons(response: Mapping[str, Any]) -> list[str]:
 # --- the stream --------------------------------------------------------------------------------
 
 
-class Assembler:
+class Assembler(StreamAssembler):
     """Converse stream events, `{event type: payload}`: blocks by contentBlockIndex.
 
     A toolUse block opens with its id and name; its input comes as partial JSON text in
@@ -148,19 +148,10 @@ class Assembler:
     """
 
     def __init__(self) -> None:
-        self.blocks: dict[int, dict[str, Any]] = {}
-        self.parts: dict[int, list[str]] = {}
+        super().__init__()
+        self.blocks = Blocks()
         self.stop_reason: str | None = None
         self.usage: Any = None
-        self.errors: list[ApiError] = []
-        self.done = False
-
-    def done_marker(self) -> None:
-        """An OpenAI `[DONE]` line: not part of an event stream."""
-
-    @property
-    def complete(self) -> bool:
-        return self.done
 
     def event(self, event: Mapping[str, Any]) -> None:
         for kind, payload in event.items():
@@ -169,9 +160,10 @@ class Assembler:
             if kind == "contentBlockStart":
                 use = as_dict(as_dict(body.get("start")).get("toolUse"))
                 if use:
-                    self.blocks[index] = {"toolUse": dict(use)}
-                    self.parts[index] = []
+                    self.blocks.open(index, {"toolUse": dict(use)})
+                    self.said = True  # a call's name
             elif kind == "contentBlockDelta":
+                self.said = True  # text, reasoning or a call's input
                 self._delta(index, as_dict(body.get("delta")))
             elif kind == "messageStop":
                 self.stop_reason = as_str(body.get("stopReason")) or None
@@ -180,23 +172,24 @@ class Assembler:
                 self.usage = body.get("usage")
 
     def _delta(self, index: int, delta: Mapping[str, Any]) -> None:
+        block = self.blocks.get(index)
         if "toolUse" in delta:
-            fragment = as_dict(delta.get("toolUse")).get("input")
-            if index in self.parts and isinstance(fragment, str):
-                self.parts[index].append(fragment)
+            if block is not None and "toolUse" in block:
+                self.blocks.add(index, as_dict(delta.get("toolUse")).get("input"))
         elif isinstance(delta.get("text"), str):
-            block = self.blocks.setdefault(index, {"text": ""})
+            if block is None:
+                block = self.blocks.open(index, {"text": ""})
             if "text" in block:
-                block["text"] += delta["text"]
+                self.blocks.add(index, delta["text"])
 
     def result(self) -> dict[str, Any]:
         content = []
-        for index, started in sorted(self.blocks.items()):
+        for _, started, text in self.blocks:
             block = dict(started)
             if "toolUse" in block:
-                text = "".join(self.parts.get(index, []))
-                value, error = loads(text) if text.strip() else ({}, None)
-                block["toolUse"] = {**block["toolUse"], "input": text if error else value}
+                block["toolUse"] = {**block["toolUse"], "input": json_or_text(text)}
+            elif "text" in block:
+                block["text"] = text or ""
             content.append(block)
         response: dict[str, Any] = {
             "output": {"message": {"role": "assistant", "content": content}}
@@ -355,20 +348,26 @@ def blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> 
     return converse_blockers(value)
 
 
+def usage(response: Mapping[str, Any]) -> dict[str, int]:
+    """Bedrock's usage: inputTokens without the cache's reads and writes, which it counts
+    apart. Pure."""
+    counted = as_dict(response.get("usage"))
+    read = counted.get("cacheReadInputTokens")
+    return tokens(
+        plus(counted.get("inputTokens"), read, counted.get("cacheWriteInputTokens")),
+        counted.get("outputTokens"),
+        read,
+    )
+
+
 def instructions(request: Mapping[str, Any]) -> str:
     """`system`: a list of text blocks. Pure."""
     return text_of(request.get("system"))
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="converse",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    instructions=instructions,
-    blockers=blockers,
     state_repairs=fanout_repairs(
         "set strict: true on the toolSpec (for models Bedrock supports it on)."
     ),
@@ -377,5 +376,4 @@ DIALECT = Dialect(
         converse_blockers,
     ),
     parallel_voids_strict=False,
-    model_in_path=model_in_path,
 )

@@ -37,12 +37,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from ..errors import ApiError, api_error
+from ..assembly import StreamAssembler
 from ..jsontext import dumps, loads
 from ..loop import Checker, LoopReport, error_payload
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_dict, as_int, as_list, as_str
-from ..turn import Tool, ToolCall, Turn
+from ..turn import Tool, ToolCall, Turn, plus, tokens
 from .base import Dialect, Prior, fanout_repairs, text_of
 
 _PATH = re.compile(
@@ -264,11 +264,6 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
                     arguments_missing="args" not in call,
                 )
             )
-    usage = as_dict(field(response, "usageMetadata"))
-    counted = {
-        "input_tokens": field(usage, "promptTokenCount"),
-        "output_tokens": field(usage, "candidatesTokenCount"),
-    }
     return Turn(
         api="gemini",
         model=as_str(field(response, "modelVersion")) or as_str(request.get("model")) or None,
@@ -278,7 +273,19 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         calls=calls,
         output_types=types,
         callable_names=names,
-        usage={k: v for k, v in counted.items() if isinstance(v, int) and not isinstance(v, bool)},
+    )
+
+
+def usage(response: Mapping[str, Any]) -> dict[str, int]:
+    """usageMetadata: the prompt (cached content included), the candidates and the thoughts,
+    which Gemini counts apart from them. Pure."""
+    counted = as_dict(field(response, "usageMetadata"))
+    thoughts = field(counted, "thoughtsTokenCount")
+    return tokens(
+        field(counted, "promptTokenCount"),
+        plus(field(counted, "candidatesTokenCount"), thoughts),
+        field(counted, "cachedContentTokenCount"),
+        thoughts,
     )
 
 
@@ -297,7 +304,7 @@ def finish_reasons(response: Mapping[str, Any]) -> list[str]:
 # --- the stream --------------------------------------------------------------------------------
 
 
-class Assembler:
+class Assembler(StreamAssembler):
     """Stream chunks, each a whole GenerateContentResponse: the parts of each candidate are
     concatenated in order (a call arrives whole, in one chunk), consecutive plain text parts
     joined; the last chunk's finishReason ends the stream, and its usage and ids are kept.
@@ -307,22 +314,14 @@ class Assembler:
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.candidates: dict[int, dict[str, Any]] = {}
         self.top: dict[str, Any] = {}
-        self.errors: list[ApiError] = []
-        self.done = False
         self._streamed: dict[int, StreamedCalls] = {}  # per candidate
-
-    def done_marker(self) -> None:
-        """An OpenAI `[DONE]` line: not part of a Gemini stream."""
-
-    @property
-    def complete(self) -> bool:
-        return self.done
 
     def event(self, event: Mapping[str, Any]) -> None:
         if "error" in event:
-            self.errors.append(api_error(event))
+            self.error(event)
             return
         for key in ("usageMetadata", "modelVersion", "responseId", "promptFeedback"):
             if field(event, key) is not None:
@@ -334,6 +333,7 @@ class Assembler:
             for part in map(as_dict, as_list(field(field(candidate, "content"), "parts"))):
                 if not streamed.take(held["content"]["parts"], part):
                     _add(held["content"]["parts"], part)
+                self.said |= any(field(part, k) for k in ("text", "functionCall", "partialArgs"))
             reason = field(candidate, "finishReason")
             if reason is not None:
                 held["finishReason"] = reason
@@ -642,22 +642,12 @@ def instructions(request: Mapping[str, Any]) -> str:
     return text_of(field(field(request, "systemInstruction"), "parts"))
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="gemini",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    instructions=instructions,
-    blockers=blockers,
     state_repairs=fanout_repairs(
         "set functionCallingConfig.mode to VALIDATED (or ANY), under which Google says the "
         "calls adhere to their schemas."
     ),
-    format_repairs=format_repairs,
     parallel_voids_strict=False,
-    model_in_path=model_in_path,
-    streams=streams,
-    request_blockers=request_blockers,
 )

@@ -20,12 +20,11 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from ..errors import ApiError, api_error
-from ..jsontext import loads
+from ..assembly import Blocks, StreamAssembler, json_or_text
 from ..loop import Checker, LoopReport, is_empty
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
-from ..turn import HostedResult, Tool, ToolCall, Turn, callable_names, make_call
+from ..turn import HostedResult, Tool, ToolCall, Turn, callable_names, make_call, plus, tokens
 from .base import Dialect, Prior, advisory_tools_repairs, fanout_repairs, text_of
 
 # Anthropic on Vertex AI, the model in the path.
@@ -58,14 +57,7 @@ def _tools(request: Mapping[str, Any]) -> list[Tool]:
         if not name:
             continue
         if kind == "custom" or "input_schema" in tool:
-            out.append(
-                Tool(
-                    name=name,
-                    strict=as_bool(tool.get("strict")),
-                    parameters=tool.get("input_schema"),
-                    description=tool.get("description"),
-                )
-            )
+            out.append(Tool.declared(name, "function", tool, "input_schema"))
         else:
             # Versioned tools (bash_20250124, web_search_20250305, ...) accept strict too.
             out.append(Tool(name=name, type=kind, strict=as_bool(tool.get("strict"))))
@@ -124,7 +116,7 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     )
 
 
-class Assembler:
+class Assembler(StreamAssembler):
     """Anthropic Messages events: content blocks accumulate by index.
 
     input_json_delta fragments concatenate; "" means {}; a tool input that does
@@ -135,18 +127,9 @@ class Assembler:
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.message: dict[str, Any] = {}
-        self.blocks: dict[int, dict[str, Any]] = {}
-        self.parts: dict[int, list[str]] = {}
-        self.errors: list[ApiError] = []
-        self.done = False
-
-    def done_marker(self) -> None:
-        """An OpenAI `[DONE]` line: this stream's end is its own final event."""
-
-    @property
-    def complete(self) -> bool:
-        return self.done
+        self.blocks = Blocks()
 
     def event(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
@@ -154,14 +137,18 @@ class Assembler:
             self.message = dict(as_dict(event.get("message")))
             for index, block in enumerate(as_list(self.message.get("content"))):
                 if isinstance(block, dict):
-                    self.blocks[index] = dict(block)
-                    self.parts[index] = []
+                    self.blocks.open(index, block)
+            self.said |= bool(self.blocks)  # a message that starts with its content
         elif kind == "content_block_start" and isinstance(event.get("content_block"), dict):
-            index = as_int(event.get("index"), len(self.blocks))
-            self.blocks[index] = dict(event["content_block"])
-            self.parts[index] = []
+            block = self.blocks.open(
+                as_int(event.get("index"), len(self.blocks)), event["content_block"]
+            )
+            self.said |= bool(block.get("name"))  # a call's name comes with its block
         elif kind == "content_block_delta":
-            self._delta(as_int(event.get("index")), as_dict(event.get("delta")))
+            index, delta = as_int(event.get("index")), as_dict(event.get("delta"))
+            for key in ("partial_json", "text", "thinking"):
+                self.blocks.add(index, delta.get(key))
+                self.said |= bool(delta.get(key))
         elif kind == "message_delta":
             delta = as_dict(event.get("delta"))
             for key in ("stop_reason", "stop_sequence"):
@@ -172,30 +159,18 @@ class Assembler:
         elif kind == "message_stop":
             self.done = True
         elif kind == "error":
-            self.errors.append(api_error(event))
-
-    def _delta(self, index: int, delta: Mapping[str, Any]) -> None:
-        if index not in self.blocks:
-            return
-        for key in ("partial_json", "text", "thinking"):
-            if isinstance(delta.get(key), str):
-                self.parts[index].append(delta[key])
+            self.error(event)
 
     def result(self) -> dict[str, Any]:
         content = []
-        for index, started in sorted(self.blocks.items()):
+        for _, started, text in self.blocks:
             block = dict(started)
-            text = "".join(self.parts[index])
             if block.get("type") in ("tool_use", "server_tool_use", "mcp_tool_use"):
-                if not text.strip():  # no delta: the input the block started with, else {}
-                    started_with = block.get("input")
-                    block["input"] = started_with if isinstance(started_with, dict) else {}
-                else:
-                    value, error = loads(text)
-                    block["input"] = text if error else value
+                # no delta: the input the block started with, else {}
+                block["input"] = json_or_text(text, block.get("input"))
             elif block.get("type") in ("text", "thinking"):
                 key = str(block["type"])
-                block[key] = str(block.get(key) or "") + text
+                block[key] = str(block.get(key) or "") + (text or "")
             content.append(block)
         return {**self.message, "content": content}
 
@@ -379,20 +354,26 @@ def blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> 
     return anthropic_blockers(value, tool=tool)
 
 
+def usage(response: Mapping[str, Any]) -> dict[str, int]:
+    """Anthropic's usage: input_tokens counts only what the cache did not hold, so the input
+    is it with the cache's reads and writes. Pure."""
+    counted = as_dict(response.get("usage"))
+    read = counted.get("cache_read_input_tokens")
+    return tokens(
+        plus(counted.get("input_tokens"), read, counted.get("cache_creation_input_tokens")),
+        counted.get("output_tokens"),
+        read,
+    )
+
+
 def instructions(request: Mapping[str, Any]) -> str:
     """`system`: a string or text blocks. Pure."""
     return text_of(request.get("system"))
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="messages",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    instructions=instructions,
-    blockers=blockers,
     state_repairs=fanout_repairs(
         "declare strict: true on the tools (Anthropic documents no conflict between strict "
         "tools and parallel calls)."
@@ -403,5 +384,4 @@ DIALECT = Dialect(
         anthropic_blockers,
     ),
     parallel_voids_strict=False,
-    model_in_path=model_in_path,
 )

@@ -46,12 +46,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..errors import ApiError, api_error
+from ..assembly import StreamAssembler
 from ..jsontext import dumps
 from ..loop import Checker, LoopReport, error_payload, last_index
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_dict, as_list, as_str
-from ..turn import Tool, ToolCall, Turn, make_call
+from ..turn import Tool, ToolCall, Turn, make_call, tokens
 from .base import Dialect, Prior, fanout_repairs, role_text
 
 PATHS = ("/api/chat", "/api/generate")
@@ -127,10 +127,6 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         )
         if present
     ]
-    counted = {
-        "input_tokens": response.get("prompt_eval_count"),
-        "output_tokens": response.get("eval_count"),
-    }
     return Turn(
         api="ollama",
         model=as_str(response.get("model")) or as_str(request.get("model")) or None,
@@ -138,8 +134,12 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         output_format=_output_format(request),
         calls=_calls(message),
         output_types=types,
-        usage={k: v for k, v in counted.items() if isinstance(v, int) and not isinstance(v, bool)},
     )
+
+
+def usage(response: Mapping[str, Any]) -> dict[str, int]:
+    """prompt_eval_count and eval_count, on the last line. Pure."""
+    return tokens(response.get("prompt_eval_count"), response.get("eval_count"))
 
 
 def finish_reasons(response: Mapping[str, Any]) -> list[str]:
@@ -151,30 +151,22 @@ def finish_reasons(response: Mapping[str, Any]) -> list[str]:
 # --- the stream --------------------------------------------------------------------------------
 
 
-class Assembler:
+class Assembler(StreamAssembler):
     """NDJSON lines, each a partial response: text and thinking joined in order, tool calls
     appended (each arrives whole), the other fields as the last line says them. A line with
     `done: true` ends the stream; a line `{"error": ...}` is the server's error, sent once the
     answer had begun (its status was already 200)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.top: dict[str, Any] = {}
         self.message: dict[str, Any] | None = None  # /api/chat's, once a line had one
         self.pieces: dict[str, list[str]] = {}  # response, thinking, message.content, ...
         self.calls: dict[str, list[Any]] = {}  # where the calls sit -> the calls
-        self.errors: list[ApiError] = []
-        self.done = False
-
-    def done_marker(self) -> None:
-        """An OpenAI `[DONE]` line: not part of an Ollama stream."""
-
-    @property
-    def complete(self) -> bool:
-        return self.done
 
     def event(self, event: Mapping[str, Any]) -> None:
         if "error" in event:
-            self.errors.append(api_error(event))
+            self.error(event)
             return
         self.top.update((k, v) for k, v in event.items() if k not in _STREAMED)
         self._add("", event)
@@ -191,8 +183,10 @@ class Assembler:
         for key in ("response", "thinking", "content"):
             if isinstance(part.get(key), str):
                 self.pieces.setdefault(where + key, []).append(part[key])
+                self.said |= bool(part[key])
         if isinstance(part.get("tool_calls"), list):
             self.calls.setdefault(where, []).extend(part["tool_calls"])
+            self.said |= bool(part["tool_calls"])
 
     def result(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.top)
@@ -400,26 +394,18 @@ def instructions(request: Mapping[str, Any]) -> str:
     )
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="ollama",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    blockers=blockers,
     state_repairs=fanout_repairs(
         "where one answer is wanted, ask for it with format (a JSON schema Ollama holds the "
         "output to) rather than with tools."
     ),
-    format_repairs=format_repairs,
     parallel_voids_strict=False,
     argument_repair=(
         "answer {calls} with a tool message (tool_name set) saying what was wrong rather than "
         "dropping the call, and keep the raw arguments for the post-mortem: Ollama takes a "
         "history with a call left unanswered, and the model reads it as never run."
     ),
-    streams=streams,
     framing="ndjson",
-    instructions=instructions,
 )

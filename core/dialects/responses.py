@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import loop
-from ..errors import ApiError, api_error
+from ..assembly import StreamAssembler
 from ..hidden import scan
 from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import HostedResult, Tool, ToolCall, Turn, callable_names, make_call
 from .base import Dialect, Prior, role_text
+from .responses_socket import SOCKET
 
 # Responses output items the client must answer, and the key that ids them.
 CLIENT_CALL_TYPES = {
@@ -93,16 +94,7 @@ def _tools(tools: Any, namespace: str | None = None) -> list[Tool]:
         if kind == "namespace" and namespace is None:
             out.extend(_tools(tool.get("tools"), name or None))
         elif kind in ("function", "custom") and name:
-            out.append(
-                Tool(
-                    name=name,
-                    type=kind,
-                    strict=as_bool(tool.get("strict")) if kind == "function" else None,
-                    parameters=tool.get("parameters") if kind == "function" else None,
-                    namespace=namespace,
-                    description=tool.get("description"),
-                )
-            )
+            out.append(Tool.declared(name, kind, tool, namespace=namespace))
     return out
 
 
@@ -211,7 +203,7 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     )
 
 
-class Assembler:
+class Assembler(StreamAssembler):
     """OpenAI Responses events: the final `response` object, or one rebuilt.
 
     response.completed / .incomplete / .failed carry the whole response. When
@@ -223,15 +215,12 @@ class Assembler:
     START: tuple[str, ...] = ("response.created", "response.in_progress", "response.queued")
 
     def __init__(self) -> None:
+        super().__init__()
         self.final: Mapping[str, Any] | None = None
         self.base: Mapping[str, Any] = {}
         self.items: dict[int, dict[str, Any]] = {}
         self.deltas: dict[str, list[str]] = {}
         self.done_text: dict[str, str] = {}
-        self.errors: list[ApiError] = []
-
-    def done_marker(self) -> None:
-        """An OpenAI `[DONE]` line: this stream's end is its own final event."""
 
     @property
     def complete(self) -> bool:
@@ -239,7 +228,13 @@ class Assembler:
 
     def event(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
+        # Output: any delta (text, reasoning, audio, a call's arguments), a call's item (its
+        # name), or a final response that holds output none of these announced.
+        self.said |= as_str(kind).endswith(".delta") and bool(event.get("delta"))
+        named = bool(as_dict(event.get("item")).get("name"))
+        self.said |= as_str(kind).startswith("response.output_item.") and named
         if kind in self.FINAL and isinstance(event.get("response"), dict):
+            self.said |= bool(as_list(event["response"].get("output")))
             self.final = event["response"]
         elif kind in self.START and isinstance(event.get("response"), dict):
             self.base = event["response"]
@@ -262,7 +257,7 @@ class Assembler:
             if isinstance(event.get("input"), str):
                 self.done_text[str(event.get("item_id"))] = event["input"]
         elif kind == "error":
-            self.errors.append(api_error(event))
+            self.error(event)
 
     def result(self) -> dict[str, Any]:
         if self.final is not None:
@@ -430,15 +425,9 @@ def instructions(request: Mapping[str, Any]) -> str:
     return "\n".join(filter(None, (said, role_text(request.get("input")))))
 
 
-DIALECT = Dialect(
+DIALECT = Dialect.from_names(
+    globals(),
     api="responses",
-    recognise=recognise,
-    read_turn=read_turn,
-    assembler=Assembler,
-    check_loop=check_loop,
-    finish_reasons=finish_reasons,
-    instructions=instructions,
     echoes_tools=True,
-    socket_path="/responses",
-    unfinished=unfinished,
+    socket=SOCKET,
 )

@@ -1,5 +1,6 @@
 """tooltap run's mitmdump command line, and script-path."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -150,3 +151,29 @@ def test_web_takes_runs_options_and_sets_mitmwebs_own():
     assert "--set=web_columns=comment" in argv
     assert argv[-2:] == ["--set", "web_password=hunter2"]  # the user's, passed through
     assert hints[0].startswith("regular proxy on 127.0.0.1:9090")
+
+
+def test_run_with_a_hash_key_file_it_cannot_read_exits_at_once_and_says_why(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLTAP_HASH")}
+    env["TOOLTAP_HASH_KEY_FILE"] = str(tmp_path / "absent")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tooltap.addon.commands.cli",
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics",
+            "127.0.0.1:0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode != 0
+    assert f"TOOLTAP_HASH_KEY_FILE={tmp_path / 'absent'}: the hash key cannot be read" in (
+        done.stdout + done.stderr
+    )

@@ -132,3 +132,32 @@ def test_every_test_the_promises_page_names_exists():
         if not (ROOT / path).exists() or (name and name not in defined_tests(ROOT / path))
     ]
     assert missing == []
+
+
+def test_the_apis_page_names_the_module_each_api_is_read_in():
+    from tooltap.core.dialects import DIALECTS
+
+    text = (ROOT / "docs" / "apis.md").read_text()
+    section = text.split("## Where each API is read", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `(\w+)` \| `(core/dialects/\w+\.py)`", section, re.MULTILINE))
+    assert set(rows) == set(DIALECTS)
+    for api, module in rows.items():
+        assert (ROOT / module).is_file() and DIALECTS[api].read_turn.__module__.endswith(
+            Path(module).stem
+        ), api
+    for beside in re.findall(r"`(\w+\.py)`: ", section):
+        assert (ROOT / "core" / "dialects" / beside).is_file(), beside
+
+
+def test_the_pytest_pages_example_runs_as_pasted_and_its_options_are_the_plugins(pytester):
+    text = (DOCS / "pytest.md").read_text(encoding="utf-8")
+    example = text.split("## A test", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    assert len([line for line in example.splitlines() if line.strip()]) == 10
+    pytester.makepyfile(test_example=example)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tooltap", timeout=120)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["1 exchange(s) read in 1 test(s); 0 finding(s)"])
+    # Every property and option the page names is one the plugin has, and the reverse.
+    plugin = (ROOT / "addon" / "testing" / "plugin.py").read_text(encoding="utf-8")
+    named = set(re.findall(r"`(tooltap_[a-z_]+)`", text)) - {"tooltap_max_body"}
+    assert named == set(re.findall(r'"(tooltap_[a-z_]+)"', plugin))

@@ -22,6 +22,11 @@ from tooltap.addon.commands.cli import DEMO_EXTRA
 DEMO_ONLY = {
     "tooltap.addon.commands.demo",
     "tooltap.addon.commands.demo_steps",
+    "tooltap.addon.commands.demo_agent",
+    "tooltap.addon.commands.demo_openai",
+    "tooltap.addon.commands.demo_anthropic",
+    "tooltap.addon.commands.demo_converse",
+    "tooltap.addon.commands.demo_gemini",
     "tooltap.addon.commands.demo_mcp",
     "tooltap.addon.commands.demo_live",
     "tooltap.addon.harness.live",

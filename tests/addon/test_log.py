@@ -3,10 +3,18 @@
 import io
 import json
 
+import pytest
 from structlog.testing import LogCapture
 
 from tooltap.addon.sinks.log import LogSink
-from tooltap.addon.sinks.redaction import ArgumentPolicy, redact_text
+from tooltap.addon.sinks.redaction import (
+    ArgumentPolicy,
+    HashKeyError,
+    hash_key,
+    hash_key_problem,
+    hash_key_shared,
+    redact_text,
+)
 from tooltap.core import Exchange, Verdict, inspect
 
 REQUEST = {
@@ -95,6 +103,34 @@ def test_hash_is_keyed_and_omit_drops_the_arguments():
     assert a.arguments("1234") != b.arguments("1234")  # not a bare digest of a short secret
     assert a.arguments("1234") == ArgumentPolicy("hash", b"key-one").arguments("1234")
     assert events("omit")[0]["arguments_raw"] is None
+
+
+def test_the_hash_key_comes_from_the_environment_else_the_file_it_names_else_is_drawn(
+    monkeypatch, tmp_path
+):
+    monkeypatch.delenv("TOOLTAP_HASH_KEY", raising=False)
+    monkeypatch.delenv("TOOLTAP_HASH_KEY_FILE", raising=False)
+    assert hash_key() != hash_key() and not hash_key_shared()  # drawn, one per process
+    (tmp_path / "key").write_text("a1b2c3d4e5f6\n")
+    monkeypatch.setenv("TOOLTAP_HASH_KEY_FILE", str(tmp_path / "key"))
+    assert hash_key() == b"a1b2c3d4e5f6" and hash_key_shared() and hash_key_problem() is None
+    monkeypatch.setenv("TOOLTAP_HASH_KEY", "from-the-environment")  # the variable wins
+    assert hash_key() == b"from-the-environment"
+
+
+@pytest.mark.parametrize("content", [None, "", " \n"])
+def test_a_key_file_named_but_missing_or_empty_is_an_error_never_a_key_drawn_instead(
+    monkeypatch, tmp_path, content
+):
+    monkeypatch.delenv("TOOLTAP_HASH_KEY", raising=False)
+    path = tmp_path / "key"
+    if content is not None:
+        path.write_text(content)
+    monkeypatch.setenv("TOOLTAP_HASH_KEY_FILE", str(path))
+    with pytest.raises(HashKeyError):
+        hash_key()
+    problem = hash_key_problem()
+    assert problem is not None and problem.startswith(f"TOOLTAP_HASH_KEY_FILE={path}: ")
 
 
 def test_truncated_arguments_are_redacted_by_pattern():

@@ -114,3 +114,15 @@ def test_a_tools_lock_that_cannot_be_read_or_is_no_lock_is_refused_with_the_reas
     good = tmp_path / "good.json"
     good.write_text('{"tooltap_tools_lock": 1, "tools": []}\n')
     assert option.problem(str(good)) is None
+
+
+def test_a_hash_key_file_that_cannot_be_read_stops_the_proxy_at_start_with_why(
+    monkeypatch, tmp_path
+):
+    monkeypatch.delenv("TOOLTAP_HASH_KEY", raising=False)
+    monkeypatch.setenv("TOOLTAP_HASH_KEY_FILE", str(tmp_path / "absent"))
+    addon = Tooltap()
+    refused = pytest.raises(exceptions.OptionsError, match=r"TOOLTAP_HASH_KEY_FILE=.*absent: ")
+    with refused, taddons.context(addon) as tctx:
+        tctx.configure(addon, tooltap_inspector="thread")
+    addon.done()

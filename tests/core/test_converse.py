@@ -7,7 +7,7 @@ import json
 
 from tooltap.core import Exchange, inspect
 from tooltap.core.dialects.converse import converse_blockers
-from tooltap.core.loop import check_loop
+from tooltap.core.wire import check_loop
 
 URL = "https://bedrock-runtime.us-east-1.amazonaws.com/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/converse"
 SCHEMA = {

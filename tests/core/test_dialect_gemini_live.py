@@ -1,5 +1,5 @@
-"""The Gemini Live API read off its socket (tooltap.core.dialects.gemini_live and the session
-reader in tooltap.core.sockets): its turns, its calls against the setup's declarations, its
+"""The Gemini Live API read off its socket (tooltap.core.dialects.gemini_live, its session
+reader included): its turns, its calls against the setup's declarations, its
 loop by id (answered, cancelled, non-blocking and late, never answered), its session signals,
 and any messages in any order read without raising or holding bytes past the close.
 
@@ -19,17 +19,9 @@ from support.sockets import read_to_the_close
 
 from tooltap.addon.harness import live
 from tooltap.addon.inspection.session import Session
-from tooltap.core.dialects import detect_socket, gemini_live
+from tooltap.core.dialects import detect_socket, gemini_live, socket_reader, socket_reading
 from tooltap.core.findings import DEFAULT, findings
-from tooltap.core.sockets import (
-    SocketClose,
-    ends_turn,
-    kind_of,
-    needed,
-    readable,
-    socket_reader,
-    wanted,
-)
+from tooltap.core.sockets import SocketClose
 
 URL = "wss://generativelanguage.googleapis.com/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 VERTEX = "wss://us-central1-aiplatform.googleapis.com/ws/google.cloud.aiplatform.v1beta1.LlmBidiService/BidiGenerateContent"
@@ -119,45 +111,49 @@ def test_every_live_path_is_recognised_as_gemini_live(path):
 
 
 def test_binary_frames_are_read_only_where_the_api_sends_json_in_them():
-    assert readable("gemini_live", is_text=False)
-    assert not readable("realtime", is_text=False)
-    assert wanted("gemini_live", live.tool_call(PARIS), is_text=False)
+    assert socket_reading("gemini_live").readable(is_text=False)
+    assert not socket_reading("realtime").readable(is_text=False)
+    assert socket_reading("gemini_live").wanted(live.tool_call(PARIS), is_text=False)
 
 
 def test_audio_realtime_input_and_transcriptions_are_never_held():
-    assert kind_of("gemini_live", live.audio()) == "serverContent"
-    assert not needed("gemini_live", live.audio(), "serverContent")
+    assert socket_reading("gemini_live").kind(live.audio()) == "serverContent"
+    assert not socket_reading("gemini_live").needed(live.audio(), "serverContent")
     chunk = json.dumps({"realtime_input": {"audio": {"data": live.SILENCE}}}).encode()
-    assert kind_of("gemini_live", chunk) == "realtimeInput"
-    assert not wanted("gemini_live", chunk, is_text=True)
+    assert socket_reading("gemini_live").kind(chunk) == "realtimeInput"
+    assert not socket_reading("gemini_live").wanted(chunk, is_text=True)
     said = live.frame({"serverContent": {"outputTranscription": {"text": "Twelve"}}})
-    assert not needed("gemini_live", said, "serverContent")
+    assert not socket_reading("gemini_live").needed(said, "serverContent")
     # ... unless the message also ends the turn: its marker is read from its tail.
     ending = live.frame({"serverContent": {"outputTranscription": {"text": "."}, "turnComplete": True}})  # fmt: skip
-    assert needed("gemini_live", ending, "serverContent")
-    assert ends_turn("gemini_live", ending, "serverContent")
+    assert socket_reading("gemini_live").needed(ending, "serverContent")
+    assert socket_reading("gemini_live").ends_turn(ending, "serverContent")
 
 
 def test_client_content_and_text_input_are_held_media_only_with_function_parts():
-    assert wanted("gemini_live", json.dumps(ask()).encode(), True)
+    assert socket_reading("gemini_live").wanted(json.dumps(ask()).encode(), True)
     image = {"inlineData": {"mimeType": "image/jpeg", "data": live.SILENCE}}
     picture = {"clientContent": {"turns": [{"role": "user", "parts": [image]}]}}
-    assert not wanted("gemini_live", json.dumps(picture).encode(), True)
+    assert not socket_reading("gemini_live").wanted(json.dumps(picture).encode(), True)
     history = {"clientContent": {"turns": [{"role": "user", "parts": [image, {"functionResponse": {}}]}]}}  # fmt: skip
-    assert wanted("gemini_live", json.dumps(history).encode(), True)
+    assert socket_reading("gemini_live").wanted(json.dumps(history).encode(), True)
     for signal in ({"text": "Paris?"}, {"activityEnd": {}}, {"audioStreamEnd": True}):
-        assert wanted("gemini_live", json.dumps({"realtimeInput": signal}).encode(), True)
+        assert socket_reading("gemini_live").wanted(
+            json.dumps({"realtimeInput": signal}).encode(), True
+        )
     video = {"realtimeInput": {"video": {"mimeType": "image/jpeg", "data": live.SILENCE}}}
-    assert not wanted("gemini_live", json.dumps(video).encode(), True)
+    assert not socket_reading("gemini_live").wanted(json.dumps(video).encode(), True)
 
 
 def test_a_tool_call_and_a_turn_complete_send_the_batch_at_once():
-    assert ends_turn("gemini_live", live.tool_call(PARIS), "toolCall")
-    assert ends_turn("gemini_live", live.turn_complete(10, 2), "serverContent")
-    assert not ends_turn("gemini_live", live.text("Hi"), "serverContent")
+    assert socket_reading("gemini_live").ends_turn(live.tool_call(PARIS), "toolCall")
+    assert socket_reading("gemini_live").ends_turn(live.turn_complete(10, 2), "serverContent")
+    assert not socket_reading("gemini_live").ends_turn(live.text("Hi"), "serverContent")
     # So do what may end a turn or the session: a cancellation, goAway, an error.
     for message in (live.cancellation("fc_paris"), live.go_away(), live.frame({"error": {}})):
-        assert ends_turn("gemini_live", message, kind_of("gemini_live", message))
+        assert socket_reading("gemini_live").ends_turn(
+            message, socket_reading("gemini_live").kind(message)
+        )
 
 
 USAGE = {
@@ -176,20 +172,22 @@ def test_a_long_message_ends_the_turn_whether_its_marker_comes_first_or_last():
     )
     for message in (usage_after, text_before):  # the marker in one end, the other end read too
         assert len(message) > gemini_live.HEAD + 100
-        assert ends_turn("gemini_live", message, "serverContent")
+        assert socket_reading("gemini_live").ends_turn(message, "serverContent")
 
 
 def test_a_message_whose_key_is_not_in_its_head_is_held_and_left_to_the_reader():
     padded = b"{" + b" " * 300 + live.audio()[1:]
-    assert kind_of("gemini_live", padded) is None
-    assert needed("gemini_live", padded, None)
-    assert ends_turn("gemini_live", padded, None)
+    assert socket_reading("gemini_live").kind(padded) is None
+    assert socket_reading("gemini_live").needed(padded, None)
+    assert socket_reading("gemini_live").ends_turn(padded, None)
 
 
 def test_the_setups_acknowledgement_and_resumption_handles_are_never_held():
     update = live.frame({"sessionResumptionUpdate": {"newHandle": "CiQ4ZGQ1", "resumable": True}})
     for message in (live.setup_complete(), update):
-        assert not needed("gemini_live", message, kind_of("gemini_live", message))
+        assert not socket_reading("gemini_live").needed(
+            message, socket_reading("gemini_live").kind(message)
+        )
 
 
 def test_the_setup_reads_as_gemini_reads_a_request_under_auto():
@@ -417,8 +415,8 @@ def test_a_context_update_replaces_the_sessions_tools_and_is_no_input_of_the_use
     update = {"contextUpdate": {"tools": {"tools": [{"functionDeclarations": [non_blocking]}]}}}
     s = Session_()
     s.client(setup(WEATHER))
-    assert kind_of("gemini_live", json.dumps(update).encode()) == "contextUpdate"
-    assert needed("gemini_live", json.dumps(update).encode(), "contextUpdate")
+    assert socket_reading("gemini_live").kind(json.dumps(update).encode()) == "contextUpdate"
+    assert socket_reading("gemini_live").needed(json.dumps(update).encode(), "contextUpdate")
     s.client(update)
     s.client(ask())
     s.server(live.tool_call(ROME), *live.answer("Let me check."))  # kelvin: off the old schema
@@ -710,3 +708,119 @@ def test_googles_pretty_json_and_compact_json_give_the_same_turn():
     pretty, compact = verdicts
     assert pretty.model_dump() == compact.model_dump()
     assert pretty.calls[0].arguments_raw == '{"city":"Paris"}'
+
+
+# --- the output format, in the setup google-genai sends --------------------------------------
+#
+# google-genai's AsyncLive.connect builds the setup from LiveConnectConfig with its own
+# converters (live.py): on the Gemini API, `generation_config` passes through as the model's
+# dump, in snake_case (`response_mime_type`, `response_schema`); on Vertex AI it is converted,
+# in camelCase (`responseMimeType`, `responseSchema`, `responseJsonSchema`). The Live API's
+# reference lists no response schema in a setup, and google-genai issue #1572 reports the API
+# refusing one: a refused setup ends the session before any turn (read as a session error),
+# so reading a schema as the constrained decoding generateContent gives raises no false alarm.
+
+
+def sent_setup(config: Any, vertex: bool = False) -> dict[str, Any]:
+    """The setup message google-genai sends for this LiveConnectConfig, built as live.py
+    builds it (the same converter, dump and encoding)."""
+    from google import genai
+    from google.genai import _common, _live_converters, types
+
+    client = (
+        genai.Client(vertexai=True, api_key="AIza-test")
+        if vertex
+        else genai.Client(api_key="AIza-test")
+    )
+    convert = (
+        _live_converters._LiveConnectParameters_to_vertex
+        if vertex
+        else _live_converters._LiveConnectParameters_to_mldev
+    )
+    parameters = types.LiveConnectParameters(model=MODEL, config=config)
+    message = _common.convert_to_dict(
+        convert(api_client=client._api_client, from_object=parameters.model_dump(exclude_none=True))
+    )
+    del message["config"]
+    return _common.encode_unserializable_types(message)
+
+
+def format_of(setup_message: dict[str, Any], vertex: bool = False) -> Any:
+    """The verdict of a text turn after this setup."""
+    session = Session_(VERTEX if vertex else URL)
+    session.client(setup_message)
+    session.client(ask())
+    session.server(*live.answer("Paris is 12C."))
+    (verdict,) = session.close()
+    return verdict
+
+
+def city_schema(types: Any) -> Any:
+    return types.Schema(
+        type=types.Type.OBJECT,
+        properties={"city": types.Schema(type=types.Type.STRING)},
+        required=["city"],
+    )
+
+
+@pytest.mark.parametrize("vertex", [False, True], ids=["gemini-api", "vertex-ai"])
+def test_a_live_response_schema_as_google_genai_sends_it_reads_as_generate_contents(vertex):
+    from google.genai import types
+
+    config = types.LiveConnectConfig(
+        generation_config=types.GenerationConfig(
+            response_mime_type="application/json", response_schema=city_schema(types)
+        )
+    )
+    message = sent_setup(config, vertex)
+    generation = message["setup"]["generationConfig"]
+    spelled = (
+        ("responseMimeType", "responseSchema")
+        if vertex
+        else ("response_mime_type", "response_schema")
+    )
+    assert set(spelled) <= set(generation)  # the client's own spelling, as it sends it
+    verdict = format_of(message, vertex)
+    assert verdict.format_state == "enforced"
+    assert verdict.repairs == []
+
+
+@pytest.mark.parametrize("vertex", [False, True], ids=["gemini-api", "vertex-ai"])
+def test_a_live_json_schema_as_google_genai_sends_it_is_read_as_the_schema_given(vertex):
+    from google.genai import types
+
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    config = types.LiveConnectConfig(
+        generation_config=types.GenerationConfig(
+            response_mime_type="application/json", response_json_schema=schema
+        )
+    )
+    verdict = format_of(sent_setup(config, vertex), vertex)
+    assert verdict.format_state == "enforced"
+
+
+@pytest.mark.parametrize("vertex", [False, True], ids=["gemini-api", "vertex-ai"])
+def test_live_json_mode_without_a_schema_is_no_schema_with_gemini_repair(vertex):
+    from google.genai import types
+
+    config = types.LiveConnectConfig(
+        generation_config=types.GenerationConfig(response_mime_type="application/json")
+    )
+    verdict = format_of(sent_setup(config, vertex), vertex)
+    assert verdict.format_state == "no-schema"
+    assert any("responseJsonSchema" in line for line in verdict.repairs)
+
+
+@pytest.mark.parametrize("vertex", [False, True], ids=["gemini-api", "vertex-ai"])
+def test_a_live_session_with_no_generation_config_or_a_text_type_is_free_text(vertex):
+    from google.genai import types
+
+    plain = types.LiveConnectConfig(response_modalities=[types.Modality.TEXT])
+    assert format_of(sent_setup(plain, vertex), vertex).format_state == "free-text"
+    text = types.LiveConnectConfig(
+        generation_config=types.GenerationConfig(
+            response_mime_type="text/plain", response_schema=city_schema(types)
+        )
+    )
+    # A schema beside a text type constrains nothing: the type decides, as on generateContent.
+    assert format_of(sent_setup(text, vertex), vertex).format_state == "free-text"

@@ -18,7 +18,7 @@ from tooltap.core.dialects.gemini import (
     schema_blockers,
     to_json_schema,
 )
-from tooltap.core.loop import check_loop
+from tooltap.core.wire import check_loop
 
 GEMINI = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash"
 VERTEX = (

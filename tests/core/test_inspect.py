@@ -409,7 +409,7 @@ def test_the_work_on_one_response_is_bounded_and_the_verdict_says_what_was_left(
 
 
 def test_a_responses_history_past_the_bound_is_walked_from_its_newest_items():
-    from tooltap.core import loop
+    from tooltap.core import loop, wire
 
     assert loop.MAX_HISTORY == 10_000  # the README's figure
     items = [
@@ -417,14 +417,14 @@ def test_a_responses_history_past_the_bound_is_walked_from_its_newest_items():
         *({"role": "user", "content": str(n)} for n in range(loop.MAX_HISTORY - 1)),
         {"type": "function_call_output", "call_id": "call_old", "output": "late but fine"},
     ]
-    report = loop.check_loop("responses", {"input": items})
+    report = wire.check_loop("responses", {"input": items})
     # The call fell out of view, so its output cannot be called an orphan.
     assert report.errors == []
     assert report.unchecked == [
         "the 1 oldest of 10001 input items were not checked (the last 10000 were)"
     ]
     # One message fewer: all 10,000 are walked and the output answers its call.
-    whole = loop.check_loop("responses", {"input": [*items[:-2], items[-1]]})
+    whole = wire.check_loop("responses", {"input": [*items[:-2], items[-1]]})
     assert (whole.errors, whole.unchecked) == ([], [])
 
 

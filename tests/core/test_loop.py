@@ -6,7 +6,8 @@ import json
 import pytest
 from support.captures import WIRE, pairs
 
-from tooltap.core.loop import check_loop, error_payload
+from tooltap.core.loop import error_payload
+from tooltap.core.wire import check_loop
 
 ANTHROPIC = pairs("pydanticai_anthropic_parallel_tool_calls.yaml")[1].request
 ANTHROPIC_IDS = [b["id"] for b in ANTHROPIC["messages"][1]["content"] if b["type"] == "tool_use"]

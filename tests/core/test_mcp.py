@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from tooltap.core import Exchange, ToolServer, detect_api, inspect
-from tooltap.core.dialects import mcp
+from tooltap.core.dialects import mcp, mcp_streams
 from tooltap.core.findings import findings
 from tooltap.core.served import ListedTool, session_tag
 
@@ -641,7 +641,7 @@ def test_a_post_and_its_answer_on_the_stream_pair_whichever_comes_first():
     init = rpc("initialize", 1)
     reply = answer(1, {"serverInfo": {"name": "legacy", "version": "1"}, "capabilities": {}})
     for post_first in (True, False):
-        channels = mcp.Channels()
+        channels = mcp_streams.Channels()
         assert channels.stream("get", f"{BASE}/sse", b": ping\n\n" + ENDPOINT) == []
         if post_first:
             assert channels.posted(*posted(init)) == []
@@ -663,7 +663,7 @@ def test_a_post_and_its_answer_on_the_stream_pair_whichever_comes_first():
 
 
 def test_a_notification_is_its_202_and_a_request_never_answered_is_said_when_the_stream_ends():
-    channels = mcp.Channels()
+    channels = mcp_streams.Channels()
     channels.stream("get", f"{BASE}/sse", ENDPOINT)
     notice = rpc("notifications/initialized", None)
     assert channels.posted(*posted(notice)) is None  # inspected as it is: 202 is all of it
@@ -678,13 +678,13 @@ def test_a_notification_is_its_202_and_a_request_never_answered_is_said_when_the
     request = {"jsonrpc": "2.0", "id": 7, "method": "roots/list"}
     assert channels.stream("get", f"{BASE}/sse", event(request)) == []
     (cut,) = channels.stream("get", f"{BASE}/sse", b"", ended=True)
-    assert cut.unanswered == mcp.NEVER_ANSWERED
+    assert cut.unanswered == mcp_streams.NEVER_ANSWERED
     assert [c.name for c in inspect(cut.exchange).calls] == ["t0"]
     assert len(channels) == 0
 
 
 def test_a_recording_pairs_posts_stored_before_their_stream_and_what_waits_is_said_at_close():
-    channels = mcp.Channels()
+    channels = mcp_streams.Channels()
     for n in (1, 2, 3):
         assert channels.posted(*posted(rpc("tools/call", n, name="t0", arguments={}))) == []
     stream = ENDPOINT + event(answer(2, {"content": []})) + event(answer(1, {"content": []}))
@@ -693,7 +693,7 @@ def test_a_recording_pairs_posts_stored_before_their_stream_and_what_waits_is_sa
     (left,) = channels.close()
     assert (json.loads(left.exchange.request_body)["id"], left.unanswered) == (
         3,
-        mcp.NEVER_ANSWERED,
+        mcp_streams.NEVER_ANSWERED,
     )
 
 
@@ -703,7 +703,7 @@ def test_a_post_the_client_hung_up_on_pairs_with_its_answer_even_after_the_strea
     call_ = rpc("tools/call", 7, name="t0", arguments={})
     hung_up = posted(call_)[0].model_copy(update={"status": None, "response_body": b""})
     for stream_ends_first in (False, True):
-        channels = mcp.Channels()
+        channels = mcp_streams.Channels()
         channels.stream("get", f"{BASE}/sse", ENDPOINT)
         if stream_ends_first:
             said = channels.stream("get", f"{BASE}/sse", event(answer(7, {})), ended=True)
@@ -716,19 +716,19 @@ def test_a_post_the_client_hung_up_on_pairs_with_its_answer_even_after_the_strea
         assert (pair.unanswered, verdict.outcome, verdict.status) == (None, "inspected", 202)
         assert [c.name for c in verdict.calls] == ["t0"] and len(channels) == 0
     # Where no session's stream serves the endpoint, it is read as it is.
-    assert mcp.Channels().posted(hung_up, call_) is None
-    channels = mcp.Channels()
+    assert mcp_streams.Channels().posted(hung_up, call_) is None
+    channels = mcp_streams.Channels()
     channels.stream("get", f"{BASE}/sse", ENDPOINT)
     assert channels.posted(hung_up, call_) == []
     (never,) = channels.stream("get", f"{BASE}/sse", b"", ended=True)
-    assert (never.unanswered, never.exchange.status) == (mcp.NEVER_ANSWERED, None)
+    assert (never.unanswered, never.exchange.status) == (mcp_streams.NEVER_ANSWERED, None)
 
 
 def test_what_waits_is_bounded_and_a_lost_piece_restarts_the_reading():
-    channels = mcp.Channels(waiting=2)
+    channels = mcp_streams.Channels(waiting=2)
     said = [p for n in range(4) for p in channels.posted(*posted(rpc("ping", n))) or []]
-    assert [p.unanswered for p in said] == [mcp.LET_GO] * 2 and len(channels) == 2
-    channels = mcp.Channels()
+    assert [p.unanswered for p in said] == [mcp_streams.LET_GO] * 2 and len(channels) == 2
+    channels = mcp_streams.Channels()
     channels.stream("get", f"{BASE}/sse", ENDPOINT + b'event: message\ndata: {"jsonr')
     channels.posted(*posted(rpc("ping", 5)))
     (pair,) = channels.stream("get", f"{BASE}/sse", event(answer(5, {})), lost=True)
@@ -742,14 +742,16 @@ def test_a_list_change_on_a_get_stream_is_said_however_it_is_cut_and_its_other_e
     log = event(rpc("notifications/message", None, level="info", data="tools/list_changed"))
     wire = b"id: 0\ndata: \n\n" + log + event(rpc("roots/list", 9)) + NOTICE + log
     for cut in range(len(wire) + 1):
-        channels = mcp.Channels()
+        channels = mcp_streams.Channels()
         said = channels.stream("get", URL, wire[:cut])
         said += channels.stream("get", URL, wire[cut:], ended=True)
-        assert said == [mcp.Changed(URL)]  # Streamable HTTP: said for the stream's own session
+        assert said == [
+            mcp_streams.Changed(URL)
+        ]  # Streamable HTTP: said for the stream's own session
 
 
 def test_a_list_change_on_a_legacy_stream_follows_the_responses_that_came_before_it():
-    channels = mcp.Channels()
+    channels = mcp_streams.Channels()
     channels.stream("get", f"{BASE}/sse", ENDPOINT)
     # The list's answer came before the change, and before the inspector had the list's POST;
     # the ping's answer came after the change.
@@ -757,17 +759,21 @@ def test_a_list_change_on_a_legacy_stream_follows_the_responses_that_came_before
     assert channels.stream("get", f"{BASE}/sse", wire) == []
     assert channels.posted(*posted(rpc("ping", 4))) != []  # the change does not wait for it
     pair, change = channels.posted(*posted(rpc("tools/list", 2)))
-    assert isinstance(pair, mcp.Paired) and change == mcp.Changed(POSTS)
-    assert channels.stream("get", f"{BASE}/sse", NOTICE) == [mcp.Changed(POSTS)]  # none waits
+    assert isinstance(pair, mcp_streams.Paired) and change == mcp_streams.Changed(POSTS)
+    assert channels.stream("get", f"{BASE}/sse", NOTICE) == [
+        mcp_streams.Changed(POSTS)
+    ]  # none waits
     # A change still waiting when the stream ends, or the recording does, is said then.
     assert channels.stream("get", f"{BASE}/sse", event(answer(5, {})) + NOTICE) == []
-    assert channels.stream("get", f"{BASE}/sse", b"", ended=True) == [mcp.Changed(POSTS)]
+    assert channels.stream("get", f"{BASE}/sse", b"", ended=True) == [mcp_streams.Changed(POSTS)]
     channels.stream("again", f"{BASE}/sse", ENDPOINT + event(answer(6, {})) + NOTICE)
-    assert channels.close() == [mcp.Changed(POSTS)]
+    assert channels.close() == [mcp_streams.Changed(POSTS)]
     # Past the bound, the response it waits for is let go, and it is said.
-    channels = mcp.Channels(waiting=1)
+    channels = mcp_streams.Channels(waiting=1)
     channels.stream("get", f"{BASE}/sse", ENDPOINT + event(answer(7, {})) + NOTICE)
-    assert channels.stream("get", f"{BASE}/sse", event(answer(8, {}))) == [mcp.Changed(POSTS)]
+    assert channels.stream("get", f"{BASE}/sse", event(answer(8, {}))) == [
+        mcp_streams.Changed(POSTS)
+    ]
 
 
 def test_a_call_after_a_list_change_says_its_list_was_not_read_again():

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tooltap.core import Exchange, StreamReader, inspect
 from tooltap.core.dialects import detect_api, dialect
 from tooltap.core.dialects.ollama import MAX_NODES, unheld
-from tooltap.core.loop import check_loop
+from tooltap.core.wire import check_loop
 
 CHAT = "http://localhost:11434/api/chat"
 GENERATE = "http://localhost:11434/api/generate"

@@ -6,10 +6,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tooltap.core import Exchange, StreamReader, inspect, parallel, schema, subsets
-from tooltap.core.loop import check_loop
-from tooltap.core.ndjson import NDJSONDecoder
+from tooltap.core.lines import NDJSONDecoder
 from tooltap.core.sse import SSEDecoder
-from tooltap.core.wire import read_turn
+from tooltap.core.wire import check_loop, read_turn
 
 KEYS = st.sampled_from(
     [

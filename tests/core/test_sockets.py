@@ -1,4 +1,4 @@
-"""The WebSocket transports read as turns (tooltap.core.sockets), on real recordings.
+"""The WebSocket transports read as turns (each dialect's socket reader), on real recordings.
 
 A turn off a socket must give the Verdict the same turn gives over HTTP; the
 Realtime loop is checked per response.create; and whatever arrives (errors,
@@ -30,6 +30,7 @@ from support.sockets import (
 
 from tooltap.addon.inspection.session import Session
 from tooltap.core import Exchange, inspect
+from tooltap.core.dialects import socket_reader, socket_reading
 from tooltap.core.findings import DEFAULT, findings
 from tooltap.core.sockets import (
     MAX_LANES,
@@ -37,8 +38,6 @@ from tooltap.core.sockets import (
     SocketClose,
     SocketTurn,
     leading_type,
-    needed,
-    socket_reader,
     sse,
 )
 
@@ -844,35 +843,42 @@ def test_a_realtime_item_is_held_only_when_it_may_be_a_call_or_a_result():
         return b'{"type":"conversation.item.create","item":' + body + b"}"
 
     kind = "conversation.item.create"
-    assert needed("realtime", item(b'{"type":"function_call_output","call_id":"c"}'), kind)
-    assert needed("realtime", item(b'{"id":"i","type":"function_call","call_id":"c"}'), kind)
-    assert not needed("realtime", item(b'{"type":"message","role":"user","content":[]}'), kind)
+    assert socket_reading("realtime").needed(
+        item(b'{"type":"function_call_output","call_id":"c"}'), kind
+    )
+    assert socket_reading("realtime").needed(
+        item(b'{"id":"i","type":"function_call","call_id":"c"}'), kind
+    )
+    assert not socket_reading("realtime").needed(
+        item(b'{"type":"message","role":"user","content":[]}'), kind
+    )
     # The type not in the head: held unless it carries media.
-    assert needed("realtime", item(b'{"content":[{"text":"hi"}],"type":"message"}'), kind)
+    assert socket_reading("realtime").needed(
+        item(b'{"content":[{"text":"hi"}],"type":"message"}'), kind
+    )
 
 
 def test_audio_and_images_are_never_held():
     assert leading_type(b'{"type":"response.output_audio.delta","delta":"AAAA"}') == (
         "response.output_audio.delta"
     )
-    assert not needed(
-        "realtime",
+    assert not socket_reading("realtime").needed(
         b'{"type": "input_audio_buffer.append", "audio": "AAAA"}',
         "input_audio_buffer.append",
     )
-    assert not needed(
-        "realtime", b'{"type":"response.output_audio.delta"}', "response.output_audio.delta"
+    assert not socket_reading("realtime").needed(
+        b'{"type":"response.output_audio.delta"}', "response.output_audio.delta"
     )
-    assert not needed(
-        "responses", b'{"type":"response.output_text.delta"}', "response.output_text.delta"
+    assert not socket_reading("responses").needed(
+        b'{"type":"response.output_text.delta"}', "response.output_text.delta"
     )
     image = b'{"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,AAAA'
-    assert not needed("realtime", image, "conversation.item.create")
+    assert not socket_reading("realtime").needed(image, "conversation.item.create")
     output = b'{"type":"conversation.item.create","item":{"type":"function_call_output","call_id":"c","output":"x"}}'
-    assert needed("realtime", output, "conversation.item.create")
+    assert socket_reading("realtime").needed(output, "conversation.item.create")
     # The type not first: held, and the reader decides.
     assert leading_type(b'{"event_id":"e","type":"response.done"}') is None
-    assert needed("realtime", b'{"event_id":"e","type":"response.done"}', None)
+    assert socket_reading("realtime").needed(b'{"event_id":"e","type":"response.done"}', None)
 
 
 @settings(max_examples=200, deadline=None)

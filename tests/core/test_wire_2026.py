@@ -16,7 +16,7 @@ from support.captures import JSON, SSE, URLS, exchange_of, sse
 
 from tooltap.addon.inspection.session import Session
 from tooltap.core import Exchange, inspect
-from tooltap.core.loop import check_loop
+from tooltap.core.wire import check_loop
 
 STREAMED = pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 

@@ -3,8 +3,9 @@
 The schema is the compose-spec JSON schema that check-jsonschema vendors and keeps current
 (`--builtin-schema vendor.compose-spec`). The wiring checks are what a schema cannot see:
 mounted paths exist, the services find each other, and nothing is published beyond loopback.
-Two replicas started with the replicas profile's command and hash key, on loopback with a real
-redis-server, share an application's tool-definition pins: a change is said across them.
+The replicas profile's hash key is made once, on the machine, by the program compose runs; two
+replicas started with the profile's command and that key, on loopback with a real redis-server,
+share an application's tool-definition pins: a change is said across them.
 """
 
 from __future__ import annotations
@@ -74,12 +75,14 @@ def test_the_stack_is_tooltap_prometheus_and_grafana_with_an_optional_collector(
         "tooltap-replica",
         "redis",
         "balancer",
+        "hash-key",
     }
     assert {name: s["profiles"] for name, s in services.items() if s.get("profiles")} == {
         "otel-collector": ["traces"],
         "tooltap-replica": ["replicas"],
         "redis": ["replicas"],
         "balancer": ["replicas"],
+        "hash-key": ["replicas"],
     }
     collector = yaml.safe_load((DEPLOY / "otel-collector.yaml").read_text())
     assert collector["receivers"]["otlp"]["protocols"]["http"]["endpoint"].endswith(":4318")
@@ -185,7 +188,7 @@ def test_the_replicas_profile_runs_two_replicas_sharing_redis_behind_one_port_ea
     assert options.state_problem(command[command.index("--state") + 1]) is None
     assert "ports" not in replica  # reached through the balancer only
     assert {"--save", "--appendonly"} <= set(redis["command"]) and "ports" not in redis
-    assert set(replica["depends_on"]) == {"tooltap", "redis"}
+    assert set(replica["depends_on"]) == {"tooltap", "redis", "hash-key"}
     # The balancer sends each of its ports to the replicas' port for that upstream.
     config = (DEPLOY / "balancer.conf").read_text(encoding="utf-8")
     assert mounts("balancer") == {"/etc/nginx/conf.d/default.conf": DEPLOY / "balancer.conf"}
@@ -194,24 +197,46 @@ def test_the_replicas_profile_runs_two_replicas_sharing_redis_behind_one_port_ea
     assert {port: upstreams[name] for port, name in listens} == {"8080": "8080", "8081": "8081"}
     assert {p.split(":", 1)[1] for p in balancer["ports"]} == {"8090:8080", "8091:8081"}
     assert "proxy_buffering off;" in config and "proxy_request_buffering off;" in config
-    # Every replica hashes credentials under one key: yours, else (unset or empty: `:-`) the
-    # default, which the README says anyone can read.
-    assert replica["environment"] == {"TOOLTAP_HASH_KEY": f"${{TOOLTAP_HASH_KEY:-{DEFAULT_KEY}}}"}
-    readme = (DEPLOY / "README.md").read_text(encoding="utf-8")
-    assert f"`{DEFAULT_KEY}`" in readme and "export TOOLTAP_HASH_KEY=" in readme
+    # Every replica hashes credentials under one key: yours (TOOLTAP_HASH_KEY), else the one
+    # the hash-key service made for this machine, read from its volume. None ships here.
+    assert replica["environment"] == {
+        "TOOLTAP_HASH_KEY": "${TOOLTAP_HASH_KEY:-}",
+        "TOOLTAP_HASH_KEY_FILE": "/run/tooltap-keys/hash-key",
+    }
+    assert replica["volumes"] == ["hash-key:/run/tooltap-keys:ro"]
+    assert replica["depends_on"]["hash-key"] == {"condition": "service_completed_successfully"}
+    maker = services["hash-key"]
+    assert maker["profiles"] == ["replicas"] and maker["network_mode"] == "none"
+    assert maker["volumes"] == ["hash-key:/keys"] and "hash-key" in compose()["volumes"]
+    assert "public" not in COMPOSE.read_text(encoding="utf-8").lower()
     # Prometheus finds each replica by name.
     prometheus = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     (job,) = prometheus["scrape_configs"]
     assert job["dns_sd_configs"] == [{"names": ["tooltap-replica"], "type": "A", "port": 9464}]
 
 
-DEFAULT_KEY = "tooltap-compose-replicas-public-key"
 CREDENTIAL = "sk-proj-an-applications-own-key-0123456789"
 
 
-def replica(port: int, upstream: str, redis_url: str, hash_key: str) -> Proxy:
+def make_key(volume: Path) -> str:
+    """Run the hash-key service's program here, on a folder standing for its volume; the key."""
+    program = compose()["services"]["hash-key"]["entrypoint"][2].replace("/keys/", f"{volume}/")
+    subprocess.run([sys.executable, "-c", program], check=True, timeout=60)
+    return (volume / "hash-key").read_text(encoding="utf-8")
+
+
+def test_the_replicas_key_is_made_once_per_machine_random_and_read_only(tmp_path):
+    first = make_key(tmp_path)
+    assert re.fullmatch(r"[0-9a-f]{64}", first)  # 32 random bytes
+    assert make_key(tmp_path) == first  # the next `up` keeps it: the pins stay shared
+    assert (tmp_path / "hash-key").stat().st_mode & 0o777 == 0o444
+    (tmp_path / "other").mkdir()
+    assert make_key(tmp_path / "other") != first  # another machine, another key
+
+
+def replica(port: int, upstream: str, redis_url: str, key_file: Path) -> Proxy:
     """A replica as compose runs it (its command), on loopback (port and the next): to this
-    upstream and Redis, under this hash key."""
+    upstream and Redis, with the hash key in this file, and TOOLTAP_HASH_KEY unset."""
     command = compose()["services"]["tooltap-replica"]["command"]
     ends = command.index("--")
     args = [*command[:ends], "--log-format", "json", *command[ends:]]
@@ -220,7 +245,9 @@ def replica(port: int, upstream: str, redis_url: str, hash_key: str) -> Proxy:
         args[args.index(flag) + 1] = value
     args = [upstream if a in ("openai", "anthropic") else a for a in args]
     argv = [sys.executable, "-m", "tooltap.addon.commands.cli", *args]
-    return Proxy(argv, modes=2, env={"TOOLTAP_HASH_KEY": hash_key})
+    return Proxy(
+        argv, modes=2, env={"TOOLTAP_HASH_KEY": "", "TOOLTAP_HASH_KEY_FILE": str(key_file)}
+    )
 
 
 def declare(proxy: Proxy, description: str) -> None:
@@ -237,16 +264,21 @@ def declare(proxy: Proxy, description: str) -> None:
     assert proxy.wait_for("turn", since=mark)  # its tool_changed, if any, is written before
 
 
-def test_two_replicas_under_the_compose_key_share_an_applications_pins(redis_server):
-    """Two replicas as compose starts them with TOOLTAP_HASH_KEY unset (so under the default
-    key), on one Redis: the tool an application declared through A and changed through B is
-    said changed by B, against A's pin, under the application's hash with that key."""
+def test_two_replicas_under_the_compose_key_share_an_applications_pins(redis_server, tmp_path):
+    """Two replicas as compose starts them with TOOLTAP_HASH_KEY unset (so under the key made
+    for the machine), on one Redis: the tool an application declared through A and changed
+    through B is said changed by B, against A's pin, under the application's hash with that
+    key."""
+    key = make_key(tmp_path)
     message = {"role": "assistant", "content": "Sunny."}
     reply = {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-5",
              "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
     upstream = ReplayServer(lambda _seen: Reply(chunks=[json.dumps(reply).encode()]))
     first = free_ports(4)  # two ports each
-    a, b = (replica(first + 2 * i, upstream.url, redis_server.url, DEFAULT_KEY) for i in (0, 1))
+    a, b = (
+        replica(first + 2 * i, upstream.url, redis_server.url, tmp_path / "hash-key")
+        for i in (0, 1)
+    )
     with upstream, ThreadPoolExecutor(2) as pool:  # side by side: each takes seconds
         try:
             list(pool.map(Proxy.start, (a, b)))
@@ -256,6 +288,6 @@ def test_two_replicas_under_the_compose_key_share_an_applications_pins(redis_ser
             list(pool.map(Proxy.stop, (a, b)))
     (change,) = b.wait_for("tool_changed", timeout=0)
     assert (change["tool"], change["change"], change["against"]) == ("get_weather", "changed", "first-seen")  # fmt: skip
-    application = Applications(key=DEFAULT_KEY.encode()).of([("authorization", f"Bearer {CREDENTIAL}")])  # fmt: skip
+    application = Applications(key=key.encode()).of([("authorization", f"Bearer {CREDENTIAL}")])
     assert change["source"].startswith(f"app {application} at ")
     assert a.wait_for("tool_changed", timeout=0) == []  # the first sight, pinned

@@ -151,6 +151,33 @@ def test_the_image_runs_as_uid_10001(image):
     assert ran.split()[:2] == ["uid=10001(tooltap)", "gid=10001(tooltap)"]
 
 
+def test_compose_makes_the_replicas_key_as_root_once_and_a_replica_reads_it_as_its_user(
+    image, tmp_path
+):
+    """compose's hash-key service run as compose runs it, on a folder standing for its volume,
+    twice; then the replicas' user reads the key through TOOLTAP_HASH_KEY_FILE, read-only."""
+    services = yaml.safe_load((ROOT / "deploy/compose.yaml").read_text())["services"]
+    maker, replica = services["hash-key"], services["tooltap-replica"]
+    (volume,) = maker["volumes"]
+    flags = [f"--user={maker['user']}", f"--network={maker['network_mode']}"]
+    flags += [f"--cap-drop={cap}" for cap in maker["cap_drop"]]
+    flags += [f"--security-opt={option}" for option in maker["security_opt"]]
+    flags += [f"--volume={tmp_path}:{volume.split(':')[1]}"]
+    entry, *args = maker["entrypoint"]
+    for _ in range(2):
+        image.podman.ok("run", "--rm", *flags, "--entrypoint", entry, image.name, *args)
+    key = (tmp_path / "hash-key").read_text()
+    assert re.fullmatch(r"[0-9a-f]{64}", key)
+    (mount,) = replica["volumes"]
+    read = image.podman.ok(
+        "run", "--rm", "--network", "none", f"--volume={tmp_path}:{mount.split(':', 1)[1]}",
+        f"--env=TOOLTAP_HASH_KEY_FILE={replica['environment']['TOOLTAP_HASH_KEY_FILE']}",
+        "--entrypoint", "python", image.name, "-c",
+        "from tooltap.addon.sinks.redaction import hash_key; print(hash_key().decode())",
+    )  # fmt: skip
+    assert read.strip() == key
+
+
 def compose_container() -> tuple[list[str], list[str]]:
     """compose.yaml's tooltap service: `podman run` flags, and the image and its arguments."""
     service = yaml.safe_load((ROOT / "deploy/compose.yaml").read_text())["services"]["tooltap"]

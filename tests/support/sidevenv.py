@@ -74,3 +74,30 @@ def node_modules() -> Path:
             )  # fmt: skip
             stamp.write_text(digest)
     return target
+
+
+SOURCES = ("pyproject.toml", "README.md", "core", "addon")  # what deploy/Dockerfile copies
+
+
+def fresh(root: Path, *pins: str) -> Path:
+    """A new venv under root with tooltap installed as users install it: its sources copied as
+    the container build copies them, `pip install` with no extras, beside these pins. Its
+    interpreter."""
+    for name in SOURCES:
+        source = ROOT / name
+        if source.is_dir():
+            ignore = shutil.ignore_patterns("__pycache__")
+            shutil.copytree(source, root / "src" / name, ignore=ignore)
+        else:
+            (root / "src").mkdir(exist_ok=True)
+            shutil.copy2(source, root / "src" / name)
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", str(root / "venv")], check=True, timeout=120)
+    done = subprocess.run(
+        [root / "venv" / "bin" / "python", "-m", "pip", "install", "--quiet",
+         "--disable-pip-version-check", root / "src", *pins],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"pip install failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
+    return root / "venv" / "bin" / "python"

@@ -9,21 +9,17 @@ into a new venv, and every command is run from it: each --help, the demo's one-l
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support import sidevenv
 from support.installed import EXCHANGES, check_reported, send_through
 from support.scenarios import SCENARIOS, route
 
 from tooltap.addon.commands.cli import DEMO_EXTRA
 from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.harness.replay import ReplayServer
-
-ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "README.md", "core", "addon")  # what deploy/Dockerfile copies
 
 
 def run(*argv: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -34,22 +30,7 @@ def run(*argv: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("base-install")
-    for name in SOURCES:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(
-                source, root / "src" / name, ignore=shutil.ignore_patterns("__pycache__")
-            )
-        else:
-            (root / "src").mkdir(exist_ok=True)
-            shutil.copy2(source, root / "src" / name)
-    made = run(sys.executable, "-m", "venv", root / "venv")
-    assert made.returncode == 0, made.stderr
-    pip = (root / "venv/bin/python", "-m", "pip", "--disable-pip-version-check")
-    installed = run(*pip, "install", "--quiet", root / "src", timeout=900)
-    assert installed.returncode == 0, installed.stdout + installed.stderr
-    return root / "venv"
+    return sidevenv.fresh(tmp_path_factory.mktemp("base-install")).parents[1]
 
 
 def test_the_base_install_has_none_of_the_demos_or_the_tests_libraries(venv):

@@ -1,0 +1,281 @@
+"""Time in a turn: its duration, its stream's first token, and the tokens its API counts.
+
+Times come in with the exchange (the proxy's stamps, each streamed piece's arrival); core reads
+no clock. The first token is the first event that carries model output (text, reasoning, a
+call's name or arguments), dated by the piece that completed it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.captures import SSE, stream_bytes
+
+from tooltap.core import Exchange, inspect
+from tooltap.core.dialects import dialect, socket_reader
+from tooltap.core.turn import tokens
+
+T0 = 1_764_480_000.0  # the request's first byte, epoch seconds
+CHAT = "https://api.openai.com/v1/chat/completions"
+MESSAGES = "https://api.anthropic.com/v1/messages"
+RESPONSES = "https://api.openai.com/v1/responses"
+
+
+def near(ms: float) -> Any:
+    """A time in milliseconds, to the microsecond (epoch seconds in a float are that exact)."""
+    return pytest.approx(ms, abs=0.001)
+
+
+def events(*data: dict[str, Any], named: bool = False) -> bytes:
+    """These events as one piece of an SSE stream."""
+    return b"".join([
+        (f"event: {d['type']}\n".encode() if named else b"") + b"data: " + json.dumps(d).encode()
+        + b"\n\n"
+        for d in data
+    ])  # fmt: skip
+
+
+def streamed(url: str, pieces: list[bytes], times: list[float], **request: Any) -> Exchange:
+    """An exchange whose response came in these pieces, at these times; the request took 5 ms."""
+    ends, size = [], 0
+    for piece in pieces:
+        size += len(piece)
+        ends.append(size)
+    return Exchange(
+        method="POST",
+        url=url,
+        request_body=json.dumps({"model": "m", **request}).encode(),
+        status=200,
+        response_headers=SSE,
+        response_body=b"".join(pieces),
+        request_start=T0,
+        request_end=T0 + 0.005,
+        response_end=times[-1],
+        arrivals=tuple(zip(ends, times, strict=True)),
+    )
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "gpt-4o",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}  # fmt: skip
+
+
+def test_a_chat_streams_first_token_is_its_first_content_not_its_role_chunk():
+    pieces = [
+        events(chunk({"role": "assistant", "content": ""})),
+        events(chunk({"content": "Hel"})),
+        events(chunk({"content": "lo"}), chunk({}, "stop")),
+        b"data: [DONE]\n\n",
+    ]
+    verdict = inspect(streamed(CHAT, pieces, [T0 + 0.2, T0 + 0.45, T0 + 0.5, T0 + 0.51]))
+    assert verdict.first_token_ms == near(445.0)  # from the request's end
+    assert verdict.duration_ms == near(510.0)  # from the request's first byte
+
+
+def test_a_call_is_output_from_the_fragment_that_names_it():
+    call = {"index": 0, "id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": ""}}  # fmt: skip
+    pieces = [
+        events(chunk({"role": "assistant"})),
+        events(chunk({"tool_calls": [call]})),
+        events(
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}, "tool_calls")
+        ),
+    ]
+    verdict = inspect(streamed(CHAT, pieces, [T0 + 0.1, T0 + 0.3, T0 + 0.4]))
+    assert verdict.first_token_ms == near(295.0)
+
+
+def test_an_anthropic_streams_first_token_is_past_its_start_ping_and_empty_block():
+    start = {"type": "message_start", "message": {"id": "msg_1", "type": "message",
+             "role": "assistant", "model": "claude-haiku-4-5", "content": [],
+             "usage": {"input_tokens": 10, "output_tokens": 1}}}  # fmt: skip
+    pieces = [
+        events(start, {"type": "ping"}, named=True),
+        events(
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+            named=True,
+        ),
+        events(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "Hi"},
+            },
+            named=True,
+        ),
+        events(
+            {"type": "content_block_stop", "index": 0},
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn"},
+                "usage": {"output_tokens": 3},
+            },
+            {"type": "message_stop"},
+            named=True,
+        ),
+    ]
+    times = [T0 + 0.3, T0 + 0.31, T0 + 0.6, T0 + 0.7]
+    verdict = inspect(streamed(MESSAGES, pieces, times, max_tokens=10, messages=[]))
+    assert verdict.first_token_ms == near(595.0)
+    assert (verdict.usage["input_tokens"], verdict.usage["output_tokens"]) == (10, 3)
+
+
+def test_a_responses_streams_first_token_is_its_first_delta_or_named_item():
+    response = {"id": "resp_1", "object": "response", "status": "in_progress", "output": []}
+    message = {"type": "message", "id": "msg_1", "role": "assistant", "content": []}
+    pieces = [
+        events(
+            {"type": "response.created", "response": response},
+            {"type": "response.in_progress", "response": response},
+            named=True,
+        ),
+        events(
+            {"type": "response.output_item.added", "output_index": 0, "item": message}, named=True
+        ),
+        events(
+            {"type": "response.output_text.delta", "item_id": "msg_1", "delta": "Hi"}, named=True
+        ),
+        events(
+            {
+                "type": "response.completed",
+                "response": response | {"status": "completed", "output": [message]},
+            },
+            named=True,
+        ),
+    ]
+    times = [T0 + 0.1, T0 + 0.2, T0 + 0.9, T0 + 1.0]
+    verdict = inspect(streamed(RESPONSES, pieces, times, input="hi"))
+    assert verdict.first_token_ms == near(895.0)
+
+
+def test_a_stream_without_output_or_without_times_has_no_first_token():
+    silent = [events(chunk({"role": "assistant"}), chunk({}, "stop")), b"data: [DONE]\n\n"]
+    assert inspect(streamed(CHAT, silent, [T0 + 0.1, T0 + 0.2])).first_token_ms is None
+    untimed = streamed(CHAT, silent, [T0 + 0.1, T0 + 0.2]).model_copy(
+        update={"arrivals": (), "request_start": None, "response_end": None}
+    )
+    verdict = inspect(untimed)
+    assert (verdict.first_token_ms, verdict.duration_ms) == (None, None)
+
+
+def test_a_whole_response_has_a_duration_and_no_first_token():
+    body = {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": 2}}  # fmt: skip
+    exchange = Exchange(
+        method="POST", url=CHAT, request_body=b'{"model": "gpt-4o", "messages": []}',
+        status=200, response_headers={"content-type": "application/json"},
+        response_body=json.dumps(body).encode(), request_start=T0, request_end=T0 + 0.01,
+        response_end=T0 + 1.25,
+    )  # fmt: skip
+    verdict = inspect(exchange)
+    assert (verdict.duration_ms, verdict.first_token_ms) == (near(1250.0), None)
+    assert verdict.usage == {"input_tokens": 9, "output_tokens": 2}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_any_split_of_a_real_stream_dates_the_first_token_by_the_piece_that_completed_it(data):
+    raw = stream_bytes("chat_stream_parallel_tool_calls_with_usage.sse")
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(raw) - 1), max_size=12)))
+    bounds = [0, *cuts, len(raw)]
+    pieces = [raw[a:b] for a, b in itertools.pairwise(bounds)]
+    times = [T0 + 0.1 * (n + 1) for n in range(len(pieces))]
+    verdict = inspect(streamed(CHAT, pieces, times))
+    whole = inspect(streamed(CHAT, [raw], [times[-1]]))
+    # The first event with output: the one carrying the first call's name.
+    first = raw.index(b"\n\n", raw.index(b'"name"')) + 2
+    piece = next(n for n, end in enumerate(bounds[1:]) if end >= first)
+    assert verdict.first_token_ms == near((times[piece] - T0 - 0.005) * 1000)
+    untimed = {"first_token_ms", "duration_ms"}
+    assert verdict.model_dump(exclude=untimed) == whole.model_dump(exclude=untimed)
+
+
+def test_a_socket_turn_is_timed_from_its_request_message_to_its_last_event():
+    reader = socket_reader("responses", "wss://api.openai.com/v1/responses", 8 << 20)
+    response = {"id": "resp_1", "object": "response", "status": "in_progress", "output": [],
+                "tools": []}  # fmt: skip
+    done = response | {"status": "completed", "output": [
+        {"type": "message", "id": "m", "role": "assistant", "content": []}]}  # fmt: skip
+    messages = [
+        ({"type": "response.create", "model": "gpt-5", "input": "hi"}, True, T0),
+        ({"type": "response.created", "response": response}, False, T0 + 0.2),
+        ({"type": "response.output_text.delta", "item_id": "m", "delta": "Hi"}, False, T0 + 0.7),
+        ({"type": "response.completed", "response": done}, False, T0 + 0.9),
+    ]
+    turns = []
+    for message, from_client, at in messages:
+        turns += reader.feed(json.dumps(message).encode(), from_client, at)
+    (turn,) = turns
+    verdict = inspect(turn.exchange, turn.prior)
+    assert verdict.duration_ms == near(900.0)
+    assert verdict.first_token_ms == near(700.0)
+
+
+# --- tokens, as each API counts them ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("api", "response", "counted"),
+    [
+        ("responses", {"usage": {"input_tokens": 100, "output_tokens": 40,
+                                 "input_tokens_details": {"cached_tokens": 64},
+                                 "output_tokens_details": {"reasoning_tokens": 32}}},
+         {"input_tokens": 100, "output_tokens": 40, "cached_input_tokens": 64,
+          "reasoning_tokens": 32}),
+        ("chat", {"usage": {"prompt_tokens": 12, "completion_tokens": 5,
+                            "prompt_tokens_details": {"cached_tokens": 0},
+                            "completion_tokens_details": {"reasoning_tokens": 0}}},
+         {"input_tokens": 12, "output_tokens": 5, "cached_input_tokens": 0,
+          "reasoning_tokens": 0}),
+        ("realtime", {"usage": {"input_tokens": 20, "output_tokens": 8,
+                                "input_token_details": {"cached_tokens": 16}}},
+         {"input_tokens": 20, "output_tokens": 8, "cached_input_tokens": 16}),
+        # Anthropic's input_tokens leaves out what the cache read and wrote.
+        ("messages", {"usage": {"input_tokens": 10, "cache_read_input_tokens": 2000,
+                                "cache_creation_input_tokens": 500, "output_tokens": 7}},
+         {"input_tokens": 2510, "output_tokens": 7, "cached_input_tokens": 2000}),
+        ("converse", {"usage": {"inputTokens": 11, "outputTokens": 264, "totalTokens": 1303,
+                                "cacheReadInputTokens": 0, "cacheWriteInputTokens": 1028}},
+         {"input_tokens": 1039, "output_tokens": 264, "cached_input_tokens": 0}),
+        # Gemini counts thoughts apart from the candidates: output holds both.
+        ("gemini", {"usageMetadata": {"promptTokenCount": 81, "candidatesTokenCount": 20,
+                                      "thoughtsTokenCount": 140, "cachedContentTokenCount": 64}},
+         {"input_tokens": 81, "output_tokens": 160, "cached_input_tokens": 64,
+          "reasoning_tokens": 140}),
+        ("ollama", {"prompt_eval_count": 26, "eval_count": 9},
+         {"input_tokens": 26, "output_tokens": 9}),
+    ],
+)  # fmt: skip
+def test_each_api_counts_its_tokens_in_its_own_words(api, response, counted):
+    assert dialect(api).usage(response) == counted
+
+
+def test_a_count_not_given_or_not_a_whole_number_is_left_out_never_zero():
+    assert tokens(None, "12", True, -1) == {}
+    assert dialect("chat").usage({}) == {} and dialect("messages").usage({"usage": None}) == {}
+    assert dialect("messages").usage({"usage": {"output_tokens": 3}}) == {"output_tokens": 3}
+
+
+def test_groqs_stream_says_its_usage_under_x_groq_and_it_is_read():
+    pieces = [
+        events(chunk({"role": "assistant", "content": "Hi"})),
+        events(
+            chunk({}, "stop")
+            | {"x_groq": {"id": "req_1", "usage": {"prompt_tokens": 30, "completion_tokens": 2}}}
+        ),
+        b"data: [DONE]\n\n",
+    ]
+    verdict = inspect(streamed(CHAT, pieces, [T0 + 0.1, T0 + 0.2, T0 + 0.3]))
+    assert verdict.usage == {"input_tokens": 30, "output_tokens": 2}
