@@ -25,7 +25,7 @@ from tooltap.core import (
     inspect,
     served_session,
 )
-from tooltap.core.definitions import endpoint
+from tooltap.core.definitions import DefinitionCache, endpoint
 from tooltap.core.dialects.mcp import list_changed
 from tooltap.core.dialects.mcp_streams import ANSWERED_ON_STREAM, Changed, Channels, Said
 from tooltap.core.jsontext import loads
@@ -98,6 +98,7 @@ class Session:
     ) -> None:
         self.state = state if state is not None else LocalState(size)
         self.validators = ValidatorCache()
+        self.definitions = DefinitionCache()
         self.tool_servers = ToolServers()
         self.pins = pins if pins is not None else Pins()
         self.channels = Channels()  # MCP's legacy sessions: GET streams and their POSTs
@@ -168,7 +169,11 @@ class Session:
         calls = Recalled(self.state) if prior is None else prior
         key = (endpoint(exchange.url), served_session(exchange))
         verdict = inspect(
-            exchange, calls, validators=self.validators, tool_server=self.tool_servers.get(key)
+            exchange,
+            calls,
+            validators=self.validators,
+            tool_server=self.tool_servers.get(key),
+            definition_cache=self.definitions,
         )
         verdict.tool_changes = self.pins.check(verdict.definitions, application)
         hiding = {h.tool for h in verdict.hidden_text if h.part == "definition"}
