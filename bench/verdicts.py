@@ -1,7 +1,7 @@
 """Did a change move a verdict? Every exchange of every corpus file, read by two versions of
 tooltap, and their verdicts compared whole.
 
-    python -m bench.verdicts                    # the working tree against main
+    python -m bench.verdicts                    # the working tree against where it left main
     python -m bench.verdicts --against HEAD~3   # ... against another commit
     python -m bench.verdicts --write out.jsonl  # this tree's verdicts, to a file
 
@@ -134,7 +134,9 @@ def compare(before: Path, after: Path, shown: int = 10) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.verdicts", description=__doc__)
-    parser.add_argument("--against", default="main", help="the commit compared with (main)")
+    parser.add_argument(
+        "--against", help="the commit compared with (default: the merge base of HEAD and main)"
+    )
     parser.add_argument("--write", type=Path, help="only write this tree's verdicts here")
     args = parser.parse_args()
     if args.write:
@@ -142,11 +144,21 @@ def main() -> int:
         code = Path(tooltap.core.__file__).resolve().parent
         print(f"{count} lines of verdicts of {code} written to {args.write}", flush=True)
         return 0
+    against = (
+        args.against
+        or subprocess.run(
+            ["git", "merge-base", "HEAD", "main"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     files = corpus_files()
     print(f"corpus: {len(files)} files: " + ", ".join(f"{p.parent.name}/{p.name}" for p in files))
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        snapshot(args.against, base / "code")
+        snapshot(against, base / "code")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             filter(None, [str(base / "code"), os.environ.get("PYTHONPATH")]))}  # fmt: skip
         before, after = base / "before.jsonl", base / "after.jsonl"
@@ -157,7 +169,7 @@ def main() -> int:
             )  # fmt: skip
         differ = compare(before, after)
         lines = sum(1 for _ in before.open(encoding="utf-8"))
-    print(f"{lines} exchanges, read alone and in a session: {differ} differ from {args.against}")
+    print(f"{lines} exchanges, read alone and in a session: {differ} differ from {against[:12]}")
     return 1 if differ else 0
 
 

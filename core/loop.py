@@ -17,6 +17,7 @@ Here are the rules, the findings and the checker they share; each dialect
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -122,10 +123,11 @@ class ToolResult(BaseModel):
     """Hidden characters in what the result says (logged as the verdict's hidden_text)."""
 
 
-class LoopReport(BaseModel):
-    errors: list[LoopError] = Field(default_factory=list)
-    results: list[ToolResult] = Field(default_factory=list)
-    unchecked: list[str] = Field(default_factory=list)  # history left out to bound the work
+@dataclass(slots=True)
+class LoopReport:
+    errors: list[LoopError] = field(default_factory=list)
+    results: list[ToolResult] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)  # history left out to bound the work
 
 
 def _text(content: Any) -> str:
