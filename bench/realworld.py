@@ -7,7 +7,8 @@ by pass, four things read every exchange of the group once:
 
 - json.loads: the standard library's parse of the request body and the response body (of
   each event's data for an SSE stream, of each line for NDJSON): the baseline;
-- inspect: tooltap.core.inspect, with a warm ValidatorCache, as the worker holds one;
+- inspect: tooltap.core.inspect, with the caches the worker keeps warm (validators, tool
+  definitions);
 - Session.read: the worker's path (addon/inspection/session.py): inspect with the session's
   memory and the tool-definition pins, in one session that has read the group before (the
   steady state of a proxy whose applications send the same tools on every request);
@@ -40,6 +41,7 @@ from tooltap.addon.audit.inputs import RecordedExchange
 from tooltap.addon.inspection.session import Session
 from tooltap.core import Exchange, ValidatorCache, inspect
 
+from .core_cost import warm_caches
 from .profile_worker import _walk
 from .sizes import Size
 from .targets import Noise
@@ -161,10 +163,10 @@ def measure(group: Group, passes: int) -> dict[str, Any]:
     """Seconds for the group, per measure: the group read in slices of SLICE exchanges, each
     slice's fastest of `passes` passes, the four measures taking turns on it (in turn first),
     summed over the slices."""
-    validators = ValidatorCache()
+    caches = warm_caches()
     warm = Session()
     for case in group.cases:  # warm: validators compiled, the session's pins set
-        inspect(case.exchange, {}, validators=validators)
+        inspect(case.exchange, {}, **caches)
         warm.read(case.exchange, case.application)
 
     def loads(cases: list[Case]) -> None:
@@ -174,7 +176,7 @@ def measure(group: Group, passes: int) -> dict[str, Any]:
 
     def inspected(cases: list[Case]) -> None:
         for case in cases:
-            inspect(case.exchange, {}, validators=validators)
+            inspect(case.exchange, {}, **caches)
 
     def read(cases: list[Case]) -> None:
         for case in cases:

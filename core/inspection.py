@@ -438,7 +438,7 @@ def inspect(
     # Hosted calls follow the client's: logged and counted as calls, marked so that nothing
     # reading the turn's own calls (its state, count, repairs) takes them for the client's.
     calls += [
-        diagnose(call, turn.hosted_tool(call), validators).model_copy(update={"hosted": True})
+        diagnose(call, turn.hosted_tool(call), validators, hosted=True)
         for call in turn.hosted_calls[:MAX_CALLS]
     ]
     if response.dropped:
