@@ -125,7 +125,9 @@ def diagnose(
 ) -> Call:
     """Parse and validate one call's arguments against its tool; hosted: the provider ran it.
     Pure."""
-    parse_error, schema_errors, schema_problem = None, [], None
+    parse_error: ParseError | None = None
+    schema_errors: list[SchemaError] = []
+    schema_problem: str | None = None
     if call.type == "custom_tool_call":
         pass  # free-form text (or a grammar), not JSON
     elif call.arguments_missing:
