@@ -167,15 +167,18 @@ class Session:
         turn brings the calls its socket owed). application: who sent a model request, which
         its declared tools are pinned under (applications.py)."""
         calls = Recalled(self.state) if prior is None else prior
-        key = (endpoint(exchange.url), served_session(exchange))
+        # The MCP session an exchange is in, looked up only when some session is known.
+        key = _server_key(exchange) if self.tool_servers else None
         verdict = inspect(
             exchange,
             calls,
             validators=self.validators,
-            tool_server=self.tool_servers.get(key),
+            tool_server=self.tool_servers.get(key) if key is not None else None,
             definition_cache=self.definitions,
         )
-        verdict.tool_changes = self.pins.check(verdict.definitions, application)
+        changes = self.pins.check(verdict.definitions, application)
+        if changes:
+            verdict.tool_changes = changes
         hiding = {h.tool for h in verdict.hidden_text if h.part == "definition"}
         if hiding:
             new = self.pins.first_hidden(verdict.definitions, hiding, application)
@@ -183,7 +186,10 @@ class Session:
                 h for h in verdict.hidden_text if h.part == "result" or h.tool in new
             ]
         if verdict.tool_server is not None:
-            self.tool_servers.keep(key, verdict.tool_server, verdict, len(exchange.response_body))
+            self.tool_servers.keep(
+                key or _server_key(exchange), verdict.tool_server, verdict,
+                len(exchange.response_body),
+            )  # fmt: skip
             return verdict
         response_id = verdict.response_id
         if verdict.api != "responses" or not response_id or verdict.state is None:
@@ -204,6 +210,10 @@ class Session:
         if verdict.awaiting:
             self.state.remember(response_id, verdict.awaiting)
         return verdict
+
+
+def _server_key(exchange: Exchange) -> ServerKey:
+    return endpoint(exchange.url), served_session(exchange)
 
 
 def _mcp(exchange: Exchange) -> bool:
