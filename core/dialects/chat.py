@@ -91,6 +91,12 @@ def _tool_choice(request: Mapping[str, Any]) -> Any:
     return {"type": "function", **legacy} if isinstance(legacy, dict) else legacy
 
 
+HEAD = ("id", "model", "created", "system_fingerprint")  # a stream's, from its first chunks
+# What in a delta is model output: text, a refusal, reasoning (compatible servers'
+# reasoning_content), a call.
+OUTPUT = ("content", "refusal", "reasoning_content", "reasoning", "tool_calls")
+
+
 class Assembler(StreamAssembler):
     """Chat Completions chunks: tool calls accumulate by index within a choice.
 
@@ -119,9 +125,10 @@ class Assembler(StreamAssembler):
         if chunk.get("error"):
             self.error(chunk)
             return
-        for key in ("id", "model", "created", "system_fingerprint"):
-            if chunk.get(key) and key not in self.head:
-                self.head[key] = chunk[key]
+        if len(self.head) < len(HEAD):  # each is kept from the first chunk that says it
+            for key in HEAD:
+                if chunk.get(key) and key not in self.head:
+                    self.head[key] = chunk[key]
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         elif as_dict(chunk.get("x_groq")).get("usage"):  # Groq's last chunk says it there
@@ -133,9 +140,11 @@ class Assembler(StreamAssembler):
 
     def _choice(self, choice: Mapping[str, Any]) -> None:
         index = as_int(choice.get("index"))
-        slot = self.choices.setdefault(
-            index, {"role": None, "content": [], "refusal": [], "calls": Blocks(), "finish": None}
-        )
+        slot = self.choices.get(index)
+        if slot is None:
+            slot = self.choices[index] = {
+                "role": None, "content": [], "refusal": [], "calls": Blocks(), "finish": None
+            }  # fmt: skip
         if choice.get("finish_reason"):
             slot["finish"] = choice["finish_reason"]
         delta = as_dict(choice.get("delta"))
@@ -145,8 +154,8 @@ class Assembler(StreamAssembler):
             if isinstance(delta.get(key), str):
                 slot[key].append(delta[key])
         # Output: text, a refusal, reasoning (compatible servers' reasoning_content), a call.
-        self.said |= any(delta.get(k) for k in ("content", "refusal", "reasoning_content",
-                                                  "reasoning", "tool_calls"))  # fmt: skip
+        if not self.said:
+            self.said = any(delta.get(k) for k in OUTPUT)
         fragments = delta.get("tool_calls")
         for fragment in fragments if isinstance(fragments, list) else []:
             if not isinstance(fragment, dict):
