@@ -62,8 +62,19 @@ def corpus_files() -> list[Path]:
 
 
 def _definitions(verdict: Any) -> Any:
+    """The definitions a verdict carried, as the pins read them (their hidden text is in the
+    verdict's own)."""
     found = getattr(verdict, "definitions", None)
-    return None if found is None else dataclasses.asdict(found)
+    if found is None:
+        return None
+    return {
+        "declared": [
+            [dataclasses.asdict(d.origin), d.name, d.fingerprint, d.canonical]
+            for d in found.declared
+        ],
+        "whole": None if found.whole is None else dataclasses.asdict(found.whole),
+        "announced": found.announced,
+    }
 
 
 def verdicts() -> Iterator[dict[str, Any]]:

@@ -70,12 +70,14 @@ class Origin:
 @dataclass(frozen=True, slots=True)
 class Declared:
     """One tool definition as an exchange carried it: its name (namespace/name where the
-    dialect has namespaces), the SHA-256 of its canonical form, and that form."""
+    dialect has namespaces), the SHA-256 of its canonical form, and that form; with the
+    hidden characters in it, found once, when it is read (a kept one is read once)."""
 
     origin: Origin
     name: str
     fingerprint: str
     canonical: str
+    hidden: tuple[HiddenText, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,12 +194,13 @@ def fingerprint(form: str) -> str:
 def declare(origin: Origin, value: Mapping[str, Any]) -> Declared:
     """A definition (the dict `definition` gives) as an exchange carried it. Pure."""
     form = _canonical(value)
-    return Declared(
-        origin,
-        as_str(value.get("name")),
-        hashlib.sha256(form).hexdigest(),
-        form.decode("utf-8", "surrogatepass"),
-    )
+    text = form.decode("utf-8", "surrogatepass")
+    name = as_str(value.get("name"))
+    hidden = () if form.isascii() else tuple(
+        HiddenText(**h.model_dump(), part="definition", tool=name)
+        for h in scan(parsed(text))[0]  # in the canonical form's order
+    )  # fmt: skip
+    return Declared(origin, name, hashlib.sha256(form).hexdigest(), text, hidden)
 
 
 def endpoint(url: str) -> str:
@@ -329,15 +332,7 @@ def served_in(served: Served, url: str, cache: DefinitionCache | None = None) ->
 
 def hidden_in(declared: Iterable[Declared]) -> list[HiddenText]:
     """Hidden characters in definitions, each with its tool and path. Pure."""
-    found: list[HiddenText] = []
-    for item in declared:
-        if item.canonical.isascii():
-            continue
-        hidden, _ = scan(parsed(item.canonical))
-        found.extend(
-            HiddenText(**h.model_dump(), part="definition", tool=item.name) for h in hidden
-        )
-    return found
+    return [hidden for item in declared for hidden in item.hidden]
 
 
 def short(print_: str | None) -> str | None:
