@@ -198,6 +198,8 @@ class Checker:
             )
 
     def unanswered(self, pending: Mapping[str, int]) -> None:
+        if not pending:
+            return
         by_turn: dict[int, list[str]] = {}
         for call_id, index in pending.items():
             by_turn.setdefault(index, []).append(call_id)

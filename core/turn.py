@@ -183,13 +183,16 @@ def tokens(
     output_tokens, cached_input_tokens, reasoning_tokens): input counts cached tokens and
     output reasoning tokens, as OpenTelemetry's GenAI conventions have them. A count the API
     did not give, or gave as no whole number, is left out: never 0 for unknown. Pure."""
-    counted = {
-        "input_tokens": _count(input),
-        "output_tokens": _count(output),
-        "cached_input_tokens": _count(cached),
-        "reasoning_tokens": _count(reasoning),
-    }
-    return {k: v for k, v in counted.items() if v is not None}
+    counted = {}
+    for name, value in (
+        ("input_tokens", input),
+        ("output_tokens", output),
+        ("cached_input_tokens", cached),
+        ("reasoning_tokens", reasoning),
+    ):
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:  # as _count
+            counted[name] = value
+    return counted
 
 
 def plus(base: Any, *more: Any) -> int | None:
