@@ -150,9 +150,11 @@ class Assembler(StreamAssembler):
         delta = as_dict(choice.get("delta"))
         if isinstance(delta.get("role"), str):
             slot["role"] = delta["role"]
-        for key in ("content", "refusal"):
-            if isinstance(delta.get(key), str):
-                slot[key].append(delta[key])
+        content, refusal = delta.get("content"), delta.get("refusal")
+        if isinstance(content, str):
+            slot["content"].append(content)
+        if isinstance(refusal, str):
+            slot["refusal"].append(refusal)
         # Output: text, a refusal, reasoning (compatible servers' reasoning_content), a call.
         if not self.said:
             self.said = any(delta.get(k) for k in OUTPUT)
