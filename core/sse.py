@@ -37,8 +37,8 @@ class SSEDecoder:
     def feed(self, chunk: bytes) -> list[Event]:
         events: list[Event] = []
         for raw in self._lines.feed(chunk):
-            # What streams are made of, read without a call a line: a data line of valid UTF-8,
-            # and the blank line that ends an event. Any other line is _line's.
+            # What streams are made of, read without a call a line: data and event lines of
+            # valid UTF-8, and the blank line that ends an event. Any other line is _line's.
             if self._first:
                 event = self._line(raw)
             elif not raw:
@@ -47,6 +47,13 @@ class SSEDecoder:
                 value = raw[6:] if raw[5:6] == b" " else raw[5:]
                 try:
                     self._data.append(value.decode("utf-8"))
+                    continue
+                except UnicodeDecodeError:
+                    event = self._line(raw)
+            elif raw[:6] == b"event:":
+                value = raw[7:] if raw[6:7] == b" " else raw[6:]
+                try:
+                    self._event = value.decode("utf-8")
                     continue
                 except UnicodeDecodeError:
                     event = self._line(raw)

@@ -129,17 +129,21 @@ class Assembler(StreamAssembler):
             for key in HEAD:
                 if chunk.get(key) and key not in self.head:
                     self.head[key] = chunk[key]
-        if chunk.get("usage"):
-            self.usage = chunk["usage"]
-        elif as_dict(chunk.get("x_groq")).get("usage"):  # Groq's last chunk says it there
-            self.usage = as_dict(chunk.get("x_groq"))["usage"]
+        usage, groq = chunk.get("usage"), chunk.get("x_groq")
+        if usage:
+            self.usage = usage
+        elif isinstance(groq, dict) and groq.get("usage"):  # Groq's last chunk says it there
+            self.usage = groq["usage"]
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
             if isinstance(choice, dict):
                 self._choice(choice)
 
     def _choice(self, choice: Mapping[str, Any]) -> None:
-        index = as_int(choice.get("index"))
+        # One call a chunk: the shapes read inline (as_int, as_dict), as every chunk comes here.
+        index = choice.get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            index = 0
         slot = self.choices.get(index)
         if slot is None:
             slot = self.choices[index] = {
@@ -147,7 +151,9 @@ class Assembler(StreamAssembler):
             }  # fmt: skip
         if choice.get("finish_reason"):
             slot["finish"] = choice["finish_reason"]
-        delta = as_dict(choice.get("delta"))
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            delta = {}
         if isinstance(delta.get("role"), str):
             slot["role"] = delta["role"]
         content, refusal = delta.get("content"), delta.get("refusal")

@@ -515,7 +515,7 @@ def whatwg_events(body: bytes) -> list[Event]:
 
 SSE_LINE = st.sampled_from(
     [b"data: {\"a\": 1}", b"data:{\"b\":2}", b"data:", b"data", b"data: x\xff", b"data:  two",
-     b"event: ping", b"event:", b"id: 7", b"id: a\0b", b": comment", b":", b"retry: 5",
+     b"event: ping", b"event:", b"event:x\xfe", b"id: 7", b"id: a\0b", b": comment", b":", b"retry: 5",
      b"\xef\xbb\xbfdata: bom", b"dat", b"data: \xc3\xa9", b""]
 )  # fmt: skip
 
