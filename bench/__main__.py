@@ -1,4 +1,4 @@
-"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,stream,memory,core,realworld,profile,websocket,live,web,traces,state,definitions,stress,why]`.
+"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,throughput,stream,memory,core,realworld,profile,websocket,live,web,traces,state,definitions,stress,why]`.
 
 Results go to bench/out/<name>.json (bench/out/quick/ for --quick,
 bench/out/smoke/ for --smoke, or --out); the report step then writes
@@ -34,6 +34,7 @@ from . import (
     state,
     streaming,
     stress,
+    throughput,
     traces,
     web,
     websocket,
@@ -46,6 +47,7 @@ OUT = HERE / "out"
 SNAPSHOT_ENV = "TOOLTAP_BENCH_SNAPSHOT"
 ALL = (
     "json",
+    "throughput",
     "stream",
     "memory",
     "core",
@@ -60,7 +62,7 @@ ALL = (
     "stress",
     "why",
 )
-QUICK = ALL[:12]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
+QUICK = ALL[:13]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
 
 
 def _git(*args: str) -> str:
@@ -195,6 +197,7 @@ def main() -> int:
 
     steps = {
         "json": lambda: asyncio.run(json_load.run(size)),
+        "throughput": lambda: asyncio.run(throughput.run(size)),
         "stream": lambda: asyncio.run(streaming.run(size)),
         "memory": lambda: asyncio.run(memory.run(size)),
         "core": lambda: core_cost.run(size),
