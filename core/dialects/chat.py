@@ -172,9 +172,10 @@ class Assembler(StreamAssembler):
             index = as_int(fragment.get("index"), len(calls))
             call = calls.get(index) or calls.open(index, {"id": None, "type": None, "name": None})
             function = as_dict(fragment.get("function"))
-            for key, value in (("id", fragment), ("type", fragment), ("name", function)):
-                if value.get(key) and call[key] is None:
-                    call[key] = value[key]
+            if None in call.values():  # the first fragment that says each is kept
+                for key, value in (("id", fragment), ("type", fragment), ("name", function)):
+                    if value.get(key) and call[key] is None:
+                        call[key] = value[key]
             calls.add(index, function.get("arguments"))
 
     def result(self) -> dict[str, Any]:
