@@ -20,7 +20,7 @@ from .sinks.redaction import ARGUMENT_MODES
 
 INSPECTORS = ("process", "thread")
 # The first-party places these APIs are served: OpenAI, Anthropic, Azure OpenAI, Anthropic
-# on Azure AI Foundry and on AWS, Bedrock, Vertex AI, and the Gemini API.
+# on Azure AI Foundry and on AWS, Bedrock, Vertex AI, the Gemini API and Cohere.
 DEFAULT_HOSTS = [
     "api.openai.com",
     "api.anthropic.com",
@@ -33,6 +33,8 @@ DEFAULT_HOSTS = [
     "*-aiplatform.googleapis.com",
     "aiplatform.*.rep.googleapis.com",
     "generativelanguage.googleapis.com",
+    "api.cohere.com",
+    "api.cohere.ai",
 ]
 
 
@@ -69,6 +71,23 @@ def state_problem(url: str) -> str | None:
         return "tooltap_state must be a redis://host:port/db or rediss://host:port/db URL"
     if importlib.util.find_spec("redis") is None:
         return "tooltap_state needs the Redis client: pip install 'tooltap[redis]'"
+    return None
+
+
+def host_port(text: str, option: str = "tooltap_health") -> tuple[str, int]:
+    """HOST:PORT as (host, port); a bracketed IPv6 host loses its brackets. Raises ValueError."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{option} wants HOST:PORT, not {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def address_problem(text: str) -> str | None:
+    """Why an address option (empty: off) cannot be used, or None."""
+    try:
+        text and host_port(text)
+    except ValueError as exc:
+        return str(exc)
     return None
 
 
@@ -133,6 +152,34 @@ OPTIONS = (
         minimum=0,
         maximum=65535,
         inspection=True,
+    ),
+    Option(
+        "tooltap_health",
+        str,
+        "",
+        "HOST:PORT where the proxy process itself answers /livez and /readyz (plain HTTP, on "
+        "its event loop; up while the inspector restarts). Empty: off. `tooltap run` turns it "
+        "on at 127.0.0.1:9465.",
+        check=address_problem,
+    ),
+    Option(
+        "tooltap_tls_cert",
+        str,
+        "",
+        "A PEM file with the certificate (then its chain) the reverse listeners present to "
+        "clients that speak TLS; a plain-HTTP request is then refused with a 400, never sent "
+        "upstream. Given to mitmproxy's certs option. Off: the listeners speak plain HTTP.",
+        flag="--tls-cert",
+        metavar="FILE",
+    ),
+    Option(
+        "tooltap_tls_key",
+        str,
+        "",
+        "A PEM file with tooltap_tls_cert's private key (unencrypted), when it is not in the "
+        "certificate's file (a Kubernetes TLS Secret mounts tls.crt and tls.key apart).",
+        flag="--tls-key",
+        metavar="FILE",
     ),
     Option(
         "tooltap_log_format",
@@ -205,6 +252,17 @@ OPTIONS = (
         3600,
         "Seconds a response id stays in the shared state (tooltap_state): a follow-up or a poll "
         "later than that is not matched across replicas.",
+        minimum=1,
+        inspection=True,
+    ),
+    Option(
+        "tooltap_tool_deadline",
+        int,
+        60,
+        "Seconds a tool call may wait for its answer: past it, a call something still waits "
+        "for (an open Realtime, Gemini Live or Responses WebSocket session, an MCP tools/call "
+        "still running) gets one tool_overdue warning, and an answer that comes later is "
+        "marked late.",
         minimum=1,
         inspection=True,
     ),

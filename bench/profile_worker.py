@@ -10,7 +10,7 @@ timed apart. The log sink writes JSON lines to a stream that discards them,
 so terminal speed does not count; in the proxy they go to a pipe.
 
 The proxy's own side is timed too: the addon's three hooks per flow on fresh
-test flows (up to the hand-over), and pickling the record for the child.
+test flows (up to handing the record over), and pickling the record for the child.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class _Discard:
 
 
 def _hooks_cost(addon: Any, template: Any, count: int) -> float:
-    """µs per flow in the addon's hooks on mitmproxy's event loop, up to the hand-over."""
+    """µs per flow in the addon's hooks on mitmproxy's event loop, up to handing the record over."""
     flows = []
     for _ in range(count):
         flow = template.copy()

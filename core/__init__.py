@@ -1,7 +1,7 @@
 """tooltap.core: the pure rules. No I/O, no mitmproxy, no logging, no clock, no globals.
 
 `inspect(exchange) -> Verdict` is the entry point that the proxy, `audit` and
-`demo` share; the seed-named rules live in `parallel` and `schema`.
+`demo` share; the classification rules live in `parallel` and `schema`.
 """
 
 from .arguments import Call, SchemaError, ValidatorCache
@@ -22,6 +22,7 @@ from .schema import OPENAI_LIMITS, SEED_LIMITS, Limits
 from .served import ToolServer
 from .stream import StreamReader, StreamResult
 from .turn import APIS, Api, Turn
+from .verdict import ToolTime
 from .wire import detect_api, read_turn
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "StreamResult",
     "ToolResult",
     "ToolServer",
+    "ToolTime",
     "Turn",
     "ValidatorCache",
     "Verdict",

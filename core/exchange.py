@@ -57,6 +57,9 @@ class Exchange(BaseModel):
     arrivals: tuple[tuple[int, float], ...] = ()
     """A streamed response body's pieces as they arrived: (the offset in response_body each
     piece ends at, when it arrived), in order. Empty where no one watched them come."""
+    flow: str = ""
+    """The proxy's id of the flow it crossed in (mitmproxy's), carried so that the log can join
+    the lines of one exchange, also one answered later on another flow; no rule reads it."""
 
 
 def header(headers: Mapping[str, str], name: str) -> str:

@@ -39,12 +39,14 @@ NAMES = (
 # has not gone wrong yet, and a fan-out without strict never had a guarantee
 # to lose: both are reported, neither fails. Nor does a Realtime session that
 # closed while a tool ran (a hang-up), nor a session error that refused nothing
-# (an empty audio buffer committed is routine in voice sessions).
+# (an empty audio buffer committed is routine in voice sessions), nor a batch whose calls
+# ran one after another (only the team knows whether they were independent).
 DEFAULT = frozenset(NAMES) - {
     "strict-at-risk",
     "fanout-no-strict",
     "unanswered-at-close",
     "session-error",
+    "serial-execution",
 }
 # Response, call and event ids inside a loop error's `where` (Realtime names the response).
 _IDS = re.compile(r"\b(?:resp|call|toolu|msg|chatcmpl|fc|item|event)_[A-Za-z0-9_-]+")

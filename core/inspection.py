@@ -14,7 +14,7 @@ from typing import Any
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
 from .definitions import DefinitionCache, HiddenText, declared_in, hidden_in, served_in
-from .dialects import NOT_AN_ENDPOINT, dialect, path_of, shared_path, streamed_path
+from .dialects import dialect, path_of, shared_path, streamed_path
 from .dialects.base import Serve
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .eventstream import looks_like_eventstream
@@ -25,6 +25,7 @@ from .schema import SEED_LIMITS, Limits
 from .served import SESSION_HEADER, ToolServer, query_session, session_tag
 from .shapes import as_dict
 from .stream import ApiError, Framing, StreamReader, api_error
+from .unread import unread_reason
 from .verdict import Outcome, Rejected, Scope, Verdict
 from .wire import Api, Turn, check_loop, detect_api, read_turn
 
@@ -343,7 +344,7 @@ def inspect(
     else:
         known = exchange.api or detect_api(exchange.method, exchange.url, exchange.request_body)
         if known is None:
-            return _not_read(exchange, NOT_AN_ENDPOINT)
+            return _not_read(exchange, unread_reason(path))
         api = known
         serve = dialect(api).serve
         if serve is not None:

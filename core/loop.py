@@ -1,4 +1,4 @@
-"""Tool-loop integrity: every call answered exactly once, by id (seed 001, WIRE.md E).
+"""Tool-loop integrity: every call answered exactly once, by id.
 
 A request that carries history shows whether the application ran its tool
 loop correctly: each call gets one result matched by id; no result is orphaned
@@ -39,6 +39,7 @@ RULES = (
     "unanswered-at-close",
     "missing-thought-signature",
     "unlisted-tool",
+    "serial-execution",
 )
 
 REPAIRS = {
@@ -82,6 +83,10 @@ REPAIRS = {
         "call only the tools the server listed in this session (tools/list, every page "
         "by nextCursor), and list them again after notifications/tools/list_changed."
     ),
+    "serial-execution": (
+        "run a batch's independent calls together (asyncio.gather, a thread pool, your "
+        "runtime's parallel tool execution): each waited for the one before it."
+    ),
 }
 
 
@@ -121,6 +126,9 @@ class ToolResult(BaseModel):
     after the call that made the task)."""
     hidden: list[Hidden] = Field(default_factory=list, exclude=True)
     """Hidden characters in what the result says (logged as the verdict's hidden_text)."""
+    unnamed: str | None = Field(default=None, exclude=True)
+    """The call it answers, when its API gave that call no id: its tool and arguments, as
+    arguments.unnamed_call makes them (for the caller's tool times). Not logged."""
 
 
 @dataclass(slots=True)
@@ -187,13 +195,23 @@ class Checker:
             )
 
     def result(
-        self, call_id: str, index: int, failed: bool, where: str, content: Any = None
+        self,
+        call_id: str,
+        index: int,
+        failed: bool,
+        where: str,
+        content: Any = None,
+        *,
+        unnamed: str | None = None,
     ) -> None:
+        """A result; unnamed: the call it answers, when its API gave that call no id
+        (arguments.unnamed_call)."""
         if index >= self.new_from:
             hidden, _ = scan(content)
+            outcome: Literal["ok", "error"] = "error" if failed else "ok"
             self.report.results.append(
                 ToolResult(
-                    call_id=call_id, where=where, outcome="error" if failed else "ok", hidden=hidden
+                    call_id=call_id, where=where, outcome=outcome, hidden=hidden, unnamed=unnamed
                 )
             )
 

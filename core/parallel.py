@@ -1,4 +1,4 @@
-"""Parallel tool calls void the strict schema guarantee (seed 000).
+"""Parallel tool calls void the strict schema guarantee.
 
 OpenAI does not support Structured Outputs alongside parallel function calls,
 and parallel_tool_calls defaults to true. A turn that returns more than one
@@ -254,7 +254,7 @@ def repair_lines(state: Any) -> list[str]:
 
 
 def duplicate_line(duplicates: Mapping[str, int]) -> str | None:
-    """The seed's duplicate warning for one turn. Pure. None when there is none."""
+    """The duplicate warning for one turn. Pure. None when there is none."""
     if not duplicates:
         return None
     counts = "; ".join(

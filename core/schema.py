@@ -1,4 +1,4 @@
-"""Strict omitted, so the JSON schema is only a suggestion (seed 004).
+"""Strict omitted, so the JSON schema is only a suggestion.
 
 Structured Outputs guarantees schema adherence only when strict is true. With
 strict absent or false the schema degrades to a hint the model usually follows,
@@ -8,7 +8,7 @@ the schema cannot satisfy the strict subset, so the walk here names every rule
 that would have to be fixed before strict: true could be turned on.
 
 Functions take the response shape (Responses `text.format` or Chat
-`response_format`); the limits are parameters, seed values by default.
+`response_format`); the limits are parameters, OpenAI's documented ceilings by default.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class Limits(BaseModel):
 
 
 SEED_LIMITS = Limits()
-"""The seed script's ceilings: 5 levels, 5,000 properties, 1,000 enum values."""
+"""The default ceilings: 5 levels, 5,000 properties, 1,000 enum values."""
 
 OPENAI_LIMITS = Limits(
     max_depth=10,

@@ -51,14 +51,20 @@ class ListedTool(BaseModel):
     output_schema: Any = None
 
 
-class TaskCall(BaseModel):
-    """A tools/call the server answered with a task: whose result tasks/result returns later."""
+class OpenCall(BaseModel):
+    """A tools/call whose answer comes in a later request: one answered with a task (its result
+    comes with tasks/result, or a tasks/get that carries it), or input_required (protocol
+    2026-07-28: the client calls again, and the retry's answer is the call's). Whichever request
+    brings its result, the result is logged under the call's own id: one id from the call's
+    first request to its last, which is what times it. Ids only."""
 
     model_config = ConfigDict(frozen=True)
 
     name: str  # the tool
-    call_id: str  # the JSON-RPC id of the tools/call that made the task
-    fetched: bool = False  # its result was checked (a result fetched again is not counted again)
+    # The JSON-RPC id of the tools/call that made it (a retry that could not be tied to its
+    # call stands for it, under its own id).
+    call_id: str
+    fetched: bool = False  # its result was checked: fetched again, it is not counted again
 
 
 class ToolServer(BaseModel):
@@ -72,7 +78,11 @@ class ToolServer(BaseModel):
     complete: bool = False  # the whole list was seen, from its first page to its last
     fixed: bool = False  # initialize said the list does not change during the session
     next_cursor: str | None = None  # the page a list seen from its start continues with
-    tasks: dict[str, TaskCall] = Field(default_factory=dict)  # by task id, oldest first
+    # Calls whose answer comes in a later request, oldest first: by task id (a fetched one
+    # stays, so that its result fetched again is not counted again), and by what the retry after
+    # an input_required answer will carry (None: more than one call waits under it).
+    tasks: dict[str, OpenCall] = Field(default_factory=dict)
+    retries: dict[str, OpenCall | None] = Field(default_factory=dict)
     announced: bool = False  # notifications/tools/list_changed came, and no whole list since
 
 

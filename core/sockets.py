@@ -156,6 +156,16 @@ class SocketTurn:
     said: Verdict | None = None  # a session-scope finding, already read (exchange unused)
 
 
+@dataclass(frozen=True, slots=True)
+class Overdue:
+    """A call the session still owes a result, past the deadline."""
+
+    call_id: str
+    name: str
+    waited: float  # seconds since the response that issued it ended
+    response_id: str = ""
+
+
 @dataclass(slots=True)
 class HeldTurn:
     """A turn being read: its request, and its server events as they come."""
@@ -203,6 +213,7 @@ class SocketReader:
         self.skipped: Counter[str] = Counter()  # messages not used, by reason
         self.held = 0  # bytes of messages held now
         self.now: float | None = None  # when the message being read crossed the socket
+        self._said_overdue: set[str] = set()  # calls already said to be overdue
 
     def _exchange(
         self,
@@ -280,6 +291,23 @@ class SocketReader:
                 turn.events, turn.times, turn.skipped = [], [], why
             done.append(self._done(turn))
         return done
+
+    def owed_calls(self) -> dict[str, tuple[str, float, str]]:
+        """The calls this session owes a result now: id -> (tool, when the response that issued
+        it ended, its response id); only those known to be owed, with a known time."""
+        return {}
+
+    def overdue(self, now: float, deadline: float) -> list[Overdue]:
+        """The calls owed past the deadline at `now` (epoch seconds, the caller's clock), each
+        said once."""
+        found = []
+        owed = self.owed_calls()
+        self._said_overdue &= owed.keys()  # answered meanwhile: nothing more to remember
+        for call_id, (name, at, response_id) in owed.items():
+            if now - at > deadline and call_id not in self._said_overdue:
+                self._said_overdue.add(call_id)
+                found.append(Overdue(call_id, name, now - at, response_id))
+        return found
 
     def feed(self, message: bytes, from_client: bool, at: float | None = None) -> list[SocketTurn]:
         """One message, in the order it crossed the socket (at: when, epoch seconds): the

@@ -1,7 +1,7 @@
 """Each API's strict subset of JSON Schema, and its repairs, asked of its dialect.
 
 A strict schema that leaves its provider's subset is refused (a 400) or quietly loosened, and
-the providers draw the line in different places: OpenAI Structured Outputs (the seed rules in
+the providers draw the line in different places: OpenAI Structured Outputs (the rules in
 `tooltap.core.schema`) and Anthropic structured outputs (tooltap.core.dialects.messages) among
 them. A 400 from one provider is never explained with another's rules.
 """
@@ -27,7 +27,7 @@ __all__ = [
 
 
 def _reading(api: str) -> Dialect:
-    """The API's dialect; for an exchange of no known API, the seed's rules (OpenAI's)."""
+    """The API's dialect; for an exchange of no known API, OpenAI's rules."""
     return DIALECTS.get(api) or DIALECTS["responses"]
 
 

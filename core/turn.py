@@ -8,6 +8,7 @@ ones.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,10 +27,11 @@ Api = Literal[
     "mcp",
     "ollama",
     "gemini_live",
+    "cohere",
 ]
 APIS: tuple[Api, ...] = (
     "responses", "chat", "messages", "realtime", "converse", "gemini", "mcp", "ollama",
-    "gemini_live",
+    "gemini_live", "cohere",
 )  # fmt: skip
 
 
@@ -146,7 +148,7 @@ class Turn:
         return [t for t in self.tools if t.name in self.callable_names]
 
     def as_response(self) -> dict[str, Any]:
-        """This turn in the Responses-API shape that the seed rules read.
+        """This turn in the Responses-API shape that the rules of parallel and schema read.
 
         Only the tools tool_choice left callable are shown: a tool that cannot be
         called cannot put a turn at risk.
@@ -170,6 +172,21 @@ class Turn:
         if self.output_format:
             response["text"] = {"format": self.output_format}
         return response
+
+
+_PLACEHOLDER = re.compile(r"\w+\[\d+\]\Z")
+
+
+def placeholder(where: str, index: int) -> str:
+    """The id a call is logged under when its API gave it none: where it sat
+    (`functionCall[0]`). Pure."""
+    return f"{where}[{index}]"
+
+
+def given_id(call_id: str) -> bool:
+    """Is this an id the API gave the call (not none, not a placeholder)? Only such an id ties
+    a call to its answer across exchanges. Pure."""
+    return bool(call_id) and _PLACEHOLDER.match(call_id) is None
 
 
 def _count(value: Any) -> int | None:

@@ -20,6 +20,31 @@ Outcome = Literal[
 Scope = Literal["turn", "session", "tool"]
 
 
+class ToolTime(BaseModel):
+    """How long one answered call took: from the end of the response that issued it to the
+    arrival of its result; and, when its run was seen (an MCP tools/call through tooltap),
+    how long it ran, and where."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    call_id: str
+    """The call answered."""
+    name: str | None = None
+    """Its tool."""
+    waited_ms: float
+    """From the end of the response that issued the call to the arrival of its result."""
+    ran_ms: float | None = None
+    """How long its tools/call ran on its server, when tooltap saw it run."""
+    server: str | None = None
+    """The MCP server it ran on ("name version"), when seen."""
+    late: bool = False
+    """Answered past tooltap_tool_deadline."""
+    issued_at: float = Field(exclude=True)
+    """When the response that issued it ended (epoch seconds)."""
+    answered_at: float = Field(exclude=True)
+    """When its result arrived."""
+
+
 class Rejected(BaseModel):
     """The API refused the request (4xx): its own words, and the local blockers."""
 
@@ -45,9 +70,9 @@ class Verdict(BaseModel):
     """responses, chat or messages (the `api` label); None for an upstream refused at connect."""
     outcome: Outcome
     """inspected, skipped, unparseable, upstream_error, client_gone (the client hung up before
-    any answer came) or not_read (an exchange whose body no dialect reads: not a tool-calling
-    endpoint, or a model family with no tool calls tooltap reads; the reason says which): what
-    became of the flow."""
+    any answer came) or not_read (an exchange whose body no dialect reads: an API tooltap knows
+    and does not read, a path it does not read at all, or a model family with no tool calls
+    tooltap reads; the reason says which): what became of the flow."""
     transport: Transport = "http"
     """http, or websocket for a turn of a Responses WebSocket or a Realtime session."""
     scope: Scope = "turn"
@@ -67,7 +92,8 @@ class Verdict(BaseModel):
     finish_reasons: list[str] = Field(default_factory=list)
     """Why the model stopped: finish_reason per choice, stop_reason, or the response's status."""
     usage: dict[str, int] = Field(default_factory=dict)
-    """The tokens the response counts: input_tokens, output_tokens (where it says)."""
+    """The tokens the response counts: input_tokens, output_tokens, and cached_input_tokens
+    (Cohere), where it says."""
     response_id: str | None = None
     """The response's id (resp_..., chatcmpl-..., msg_...)."""
     state: str | None = None
@@ -107,6 +133,11 @@ class Verdict(BaseModel):
     """A stream's: from the request's end to the first event carrying model output (text,
     reasoning, or a call's name or arguments); None when the response was not streamed, or
     carried no output, or no times."""
+    tool_wait_ms: float | None = None
+    """On a request that answers calls: the longest wait among them (ToolTime.waited_ms)."""
+    tool_times: list[ToolTime] = Field(default_factory=list)
+    """Each call this request answers, timed (logged as tool_time lines). Set by the caller,
+    which remembers when each call was issued."""
     more_calls: int = 0
     """Calls past the first MAX_CALLS: counted, not validated nor listed one by one."""
     unchecked: list[str] = Field(default_factory=list)

@@ -126,8 +126,8 @@ def variables() -> list[Any]:
             "Which model API: responses (over HTTP or WebSocket), chat (Chat Completions),"
             " messages (Anthropic, on Bedrock and Vertex AI too), realtime (the Realtime API),"
             " converse (Bedrock Converse), gemini, gemini_live (the Gemini Live API), ollama"
-            " (Ollama's own API) or mcp (tool servers). All also counts the flows no API names"
-            " (not read, or refused before any request).",
+            " (Ollama's own API), cohere (Cohere's v2 chat) or mcp (tool servers). All also counts"
+            " the flows no API names (not read, or refused before any request).",
         ),
         label(
             "model",
@@ -465,7 +465,7 @@ def health_panels() -> list[Any]:
         ).thresholds(thresholds((None, "red"), (1, "green"))),
         single(
             "Dropped flows",
-            "Flows not inspected because the hand-over to the inspector was full (or the"
+            "Flows not inspected because the queue to the inspector was full (or the"
             " inspector was restarting), over the time range. The traffic itself passed"
             " unchanged. Raise tooltap_queue_size or add replicas.",
             query(f'sum(increase(tooltap_flows_total{{{API}, outcome="dropped"}}[$__range]))'),
@@ -508,8 +508,9 @@ def health_panels() -> list[Any]:
             " tooltap_memory_budget full."
             " unparseable: not the expected JSON or stream. upstream_error: the API or network"
             " failed. client_gone: the client hung up before any answer. dropped: the"
-            " inspection queue was full. not_read: no dialect reads its body (another endpoint,"
-            " a model family without tool calls; the log says why).",
+            " inspection queue was full. not_read: no dialect reads its body (an API tooltap"
+            " does not read, tool-calling or not, or a model family without tool calls; the"
+            " log says which).",
             [
                 query(
                     f"sum by (outcome) (rate(tooltap_flows_total{{{API}}}[$__rate_interval]))",

@@ -136,6 +136,8 @@ class Report:
         for result in v.tool_results:
             if result.outcome == "error":
                 self.line(f"{'tool-failure':<19} {label}  {result.call_id} at {result.where}")
+        for error in v.stream_errors:  # the API's error under a 200: no finding, never unsaid
+            self.line(f"{'stream-error':<19} {label}  {error.type}: {error.message}".rstrip())
 
     def summary(self) -> None:
         shape = parallel.exposure(row["state"] for row in self.rows)

@@ -7,11 +7,13 @@ import importlib.util
 import sys
 
 from ..options import OPTIONS
-from .run import SCRIPT, _run, _web, host_port
+from .run import SCRIPT, _run, _web, health_address, host_port
 
 # What `tooltap demo` imports beyond the base install: the official SDKs it drives, and the
 # WebSocket library of its loopback upstream and of the SDKs' socket transport.
-DEMO_EXTRA = ("openai", "anthropic", "boto3", "google.genai", "websockets", "mcp", "ollama")
+DEMO_EXTRA = (
+    "openai", "anthropic", "boto3", "google.genai", "websockets", "mcp", "ollama", "cohere",
+)  # fmt: skip
 
 
 def parser() -> argparse.ArgumentParser:
@@ -38,9 +40,10 @@ def parser() -> argparse.ArgumentParser:
     web.add_argument(
         "--web",
         type=lambda t: host_port(t, "--web"),
-        default=("127.0.0.1", 8081),
+        default=("127.0.0.1", 9466),
         metavar="HOST:PORT",
-        help="where the web UI listens (default 127.0.0.1:8081; it asks for a token or password)",
+        help="where the web UI listens (default 127.0.0.1:9466, clear of the listeners' "
+        "8080, 8081, ...; it asks for a token or password)",
     )
     web.add_argument("-r", "--read", metavar="FLOWS", help="load a flow file (mitmdump -w) first")
 
@@ -75,7 +78,7 @@ def proxy_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--upstream",
         action="append",
-        metavar="openai|anthropic|gemini|ollama|URL|mcp:URL",
+        metavar="openai|anthropic|gemini|ollama|cohere|URL|mcp:URL",
         help="reverse-proxy target; repeat for more, each on the next port; mcp:URL is an MCP "
         "server (Streamable HTTP), its JSON-RPC read as MCP",
     )
@@ -97,6 +100,14 @@ def proxy_arguments(run: argparse.ArgumentParser) -> None:
         default=("127.0.0.1", 9464),
         metavar="HOST:PORT",
         help="the /metrics endpoint (default 127.0.0.1:9464; keep it private)",
+    )
+    run.add_argument(
+        "--health",
+        type=health_address,
+        default=("127.0.0.1", 9465),
+        metavar="HOST:PORT|off",
+        help="where the proxy itself answers /livez and /readyz, up while its inspector "
+        "restarts: point probes here (default 127.0.0.1:9465; --set tooltap_health)",
     )
     for option in OPTIONS:
         if option.flag is not None:

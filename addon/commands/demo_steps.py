@@ -3,7 +3,7 @@
 Between them the steps produce every kind of finding tooltap reports. A step's client sends
 `x-demo-step` so the upstream knows which reply to play; each API's steps, and the shapes of its
 replies, are in a module of their own (demo_openai, demo_anthropic, demo_converse, demo_gemini,
-demo_live, demo_ollama, demo_mcp).
+demo_live, demo_ollama, demo_cohere, demo_mcp).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from ..harness.replay import Reply, Seen
 from ..harness.sockets import Step as SocketStep
 from . import (
     demo_anthropic,
+    demo_cohere,
     demo_converse,
     demo_gemini,
     demo_live,
@@ -21,7 +22,7 @@ from . import (
     demo_ollama,
     demo_openai,
 )
-from .demo_agent import Clients, Step, client_errors, json_reply, status_of
+from .demo_agent import WEATHER, Clients, Step, client_errors, json_reply, status_of
 
 __all__ = ["STEPS", "Clients", "client_errors", "route", "socket_route", "status_of"]
 
@@ -51,6 +52,13 @@ STEPS: list[Step] = [
         lambda c: demo_ollama.chat(c.base_url, c.headers, demo_openai.chat_tools(strict=False)),
     ),
     Step(
+        "cohere-stream",
+        "Cohere's v2 chat (the cohere client, SSE): a 200 stream that ends in ERROR, after a"
+        " history that answered a call with nothing",
+        demo_cohere.reply(),
+        lambda c: demo_cohere.chat(c.base_url, c.headers, WEATHER),
+    ),
+    Step(
         "mcp-tools",
         "an MCP tool server: arguments off a tool's inputSchema, a result off its outputSchema,"
         " and a call to a tool it never listed",
@@ -78,6 +86,7 @@ DEFAULTS = {
     "/converse": "converse-unanswered",
     ":generateContent": "gemini-unsigned",
     "/api/chat": "ollama-stream",
+    "/v2/chat": "cohere-stream",
 }
 
 
@@ -105,7 +114,8 @@ def route(seen: Seen) -> Reply:
                 "error": {
                     "message": "the demo upstream serves chat/completions, responses, "
                     "messages, Bedrock's invoke-with-response-stream and converse, "
-                    f"Gemini's generateContent and Ollama's /api/chat, not {seen.path}",
+                    f"Gemini's generateContent, Ollama's /api/chat and Cohere's /v2/chat, not "
+                    f"{seen.path}",
                     "type": "not_found",
                 }
             },

@@ -10,22 +10,47 @@ from urllib.parse import urlsplit
 
 from ..handover.budget import map_large_allocations
 from ..options import OPTIONS
+from ..options import host_port as parse_host_port
 
 UPSTREAMS = {
     "openai": "https://api.openai.com",
     "anthropic": "https://api.anthropic.com",
     "gemini": "https://generativelanguage.googleapis.com",
     "ollama": "http://localhost:11434",  # the user's own Ollama, only when named
+    "cohere": "https://api.cohere.com",
 }
 SCRIPT = Path(__file__).with_name("script.py")
 WEB_COLUMNS = ("tls", "icon", "path", "method", "status", "comment", "size", "time")
 
 
 def host_port(text: str, option: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise argparse.ArgumentTypeError(f"{option} wants HOST:PORT, not {text!r}")
-    return host.strip("[]"), int(port)
+    try:
+        return parse_host_port(text, option)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def health_address(text: str) -> tuple[str, int] | None:
+    """--health HOST:PORT, or off."""
+    return None if text == "off" else host_port(text, "--health")
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+ANY_HOST = ("", "0.0.0.0", "::")  # noqa: S104 - compared with, never bound
+
+
+def _no_shared_ports(ports: dict[str, tuple[str, int]]) -> None:
+    """Two of tooltap's servers on one address: say which, before mitmproxy fails on it."""
+    seen: list[tuple[str, str, int]] = []
+    for what, (host, port) in ports.items():
+        for other, other_host, other_port in seen:
+            same_host = host == other_host or host in ANY_HOST or other_host in ANY_HOST
+            if port and port == other_port and same_host:
+                raise SystemExit(f"tooltap: {what} and {other} both want port {port}")
+        seen.append((what, host, port))
 
 
 def _client_hint(upstream: str, url: str) -> str:
@@ -37,6 +62,8 @@ def _client_hint(upstream: str, url: str) -> str:
         return f"GOOGLE_GEMINI_BASE_URL={url}"
     if upstream == "ollama":
         return f"OLLAMA_HOST={url}"
+    if upstream == "cohere":
+        return f"CO_API_URL={url}"
     if upstream.startswith("mcp:"):
         return f"MCP server URL {url}{urlsplit(upstream[4:]).path}"
     return f"base URL {url} (forwarded to {upstream})"
@@ -49,11 +76,23 @@ def mitmdump_args(
     listens there), and the lines that tell the user where to point."""
     host, port = args.listen
     metrics_host, metrics_port = args.metrics
+    health = getattr(args, "health", None)
+    scheme = "https" if getattr(args, "tls_cert", None) else "http"
     argv = ["--listen-host", host]
     hints = []
+    ports = {"--metrics": args.metrics}
+    if health is not None:
+        ports["--health"] = health
+    if web is not None:
+        ports["--web"] = web
     if args.regular:
         if args.upstream:
             raise SystemExit("tooltap run: --regular and --upstream exclude each other")
+        if scheme == "https":
+            raise SystemExit(
+                "tooltap run: --tls-cert is for reverse mode; in regular mode mitmproxy makes "
+                "each host's certificate from its own CA"
+            )
         argv += ["--mode", f"regular@{port}"]
         hints.append(
             f"regular proxy on {host}:{port}: set HTTPS_PROXY=http://{host}:{port} and trust "
@@ -72,8 +111,8 @@ def mitmdump_args(
         target = UPSTREAMS.get(upstream, upstream.removeprefix("mcp:"))
         if not target.startswith(("http://", "https://")):
             raise SystemExit(
-                "tooltap run: --upstream wants openai, anthropic, gemini, ollama, a URL or mcp:URL, "
-                f"not {upstream!r}"
+                "tooltap run: --upstream wants openai, anthropic, gemini, ollama, cohere, a URL "
+                f"or mcp:URL, not {upstream!r}"
             )
         if upstream.startswith("mcp:"):
             # mitmproxy forwards to the URL's origin; the path stays the client's.
@@ -82,14 +121,18 @@ def mitmdump_args(
             mcp_hosts.append(f"{parts.hostname}:{parts.port or default_port}")
             target = f"{parts.scheme}://{parts.netloc}"
         listen = port + index if port else 0
+        ports[f"--upstream {upstream}"] = (host, listen)
         argv += ["--mode", f"reverse:{target}@{listen}"]
-        hints.append(
-            f"reverse proxy to {target} on {host}:{listen}: {_client_hint(upstream, f'http://{host}:{listen}')}"
-        )
+        url = f"{scheme}://{_address(host, listen)}"
+        hints.append(f"reverse proxy to {target} on {host}:{listen}: {_client_hint(upstream, url)}")
+    if args.regular:
+        ports["--regular"] = args.listen
+    _no_shared_ports(ports)
     argv += ["-s", str(SCRIPT)]
     settings: dict[str, Any] = {
         "tooltap_metrics_host": metrics_host,
         "tooltap_metrics_port": metrics_port,
+        "tooltap_health": _address(*health) if health is not None else None,
     }
     if web is None:
         settings["flow_detail"] = 0  # mitmdump's own flow lines would mix into the JSON on stdout
@@ -114,6 +157,8 @@ def mitmdump_args(
     hints.append(
         f"metrics at http://{metrics_host}:{metrics_port}/metrics; JSON log lines on stdout"
     )
+    if health is not None:
+        hints.append(f"health at http://{_address(*health)}/livez and /readyz")
     return argv + extra, hints
 
 

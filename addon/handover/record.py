@@ -1,4 +1,4 @@
-"""The hand-over record: one finished exchange, as the proxy passes it to the inspection side.
+"""The record of one finished exchange, as the proxy passes it to the inspection side.
 
 On the pipe to the inspector process a record is one frame: a header, the
 record's metadata pickled, then its bodies as they are. The proxy writes the
@@ -12,6 +12,7 @@ import io
 import pickle
 import struct
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -100,6 +101,14 @@ class Record:
     part: StreamPart | None = None  # a piece of an MCP server's GET stream, in chunks
     started: float = 0.0  # when the request began (a socket batch: its first message), epoch s
     ended: float = 0.0  # when the response ended, or broke off (a batch: its last message)
+    request_ended: float = 0.0  # when the request's last byte came
+    arrived: list[float] = field(default_factory=list)  # when each chunk came (a batch: message)
+    # Where each chunk ended in response_body, once the chunks were joined (the inspector's pipe).
+    ends: list[int] = field(default_factory=list)
+    # The request alone of an MCP tools/call still unanswered past tooltap_tool_deadline (ended:
+    # when the proxy saw it so): said overdue, its exchange still to come.
+    overdue: bool = False
+    flow: str = ""  # mitmproxy's id of the flow: the log's exchange id is made from it
 
     @classmethod
     def of(cls, api: Api | None, request: Any, **fields: Any) -> Record:
@@ -138,7 +147,19 @@ class Record:
             },
             response_body=b"".join(self.chunks) if self.chunks else self.response_body,
             api=self.api,
+            request_start=self.started or None,
+            request_end=self.request_ended or None,
+            response_end=self.ended or None,
+            arrivals=self._arrivals(),
+            flow=self.flow,
         )
+
+    def _arrivals(self) -> tuple[tuple[int, float], ...]:
+        """Each streamed chunk's end in the body, with when it came."""
+        ends = list(accumulate(map(len, self.chunks))) if self.chunks else self.ends
+        if not self.arrived or len(ends) != len(self.arrived):
+            return ()
+        return tuple(zip(ends, self.arrived, strict=True))
 
     def logged_host(self) -> str:
         """The Host header without its port (as mitmproxy's pretty_host), else the address."""
@@ -228,6 +249,8 @@ class FrameReader:
             record.chunks = [bytes(m) for m in response[: len(record.socket.sources)]]
         else:
             record.response_body = bytes(response[0]) if len(response) == 1 else b"".join(response)
+            if record.arrived:  # a tapped stream: where each of its chunks ended, for its times
+                record.ends = list(accumulate(map(len, response)))
         self._plan, self._pieces = [HEAD.size], []
         self._start(HEAD.size)
         return record

@@ -56,6 +56,8 @@ class Supervisor:
         """Start the first child; returns its metrics port. Blocks; raises RuntimeError."""
         worker, counts, port = self._spawn()
         self._adopt(worker, counts)
+        # A restarted child serves /metrics where this one does, also when it was given port 0.
+        self._settings = {**self._settings, "tooltap_metrics_port": port}
         return port
 
     def _spawn(self) -> tuple[ProcessWorker, SharedCounts, int]:

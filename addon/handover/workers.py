@@ -33,6 +33,7 @@ logger = logging.getLogger("tooltap")
 _STOP = object()
 PIPE_SIZE = MiB  # Linux's default ceiling for an unprivileged process (fs.pipe-max-size)
 IOV_MAX = 512  # buffers per writev; the system's limit is 1,024
+TICK_EVERY = 1.0  # seconds between two looks at the clock (the calls owed past the deadline)
 
 
 class ThreadWorker:
@@ -47,8 +48,10 @@ class ThreadWorker:
         on_error: Callable[[BaseException], None],
         size: int,
         release: Callable[[Any], None] = lambda _item: None,
+        tick: Callable[[float], None] = lambda _now: None,
     ) -> None:
         self._handle = handle
+        self._tick = tick  # once a second at most: what waits on the clock
         self._on_error = on_error
         self._release = release
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=size)
@@ -106,8 +109,15 @@ class ThreadWorker:
         return left
 
     def _run(self) -> None:
+        ticked = time.monotonic()
         while True:
-            item = self._queue.get()
+            if time.monotonic() - ticked >= TICK_EVERY:
+                ticked = time.monotonic()
+                self._ticked()
+            try:
+                item = self._queue.get(timeout=TICK_EVERY)
+            except queue.Empty:
+                continue
             try:
                 if item is _STOP:
                     return
@@ -120,6 +130,14 @@ class ThreadWorker:
                 if item is not _STOP:
                     self._release(item)
                 self._queue.task_done()
+
+    def _ticked(self) -> None:
+        try:
+            self._tick(time.time())
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the worker must outlive any tick
+            self._on_error(exc)
 
 
 @dataclass(slots=True)

@@ -24,6 +24,7 @@ from typing import IO, Any
 
 LISTENING = re.compile(r"listening at (?:.*?):(\d+)")
 METRICS = re.compile(r"tooltap metrics at (http://\S+/metrics)")
+HEALTH = re.compile(r"tooltap health at (http://\S+/) ")
 WEB = re.compile(r"Web server listening at (http://\S+)")
 
 
@@ -60,13 +61,17 @@ class Proxy:
         argv: list[str],
         modes: int,
         env: dict[str, str] | None = None,
+        *,
         has_metrics: bool = True,
         has_web: bool = False,
+        has_health: bool = False,
     ) -> None:
         self.argv = argv
         self.modes = modes
         self.has_metrics = has_metrics
         self.has_web = has_web
+        self.has_health = has_health
+        self.health_url: str | None = None  # the proxy's own /livez and /readyz, under it
         self.web_url: str | None = None  # with its login token
         self.env = {**os.environ, **(env or {})}
         self.ports: list[int] = []
@@ -101,12 +106,15 @@ class Proxy:
             listen,
             "--metrics",
             "127.0.0.1:0",
+            "--health",
+            "127.0.0.1:0",
         ]
         for upstream in upstreams:
             argv += ["--upstream", upstream]
         if web:
             extra = ("--set", "web_open_browser=false", *extra)
         modes = max(1, len(upstreams))
+        kw.setdefault("has_health", True)
         return cls([*argv, *options, "--", *extra], modes=modes, has_web=web, **kw)
 
     @classmethod
@@ -160,10 +168,13 @@ class Proxy:
                     self.metrics_url = match.group(1)
                 if match := WEB.search(line):
                     self.web_url = match.group(1)
+                if match := HEALTH.search(line):
+                    self.health_url = match.group(1)
                 if (
                     len(self.ports) >= self.modes
                     and (self.metrics_url or not self.has_metrics)
                     and (self.web_url or not self.has_web)
+                    and (self.health_url or not self.has_health)
                 ):
                     self._ready.set()
 

@@ -25,10 +25,7 @@ from ..handover.counts import SharedCounts
 from ..handover.record import FrameReader, Record
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
-from ..sinks.traces import traces
-from .applications import Applications
 from .inspector import Inspector
-from .pins import open_pins
 from .state import await_first_answer, open_state
 
 logger = logging.getLogger("tooltap")
@@ -71,21 +68,15 @@ def main(argv: list[str] | None = None) -> int:
     sink = LogSink(settings["tooltap_log_format"], settings["tooltap_log_arguments"], stream)
     state = open_state(settings, metrics.state_error)
     await_first_answer(state)  # the proxy's records queue meanwhile
-    inspector = Inspector(
-        sink,
-        metrics,
-        max_turn=settings["tooltap_max_body"],
-        budget=settings["tooltap_memory_budget"],
-        traces=traces(settings, metrics.span),
-        state=state,
-        pins=open_pins(settings, state),
-        applications=Applications(settings["tooltap_app_header"]),
-    )
+    inspector = Inspector.of(settings, sink, metrics, state)
     os.set_blocking(args.records, False)
     stopping: list[int] = []  # SIGTERM: the proxy will not wait any longer
     signal.signal(signal.SIGTERM, lambda number, _frame: stopping.append(number))
     try:
-        serve(FrameReader(args.records), inspector.handle, counts, metrics, stopping)
+        serve(
+            FrameReader(args.records), inspector.handle, counts, metrics, stopping,
+            tick=inspector.tick,
+        )  # fmt: skip
     finally:
         inspector.close()
         counts.fold_into(metrics)
@@ -100,6 +91,8 @@ def serve(
     counts: SharedCounts,
     metrics: Metrics,
     stopping: list[int],
+    *,
+    tick: Callable[[float], None] = lambda _now: None,
 ) -> None:
     """Handle the proxy's records in order until it closes the pipe, or until `stopping`.
 
@@ -115,6 +108,7 @@ def serve(
         if record is None:
             counts.fold_into(metrics)
             folded = time.monotonic()
+            _tick(tick, metrics)
             # Wake at least once a second, so the proxy's counts show up while idle.
             readable, _, _ = select.select([frames.fd], [], [], FOLD_EVERY)
             if not readable and inspected >= RETURN_AFTER:
@@ -133,6 +127,16 @@ def serve(
         if time.monotonic() - folded >= FOLD_EVERY:  # busy: still folded in once a second
             counts.fold_into(metrics)
             folded = time.monotonic()
+            _tick(tick, metrics)
+
+
+def _tick(tick: Callable[[float], None], metrics: Metrics) -> None:
+    """What waits on the clock (the calls owed past the deadline), once a second at most."""
+    try:
+        tick(time.time())
+    except Exception:
+        metrics.internal_error("worker")
+        logger.exception("error while watching for overdue calls")
 
 
 if __name__ == "__main__":

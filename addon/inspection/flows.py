@@ -24,6 +24,10 @@ def flow_exchange(flow: Any) -> Exchange:
         status=response.status_code if response is not None else None,
         response_headers=dict(response.headers.items()) if response is not None else {},
         response_body=(response.raw_content or b"") if response is not None else b"",
+        # mitmproxy's own stamps; a flow file keeps no streamed piece's time.
+        request_start=request.timestamp_start,
+        request_end=request.timestamp_end,
+        response_end=response.timestamp_end if response is not None else None,
     )
 
 
@@ -54,7 +58,7 @@ def socket_turns(flow: Any) -> list[SocketTurn]:
     turns: list[SocketTurn] = []
     for message in ws.messages:
         if reading.wanted(message.content, message.is_text):
-            turns += reader.feed(message.content, message.from_client)
+            turns += reader.feed(message.content, message.from_client, message.timestamp)
     if ws.timestamp_end is None:  # saved while open: what was in flight had not ended
         turns += reader.lost("the socket was still open when the flow was saved")
     else:

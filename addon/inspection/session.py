@@ -30,26 +30,31 @@ from tooltap.core.dialects.mcp import list_changed
 from tooltap.core.dialects.mcp_streams import ANSWERED_ON_STREAM, Changed, Channels, Said
 from tooltap.core.jsontext import loads
 
+from .clock import Clock
 from .pins import Pins
 from .state import REMEMBERED, LocalState, Recalled, State
 
+DEADLINE = 60.0  # seconds a call may wait for its answer before it is late (tooltap_tool_deadline)
 TOOL_SESSIONS = 1_000  # MCP sessions remembered (with their tool schemas), the newest only
-TOOL_BYTES = 64 << 20  # ... and at most this many bytes of the tools/list answers behind them
+TOOL_BYTES = 64 << 20  # ... and at most this many bytes of their tools/list answers and open calls
+OPEN_CALL = 640  # bytes a remembered open call (a task, a call awaiting its retry) holds, measured
 
 ServerKey = tuple[str, str | None]  # an MCP endpoint, and the session there
 
 
 class ToolServers:
     """What recent MCP sessions said of their servers, newest last: at most `sessions` of them,
-    holding at most `limit` bytes of the tools/list answers their lists came from. Past
-    either, the oldest are forgotten (their calls then go unchecked, and say so)."""
+    holding at most `limit` bytes of the tools/list answers their lists came from and of the
+    calls they keep open (tasks, calls awaiting their retry). Past either, the oldest are
+    forgotten (their calls then go unchecked, and say so)."""
 
     def __init__(self, sessions: int = TOOL_SESSIONS, limit: int = TOOL_BYTES) -> None:
         self.sessions = sessions
         self.limit = limit
         self.held = 0
         self._servers: OrderedDict[ServerKey, ToolServer] = OrderedDict()
-        self._sizes: dict[ServerKey, int] = {}
+        self._sizes: dict[ServerKey, int] = {}  # what each session holds
+        self._lists: dict[ServerKey, int] = {}  # ... of which its tools/list answers
 
     def __len__(self) -> int:
         return len(self._servers)
@@ -59,24 +64,25 @@ class ToolServers:
 
     def keep(self, key: ServerKey, server: ToolServer, verdict: Verdict, answer: int) -> None:
         """The session after an exchange whose answer was `answer` bytes."""
-        size = self._sizes.get(key, 0)
+        listed = self._lists.get(key, 0)
         if not server.tools:
-            size = 0
+            listed = 0
         elif verdict.listed_tools:  # a first page starts the list anew; a later one adds
             fresh = len(server.tools) == len(set(verdict.listed_tools))
-            size = answer if fresh else size + answer
-        self.held += size - self._sizes.get(key, 0)
-        self._servers[key] = server
-        self._sizes[key] = size
-        self._servers.move_to_end(key)
-        self._trim()
+            listed = answer if fresh else listed + answer
+        self._hold(key, server, listed)
 
     def list_changed(self, key: ServerKey) -> None:
         """The server said the session's tool list changed: forgotten until it is listed again,
         and that list announced (a session tooltap knew nothing of is remembered for it)."""
-        self.held -= self._sizes.get(key, 0)
-        self._servers[key] = list_changed(self._servers.get(key) or ToolServer())
-        self._sizes[key] = 0
+        self._hold(key, list_changed(self._servers.get(key) or ToolServer()), 0)
+
+    def _hold(self, key: ServerKey, server: ToolServer, listed: int) -> None:
+        size = listed + OPEN_CALL * (len(server.tasks) + len(server.retries))
+        self.held += size - self._sizes.get(key, 0)
+        self._servers[key] = server
+        self._sizes[key] = size
+        self._lists[key] = listed
         self._servers.move_to_end(key)
         self._trim()
 
@@ -84,6 +90,7 @@ class ToolServers:
         while self._servers and (len(self._servers) > self.sessions or self.held > self.limit):
             oldest, _ = self._servers.popitem(last=False)
             self.held -= self._sizes.pop(oldest)
+            del self._lists[oldest]
 
 
 class Session:
@@ -94,9 +101,14 @@ class Session:
     """
 
     def __init__(
-        self, size: int = REMEMBERED, state: State | None = None, pins: Pins | None = None
+        self,
+        size: int = REMEMBERED,
+        state: State | None = None,
+        pins: Pins | None = None,
+        deadline: float = DEADLINE,
     ) -> None:
         self.state = state if state is not None else LocalState(size)
+        self.clock = Clock(self.state, deadline)  # when calls were issued, answered and run
         self.validators = ValidatorCache()
         self.definitions = DefinitionCache()
         self.tool_servers = ToolServers()
@@ -152,8 +164,8 @@ class Session:
                 verdict.outcome = "client_gone"  # it hung up on the POST, and no answer came
                 verdict.reason = f"the client hung up before the answer; {pair.unanswered}"
             elif pair.unanswered is not None:
-                said = [verdict.reason] if verdict.reason else []
-                verdict.reason = "; ".join([*said, pair.unanswered])
+                before = [verdict.reason] if verdict.reason else []
+                verdict.reason = "; ".join([*before, pair.unanswered])
             done.append((exchange, verdict))
         return done
 
@@ -186,11 +198,12 @@ class Session:
                 h for h in verdict.hidden_text if h.part == "result" or h.tool in new
             ]
         if verdict.tool_server is not None:
-            self.tool_servers.keep(
-                key or _server_key(exchange), verdict.tool_server, verdict,
-                len(exchange.response_body),
-            )  # fmt: skip
+            key = key or _server_key(exchange)
+            self.tool_servers.keep(key, verdict.tool_server, verdict, len(exchange.response_body))
+            self.clock.tool(" ".join(filter(None, key)), exchange, verdict)
             return verdict
+        if verdict.scope == "turn":
+            self.clock.turn(exchange, verdict)
         response_id = verdict.response_id
         if verdict.api != "responses" or not response_id or verdict.state is None:
             return verdict

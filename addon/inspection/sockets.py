@@ -9,15 +9,25 @@ skipped. A socket whose reader was let go is read on as one joined late.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from tooltap.core import Api, Verdict
 from tooltap.core.dialects import socket_reader
-from tooltap.core.sockets import SocketReader, SocketTurn
+from tooltap.core.sockets import Overdue, SocketReader, SocketTurn
 
 from ..handover.record import SocketBatch
 from .session import Session, with_ending
 
 MAX_SOCKETS = 10_000
+
+
+class Numbered(NamedTuple):
+    """A turn read off a socket, with which socket (its flow's id) and its number there."""
+
+    key: str
+    number: int | None  # from 1; None: what the session said outside its turns
+    turn: SocketTurn
 
 
 class Sockets:
@@ -30,14 +40,23 @@ class Sockets:
         self.held = 0
         self.skipped: Counter[tuple[str, str]] = Counter()  # (api, reason): messages not used
         self._readers: OrderedDict[str, SocketReader] = OrderedDict()
+        # Turns read per socket, kept when its reader is let go (it is read on, joined late).
+        self._numbers: OrderedDict[str, int] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._readers)
 
     def read(
-        self, api: Api, url: str, batch: SocketBatch, messages: list[bytes]
-    ) -> list[SocketTurn]:
-        """Feed one batch of a socket's messages; the turns it finished, in order."""
+        self,
+        api: Api,
+        url: str,
+        batch: SocketBatch,
+        messages: list[bytes],
+        times: Sequence[float | None] = (),
+    ) -> list[Numbered]:
+        """Feed one batch of a socket's messages (each at its time, when known); the turns it
+        finished, in order, numbered (turns of other sockets whose readers this batch pushed
+        out come with their own key)."""
         key = batch.key
         reader = self._readers.get(key)
         if reader is None:
@@ -47,8 +66,9 @@ class Sockets:
         self._readers.move_to_end(key)
         before = reader.held
         turns = reader.lost() if batch.lost else []
-        for message, source in zip(messages, batch.sources, strict=True):
-            turns += reader.feed(message, bool(source))
+        times = times if len(times) == len(messages) else [None] * len(messages)
+        for message, source, at in zip(messages, batch.sources, times, strict=True):
+            turns += reader.feed(message, bool(source), at)
         if batch.ended:
             turns += reader.close(batch.close)
             del self._readers[key]
@@ -57,17 +77,44 @@ class Sockets:
             del self._readers[key]
         self.held += reader.held - before
         self._count(reader)
-        turns += self._trim(key)
-        return turns
+        numbered = self._number(key, turns)
+        for other, lost in self._trim(key):
+            numbered += self._number(other, lost)
+        if batch.ended or batch.let_go is not None:
+            self._numbers.pop(key, None)
+        return numbered
+
+    def _number(self, key: str, turns: list[SocketTurn]) -> list[Numbered]:
+        numbered = []
+        for turn in turns:
+            number = None
+            if turn.said is None:  # a turn, not what the session said outside one
+                number = self._numbers.get(key, 0) + 1
+                self._numbers[key] = number
+                self._numbers.move_to_end(key)
+                if len(self._numbers) > self.size:
+                    self._numbers.popitem(last=False)
+            numbered.append(Numbered(key, number, turn))
+        return numbered
+
+    def overdue(self, now: float, deadline: float) -> list[tuple[str, SocketReader, Overdue]]:
+        """The calls the open sockets owe past the deadline, each said once, with each
+        socket's key (its flow's id)."""
+        return [
+            (key, reader, found)
+            for key, reader in self._readers.items()
+            for found in reader.overdue(now, deadline)
+        ]
 
     def _count(self, reader: SocketReader) -> None:
         for reason, count in reader.skipped.items():
             self.skipped[reader.api, reason] += count
         reader.skipped.clear()
 
-    def _trim(self, keep: str) -> list[SocketTurn]:
-        """Over the byte limit or the count: the least recently used readers let go."""
-        turns: list[SocketTurn] = []
+    def _trim(self, keep: str) -> list[tuple[str, list[SocketTurn]]]:
+        """Over the byte limit or the count: the least recently used readers let go (the turns
+        in flight each lost, by socket)."""
+        turns: list[tuple[str, list[SocketTurn]]] = []
         for key in list(self._readers):
             if self.held <= self.limit and len(self._readers) <= self.size:
                 break
@@ -75,14 +122,14 @@ class Sockets:
                 continue
             reader = self._readers.pop(key)
             self.held -= reader.held
-            turns += reader.lost()
+            turns.append((key, reader.lost()))
             self._count(reader)
-        reader = self._readers.get(keep)
-        if reader is not None and self.held > self.limit:
+        kept = self._readers.get(keep)
+        if kept is not None and self.held > self.limit:
             # This socket alone holds too much: it lets go of its turns in flight.
-            self.held -= reader.held
-            turns += reader.lost()
-            self._count(reader)
+            self.held -= kept.held
+            turns.append((keep, kept.lost()))
+            self._count(kept)
         return turns
 
 

@@ -1,10 +1,10 @@
 """What a session remembers across exchanges: in this process, or shared by replicas in Redis.
 
-Two things carry from one exchange to the next, both keyed by a response id:
-the calls a Responses turn left for the client (a follow-up with
-previous_response_id is checked against them) and whether the response was
-already counted at its final status (a background response is polled, and
-counted once). One replica sees them all; several replicas behind a
+Three things carry from one exchange to the next: keyed by a response id, the calls a
+Responses turn left for the client (a follow-up with previous_response_id is checked against
+them) and whether the response was already counted at its final status (a background response
+is polled, and counted once); and, keyed by a call's id, when the response that issued it
+ended, with its tool's name (the follow-up that answers it says how long the tool took). One replica sees them all; several replicas behind a
 round-robin Service each see some, so `tooltap_state=redis://...` keeps them
 in Redis, where every replica finds them.
 
@@ -29,6 +29,10 @@ import orjson
 logger = logging.getLogger("tooltap")
 
 REMEMBERED = 10_000  # response ids each kind of memory keeps in this process
+ISSUED = 50_000  # calls awaiting their answer kept in this process, the newest
+UNNAMED = "unnamed:"  # a call whose API gave no id, by its tool and arguments
+AMBIGUOUS = ("", -1.0)  # such a call issued twice before an answer: neither is timed
+AMBIGUOUS_VALUE = b"ambiguous"  # ... as Redis holds it
 NAMESPACE = "tooltap:"
 TIMEOUT = 0.1  # seconds a Redis command may take before this exchange does without it
 FIRST_ANSWER = 2.0  # seconds a starting inspector waits for Redis before its first record
@@ -46,6 +50,15 @@ class State(Protocol):
 
     def claim(self, response_id: str) -> bool:
         """Mark the response counted; True only for the first claim of it."""
+
+    def issue(self, calls: Mapping[str, tuple[str, float]]) -> None:
+        """These calls (call id -> its tool's name, when the response that issued it ended)
+        were handed to the client; a call already issued keeps its first time (a background
+        response read again), and a call with no id issued twice (two calls alike) is timed by
+        neither answer."""
+
+    def answer(self, call_ids: list[str]) -> dict[str, tuple[str, float]]:
+        """The issued calls these ids name, each taken: a call is answered once."""
 
     def close(self) -> None:
         """Release what the state holds open."""
@@ -72,10 +85,12 @@ class RecentCalls(OrderedDict[str, list[str]]):
 class LocalState:
     """This process's memory: bounded, the newest response ids kept. The default."""
 
-    def __init__(self, size: int = REMEMBERED) -> None:
+    def __init__(self, size: int = REMEMBERED, issued: int = ISSUED) -> None:
         self.recent = RecentCalls(size)
         self.counted: OrderedDict[str, None] = OrderedDict()  # response ids, newest last
         self.size = size
+        self.issued: OrderedDict[str, tuple[str, float]] = OrderedDict()  # by call id
+        self.issued_size = issued
 
     def open_calls(self, response_id: str) -> list[str] | None:
         return self.recent.get(response_id)
@@ -90,6 +105,20 @@ class LocalState:
         if len(self.counted) > self.size:
             self.counted.popitem(last=False)
         return True
+
+    def issue(self, calls: Mapping[str, tuple[str, float]]) -> None:
+        for call_id, issued in calls.items():
+            if call_id not in self.issued:
+                self.issued[call_id] = issued
+            elif call_id.startswith(UNNAMED):  # two calls alike, neither with an id
+                self.issued[call_id] = AMBIGUOUS  # never told apart: neither is timed
+            self.issued.move_to_end(call_id)
+        while len(self.issued) > self.issued_size:
+            self.issued.popitem(last=False)
+
+    def answer(self, call_ids: list[str]) -> dict[str, tuple[str, float]]:
+        taken = {c: self.issued.pop(c) for c in call_ids if c in self.issued}
+        return {c: issued for c, issued in taken.items() if issued != AMBIGUOUS}
 
     def close(self) -> None:
         pass
@@ -187,6 +216,43 @@ class RedisState:
             return first_here
         return first_here and bool(first)
 
+    def issue(self, calls: Mapping[str, tuple[str, float]]) -> None:
+        self.local.issue(calls)
+        if not calls:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for call_id, (name, at) in calls.items():
+            pipe.set(f"{NAMESPACE}issued:{call_id}", f"{at!r} {name}", nx=True, ex=self.ttl)
+        written = self.shared(pipe.execute)
+        if written is FAILED:
+            return
+        alike = [
+            c for c, new in zip(calls, written, strict=True) if not new and c.startswith(UNNAMED)
+        ]
+        if alike:  # issued before, by another conversation: no answer can say which it is
+            pipe = self.client.pipeline(transaction=False)
+            for call_id in alike:
+                pipe.set(f"{NAMESPACE}issued:{call_id}", AMBIGUOUS_VALUE, ex=self.ttl)
+            self.shared(pipe.execute)
+
+    def answer(self, call_ids: list[str]) -> dict[str, tuple[str, float]]:
+        here = self.local.answer(call_ids)
+        if not call_ids:
+            return here
+        pipe = self.client.pipeline(transaction=False)
+        for call_id in call_ids:
+            pipe.getdel(f"{NAMESPACE}issued:{call_id}")  # taken: the call is answered once
+        found = self.shared(pipe.execute)
+        if found is FAILED:
+            return here
+        taken = dict(here)
+        for call_id, value in zip(call_ids, found, strict=True):
+            if value == AMBIGUOUS_VALUE:  # issued by two conversations: neither is timed
+                taken.pop(call_id, None)
+            elif (issued := _issued(value)) is not None:
+                taken[call_id] = issued
+        return taken
+
     def close(self) -> None:
         self._stopping.set()
         with contextlib.suppress(*self._errors):
@@ -275,6 +341,17 @@ def _call_ids(value: bytes) -> list[str] | None:
     if isinstance(ids, list) and all(isinstance(i, str) for i in ids):
         return ids
     return None
+
+
+def _issued(value: Any) -> tuple[str, float] | None:
+    """What RedisState.issue wrote (its time, then the tool's name); None for anything else."""
+    if not isinstance(value, bytes):
+        return None
+    at, _, name = value.decode("utf-8", "replace").partition(" ")
+    try:
+        return name, float(at)
+    except ValueError:
+        return None
 
 
 def await_first_answer(state: State, timeout: float = FIRST_ANSWER) -> None:

@@ -14,6 +14,7 @@ import asyncio
 import fnmatch
 import functools
 import logging
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,16 +38,16 @@ from ..handover.counts import DirectCounts
 from ..handover.record import Record
 from ..handover.supervisor import Supervisor
 from ..handover.workers import ThreadWorker
-from ..inspection.applications import Applications
 from ..inspection.inspector import Inspector
-from ..inspection.pins import open_pins
 from ..inspection.state import open_state
 from ..options import BY_NAME
 from ..sinks.log import LogSink
 from ..sinks.metrics import Metrics
 from ..sinks.redaction import hash_key_problem
-from ..sinks.traces import traces
+from .calls import CallWatch
 from .channel import ChannelTap
+from .health import Health
+from .listener import REFUSED, ListenerTLS
 from .sockets import SocketTap
 from .tap import StreamTap
 
@@ -245,6 +246,12 @@ class Tooltap:
         self.budget = Budget(BY_NAME["tooltap_memory_budget"].default)
         self._bodies = 0  # bytes of bodies that went by, for giving memory back after a burst
         self._giving_back: asyncio.Task[None] | None = None
+        self._calls = CallWatch()  # MCP tools/calls not answered yet
+        self._watching: asyncio.Task[None] | None = None
+        # Sub-addons (mitmproxy calls their hooks after this one's): the proxy's own health
+        # endpoint, and TLS for the reverse listeners' clients.
+        self.health = Health(self)
+        self.addons = [self.health, ListenerTLS()]
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -284,6 +291,10 @@ class Tooltap:
             self._giving_back = asyncio_utils.create_task(
                 self._give_back(), name="tooltap: give freed memory back", keep_ref=True
             )
+        if self._watching is None:
+            self._watching = asyncio_utils.create_task(
+                self._watch_calls(), name="tooltap: watch tool calls", keep_ref=True
+            )
 
     async def _give_back(self) -> None:
         """Once a burst of large bodies has passed, hand the freed heap back to the system.
@@ -304,6 +315,24 @@ class Tooltap:
                 trimmed_at = self._bodies
                 await asyncio.to_thread(return_freed_memory)
 
+    async def _watch_calls(self) -> None:
+        """Once a second: MCP tools/calls still running past tooltap_tool_deadline (calls.py)."""
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                self._calls.overdue(
+                    time.time(), ctx.options.tooltap_tool_deadline, self._hand_over_overdue
+                )
+            except Exception:  # noqa: BLE001 - a watch must not end the proxy's loop
+                self._hook_error()
+
+    def _hand_over_overdue(self, record: Record) -> None:
+        """No room, or the hand-over full: this one goes unsaid; traffic never waits for it."""
+        if self.budget.take(len(record.request_body)):
+            record.held = len(record.request_body)
+            if self.inspection is None or not self.inspection.worker.submit(record):
+                self._release(record)
+
     def _open(self, settings: dict[str, Any]) -> Inspection:
         """Start inspection with these settings. Blocks; raises OSError or RuntimeError."""
         size = settings["tooltap_queue_size"]
@@ -323,18 +352,10 @@ class Tooltap:
         sink = LogSink(settings["tooltap_log_format"], settings["tooltap_log_arguments"], stream)
         metrics.watch_budget(self.budget)
         state = open_state(settings, metrics.state_error)
-        inspector = Inspector(
-            sink,
-            metrics,
-            self._fault,
-            max_turn=settings["tooltap_max_body"],
-            budget=settings["tooltap_memory_budget"],
-            traces=traces(settings, metrics.span),
-            state=state,
-            pins=open_pins(settings, state),
-            applications=Applications(settings["tooltap_app_header"]),
+        inspector = Inspector.of(settings, sink, metrics, state, self._fault)
+        worker = ThreadWorker(
+            inspector.handle, self._worker_error, size, self._release, inspector.tick
         )
-        worker = ThreadWorker(inspector.handle, self._worker_error, size, self._release)
         worker.start()
         url = self._metrics_url(settings, port)
         return Inspection(worker, DirectCounts(metrics), url, metrics, log_file, inspector)
@@ -382,9 +403,10 @@ class Tooltap:
         logger.info(f"tooltap restarted with new settings; metrics at {new.url}")
 
     def done(self) -> None:
-        if self._giving_back is not None:
-            self._giving_back.cancel()
-            self._giving_back = None
+        for task in (self._giving_back, self._watching):
+            if task is not None:
+                task.cancel()
+        self._giving_back = self._watching = None
         if self.inspection is not None:
             left = self.inspection.close().total()
             if left:
@@ -406,6 +428,8 @@ class Tooltap:
         # POSTs to .../messages). A path several dialects share is read whole: its body says
         # which dialect it speaks. A WebSocket's turns are its socket hooks'; an MCP server's
         # traffic besides its JSON-RPC POSTs (its GET stream, a DELETE) is MCP's to read.
+        if REFUSED in flow.metadata:
+            return  # answered by tooltap itself (cleartext to a TLS listener): not traffic
         request = flow.request
         mcp_hosts = ctx.options.tooltap_mcp_hosts
         counted = False
@@ -419,6 +443,8 @@ class Tooltap:
             if counted and (socket_upgrade(request) or mcp_host(request, mcp_hosts)):
                 return
         self._flows[flow.id] = _Pending(api, flow.client_conn.id, counted=counted)
+        if api == "mcp":
+            self._calls.started(flow)  # watched for the deadline until it is answered
         if len(self._flows) > MAX_TRACKED:
             _, forgotten = self._flows.popitem(last=False)
             if forgotten.tap is not None:
@@ -531,6 +557,7 @@ class Tooltap:
 
     def _finish(self, flow: http.HTTPFlow) -> None:
         # References only: the inspection side builds everything else.
+        self._calls.ended(flow)
         pending = self._flows.pop(flow.id, None)
         if pending is None:
             return
@@ -543,10 +570,12 @@ class Tooltap:
         record = Record.of(
             pending.api,
             request,
+            flow=flow.id,
             failure=error if failed else None,
             note=None if failed else error,
             ended=(response.timestamp_end if response is not None else None)
             or (flow.error.timestamp if flow.error is not None else 0.0),
+            request_ended=request.timestamp_end or 0.0,
         )
         if response is not None:
             record.status = response.status_code
@@ -573,7 +602,7 @@ class Tooltap:
             elif pending.too_large or (pending.tap is not None and pending.tap.overflow):
                 record.skipped = "response body above tooltap_max_body"
             elif pending.tap is not None:
-                record.chunks, record.held = pending.tap.hand_over()
+                record.chunks, record.arrived, record.held = pending.tap.hand_over()
                 _recorded(flow, record.chunks)
             elif response.raw_content is None:
                 # Never kept: the exchange broke off before the body was
@@ -632,7 +661,7 @@ class Tooltap:
                 self._hosts.popitem(last=False)
         return decision
 
-    # --- hand-over and errors -------------------------------------------------
+    # --- handing over, and errors ---------------------------------------------
 
     def _hand_over(self, record: Record) -> bool:
         if self.inspection is None or not self.inspection.worker.submit(record):

@@ -3,7 +3,7 @@
 The stream is the session's response channel on the legacy HTTP+SSE transport (and the
 server's own messages on Streamable HTTP): it may stay open for the whole session, so it is
 never held, and never kept whole. Each piece goes to the inspection side as it passes (a
-record of its own, in order with the session's POSTs); what the budget or the hand-over
+record of its own, in order with the session's POSTs); what the budget or the queue to the inspector
 refuses is said to the next piece as lost, and the reader starts again at the next event.
 """
 
@@ -61,4 +61,5 @@ class ChannelTap:
 
     def _record(self, chunks: list[bytes], held: int, ended: bool = False) -> Record:
         part = StreamPart(self.flow.id, ended=ended, lost=self.lost)
-        return Record.of("mcp", self.flow.request, chunks=chunks, held=held, part=part)
+        request = self.flow.request
+        return Record.of("mcp", request, flow=self.flow.id, chunks=chunks, held=held, part=part)

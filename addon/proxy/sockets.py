@@ -32,6 +32,7 @@ class SocketTap:
         self.reading = socket_reading(api)  # its cheap look at each message
         self.flow = flow
         self.messages: list[bytes] = []
+        self.times: list[float] = []  # per held message, when it crossed the socket (epoch s)
         self.sources = bytearray()  # per held message, 1 when the client sent it
         self.seen = 0  # messages the socket carried so far
         self.first = 0  # ... before the current batch
@@ -67,6 +68,7 @@ class SocketTap:
             self.started = message.timestamp
         self.ended = message.timestamp
         self.messages.append(content)
+        self.times.append(message.timestamp)
         self.sources.append(message.from_client)
         self.held += len(content)
         return (
@@ -84,10 +86,12 @@ class SocketTap:
         record = Record.of(
             self.api,
             flow.request,
+            flow=flow.id,
             chunks=self.messages,
             held=self.held,
             started=self.started,
             ended=self.ended,
+            arrived=self.times,
             socket=SocketBatch(
                 flow.id,
                 bytes(self.sources),
@@ -101,7 +105,7 @@ class SocketTap:
         )
         if ended and flow.websocket is not None:
             record.note, record.failure = socket_ending(flow)
-        self.messages, self.sources, self.held = [], bytearray(), 0
+        self.messages, self.times, self.sources, self.held = [], [], bytearray(), 0
         self.first, self.lost, self._losing = self.seen, self._losing, False
         self.skipped.clear()
         return record

@@ -8,6 +8,7 @@ always, and only keeps a copy (up to a byte limit) for the worker to parse.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 
 from ..handover.budget import Budget
@@ -29,6 +30,7 @@ class StreamTap:
     ) -> None:
         self.limit = limit
         self.chunks: list[bytes] = []
+        self.times: list[float] = []  # when each chunk arrived (epoch s): its stream's timing
         self.size = 0
         self.held = 0  # bytes of chunks taken from the budget
         self.overflow = False
@@ -54,6 +56,7 @@ class StreamTap:
                 else:
                     self.held += len(data)
                     self.chunks.append(data)
+                    self.times.append(time.time())  # mitmproxy's own clock for its stamps
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # noqa: BLE001 - nothing else may escape into mitmproxy here
@@ -68,10 +71,11 @@ class StreamTap:
         self.overflow = True
         if self._budget is not None:
             self._budget.give(self.held)
-        self.chunks, self.held = [], 0
+        self.chunks, self.times, self.held = [], [], 0
 
-    def hand_over(self) -> tuple[list[bytes], int]:
-        """The copy and its held bytes, now the record's: the tap keeps neither."""
-        chunks, held = self.chunks, self.held
-        self.chunks, self.held = [], 0
-        return chunks, held
+    def hand_over(self) -> tuple[list[bytes], list[float], int]:
+        """The copy, when each piece came, and its held bytes, now the record's: the tap keeps
+        none of them."""
+        chunks, times, held = self.chunks, self.times, self.held
+        self.chunks, self.times, self.held = [], [], 0
+        return chunks, times, held

@@ -1,11 +1,16 @@
-"""The structured log: DESIGN.md's events, JSON lines by default, console for people.
+"""The structured log: JSON lines by default, console for people.
 
 Events are data: `turn`, `tool_call`, `loop_error`, `request_rejected`,
-`stream_error`, `tool_result_error`, `no_tool_call`, `tool_changed` (a definition's diff,
-never a call's arguments) and `hidden_text`, and for a tool server's
+`stream_error`, `tool_result_error`, `no_tool_call`, `tool_time`, `tool_changed` (a
+definition's diff, never a call's arguments) and `hidden_text`, and for a tool server's
 exchange (MCP) `tool_result`, with the server and session on each line. No header value is
 ever logged, and with `redact`, `hash` or `omit` neither is anything
 secret-looking in the arguments or in messages that could echo them.
+
+Lines join by their exchange: `emit` binds an exchange's keys (JOIN_KEYS: `exchange`, its
+`response_id`, `model` and `path`, and on a socket its `session` and `turn`) to the logger
+every line of that exchange is written through, so an event added to `_events` carries them
+with no more code. Lines written outside an exchange must bind the same keys (`joined`).
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from __future__ import annotations
 import io
 import os
 import sys
+import uuid
+from dataclasses import dataclass
 from typing import IO, Any
 
 import orjson
@@ -24,7 +31,50 @@ from tooltap.core.findings import DEFAULT, findings
 from .redaction import ARGUMENT_MODES, ArgumentPolicy
 
 LOG_FORMATS = ("json", "console", "auto")
-__all__ = ["ARGUMENT_MODES", "LOG_FORMATS", "LogSink"]
+JOIN_KEYS = ("exchange", "response_id", "model", "path")  # on every line of an exchange
+SOCKET_KEYS = ("session", "turn")  # and on a socket's lines
+__all__ = ["ARGUMENT_MODES", "JOIN_KEYS", "LOG_FORMATS", "ExchangeIds", "LogSink", "short_id"]
+
+
+def short_id(flow: str) -> str:
+    """An exchange's id in the log: the first 12 hex digits of its flow's id (mitmproxy's
+    UUID, so a flow file or mitmweb finds it), or 12 fresh ones when there is no flow (an
+    upstream that refused the connection before any request)."""
+    digits = flow.replace("-", "")[:12]
+    return digits if len(digits) == 12 else uuid.uuid4().hex[:12]
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeIds:
+    """What ties a line to its exchange: the exchange's short id; on a WebSocket, the socket's
+    id (`session`) and the turn's number on it, from 1 (`exchange` is then `session.turn`; what
+    a session says outside its turns has no turn)."""
+
+    exchange: str
+    session: str | None = None
+    turn: int | None = None
+
+    @classmethod
+    def of_flow(cls, flow: str) -> ExchangeIds:
+        return cls(short_id(flow))
+
+    @classmethod
+    def of_socket(cls, flow: str, turn: int | None) -> ExchangeIds:
+        session = short_id(flow)
+        return cls(session if turn is None else f"{session}.{turn}", session, turn)
+
+
+def joined(ids: ExchangeIds, verdict: Verdict, path: str) -> dict[str, Any]:
+    """The keys every line of one exchange carries (JOIN_KEYS, and SOCKET_KEYS on a socket)."""
+    keys: dict[str, Any] = {
+        "exchange": ids.exchange,
+        "response_id": verdict.response_id,
+        "model": verdict.model,
+        "path": path,
+    }
+    if ids.session is not None:
+        keys |= {"session": ids.session, "turn": ids.turn}
+    return keys
 
 
 def _renderer(log_format: str, stream: IO[str]) -> Any:
@@ -66,18 +116,42 @@ class LogSink:
             context_class=dict,
         )
 
-    def emit(self, verdict: Verdict, host: str, path: str, inspect_ms: float) -> None:
-        """Log one exchange: its calls and findings first, then the `turn` line that sums it up."""
+    def emit(
+        self,
+        verdict: Verdict,
+        host: str,
+        path: str,
+        inspect_ms: float,
+        ids: ExchangeIds | None = None,
+    ) -> None:
+        """Log one exchange: its calls and findings first, then the `turn` line that sums it up,
+        every line with the exchange's keys (ids: its flow's; a fresh id when not given)."""
+        ids = ids or ExchangeIds(short_id(""))
         try:
-            self._events(verdict, host, path, inspect_ms)
+            self._events(self._log.bind(**joined(ids, verdict, path)), verdict, host, inspect_ms)
             self._stream.write(self._lines.getvalue())
             self._stream.flush()
         finally:
             self._lines.seek(0)
             self._lines.truncate()
 
-    def _events(self, verdict: Verdict, host: str, path: str, inspect_ms: float) -> None:
-        log = self._log
+    def tool_overdue(self, ids: ExchangeIds, **fields: Any) -> None:
+        """A call still unanswered past tooltap_tool_deadline while something waits for it:
+        said once, as the deadline passes, under the id of what waits (the tools/call's own
+        exchange, or the socket)."""
+        keys: dict[str, Any] = {"exchange": ids.exchange}
+        if ids.session is not None:
+            keys |= {"session": ids.session, "turn": ids.turn}
+        try:
+            self._log.warning("tool_overdue", **(keys | fields))
+            self._stream.write(self._lines.getvalue())
+            self._stream.flush()
+        finally:
+            self._lines.seek(0)
+            self._lines.truncate()
+
+    def _events(self, log: Any, verdict: Verdict, host: str, inspect_ms: float) -> None:
+        """The exchange's lines, each through `log`, which carries the exchange's keys."""
         policy = self.policy
         # A tool server's lines say which server and session (a model's say which response).
         served = (
@@ -92,7 +166,6 @@ class LogSink:
                 "tool_call",
                 api=verdict.api,
                 transport=verdict.transport,
-                response_id=verdict.response_id,
                 call_id=call.call_id,
                 name=call.name,
                 arguments_raw=policy.arguments(call.arguments_raw),
@@ -129,7 +202,6 @@ class LogSink:
             log.warning(
                 "stream_error",
                 api=verdict.api,
-                response_id=verdict.response_id,
                 type=failure.type,
                 message=policy.message(failure.message),
             )
@@ -161,6 +233,12 @@ class LogSink:
                 log.warning(
                     "tool_result_error", api=verdict.api, call_id=result.call_id, where=result.where
                 )
+        for timed in verdict.tool_times:
+            # How long the application's tool took to answer the call: info, or a warning
+            # when it came past the deadline.
+            (log.warning if timed.late else log.info)(
+                "tool_time", api=verdict.api, transport=verdict.transport, **timed.model_dump()
+            )
         for change in verdict.tool_changes:
             log.warning("tool_changed", api=verdict.api, **(change.model_dump() | served))
         for hidden in policy.hidden(verdict.hidden_text):
@@ -169,15 +247,15 @@ class LogSink:
             log.info(
                 "no_tool_call",
                 api=verdict.api,
-                response_id=verdict.response_id,
                 output_types=verdict.output_types,
             )
         if verdict.scope == "session":
             return  # no turn: the session's own lines above are the whole of it
         # A finding, or an exchange that could not be read whole, is worth a warning; one no
         # dialect reads (a model list, a family without tool calls) is said, and no more.
+        found = list(dict.fromkeys(findings(verdict)))  # each finding's name once, in order
         warn = (
-            any(name in DEFAULT for name in findings(verdict))
+            any(name in DEFAULT for name in found)
             or bool(verdict.stream_errors)
             or verdict.outcome not in ("inspected", "not_read")
         )
@@ -186,19 +264,28 @@ class LogSink:
             api=verdict.api,
             transport=verdict.transport,
             host=host,
-            path=path,
             status=verdict.status,
             stream=verdict.stream,
-            model=verdict.model,
-            response_id=verdict.response_id,
             outcome=verdict.outcome,
             reason=verdict.reason,
             state=verdict.state,
             format_state=verdict.format_state,
+            findings=found,
             calls=verdict.call_count,
             duplicates=verdict.duplicates,
             repairs=verdict.repairs,
             unchecked=verdict.unchecked,
             inspect_ms=round(inspect_ms, 3),
+            duration_ms=verdict.duration_ms,
+            first_token_ms=verdict.first_token_ms,
+            input_tokens=verdict.usage.get("input_tokens"),
+            output_tokens=verdict.usage.get("output_tokens"),
+            # The counts some APIs break out, where they do.
+            **{
+                k: verdict.usage[k]
+                for k in ("cached_input_tokens", "reasoning_tokens")
+                if k in verdict.usage
+            },
+            **({"tool_wait_ms": verdict.tool_wait_ms} if verdict.tool_times else {}),
             **(served and served | {"rpc": verdict.rpc, "listed_tools": verdict.listed_tools}),
         )

@@ -1,4 +1,5 @@
-"""The Prometheus sink: DESIGN.md's metric table, one registry per addon instance.
+"""The Prometheus sink: every metric tooltap exports (docs/reference.md), one registry per
+addon instance.
 
 A registry per instance (never the global one) lets mitmproxy reload the
 script without "Duplicated timeseries", and lets tests read exact values.
@@ -30,6 +31,17 @@ OTHER_MODEL = "other"
 ARGUMENT_ERRORS = ("parse", "schema", "result_schema")
 ERROR_TYPES = 50  # distinct session error codes kept as labels; later ones count as `other`
 HIDDEN_WHERE = ("definition", "result")  # where hidden text was found
+# The tokens a turn counts, by type: cached_input and reasoning only where the API says.
+TOKEN_TYPES = {
+    "input_tokens": "input",
+    "output_tokens": "output",
+    "cached_input_tokens": "cached_input",
+    "reasoning_tokens": "reasoning",
+}
+# Seconds, for a model's answer, its first token, and a tool's wait and run.
+MODEL_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300)
+FIRST_TOKEN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 4, 8, 15, 30)
+TOOL_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
 
 class Registry(CollectorRegistry):
@@ -199,6 +211,56 @@ class Metrics:
             ["api", "where"],
             registry=r,
         )
+        self.model_duration = Histogram(
+            "tooltap_model_duration_seconds",
+            "A model's answer, from the request's first byte at the proxy to the response's "
+            "last (finished turns).",
+            by_model,
+            buckets=MODEL_BUCKETS,
+            registry=r,
+        )
+        self.first_token = Histogram(
+            "tooltap_first_token_seconds",
+            "A stream's first token: from the request's end to the first event carrying model "
+            "output (text, reasoning, a call's name or arguments).",
+            by_model,
+            buckets=FIRST_TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.tokens = Counter(
+            "tooltap_tokens_total",
+            "Tokens the responses count, by type (input, output; cached_input and reasoning "
+            "where the API says).",
+            [*by_model, "type"],
+            registry=r,
+        )
+        self.tool_wait = Histogram(
+            "tooltap_tool_wait_seconds",
+            "Per answered call: from the end of the response that issued it to the arrival of "
+            "its result.",
+            ["api"],
+            buckets=TOOL_BUCKETS,
+            registry=r,
+        )
+        self.tool_run = Histogram(
+            "tooltap_tool_run_seconds",
+            "An MCP tools/call a model's call was linked to: its run on the server.",
+            ["server"],
+            buckets=TOOL_BUCKETS,
+            registry=r,
+        )
+        self.serial_batches = Counter(
+            "tooltap_serial_batches_total",
+            "Turns whose parallel calls ran one after another (each start and end seen).",
+            ["api"],
+            registry=r,
+        )
+        self.overdue_calls = Counter(
+            "tooltap_overdue_calls_total",
+            "Calls still unanswered past tooltap_tool_deadline while something waits for them.",
+            ["api"],
+            registry=r,
+        )
         self.held = Gauge(
             "tooltap_held_bytes",
             "Bytes the proxy holds for inspection now (stream copies, bodies on their way).",
@@ -220,6 +282,8 @@ class Metrics:
             self.tool_changes.labels(api, "")
             for where in HIDDEN_WHERE:
                 self.hidden_text.labels(api, where)
+            for counter in (self.serial_batches, self.overdue_calls):
+                counter.labels(api)
         self.flows.labels(*NOT_READ)
         for where in WHERE:
             self.internal_errors.labels(where)
@@ -266,6 +330,9 @@ class Metrics:
         """Thread-safe: the span exporter's thread counts here."""
         self._child(self.spans, outcome).inc(count)
 
+    def overdue(self, api: str) -> None:
+        self._child(self.overdue_calls, api).inc()
+
     def state_error(self) -> None:
         self.state_errors.inc()
 
@@ -296,6 +363,13 @@ class Metrics:
             child(self.tool_changes, api, server).inc()
         for hidden in verdict.hidden_text:
             child(self.hidden_text, api, hidden.part).inc()
+        for timed in verdict.tool_times:
+            child(self.tool_wait, api).observe(timed.waited_ms / 1000)
+            if timed.ran_ms is not None:
+                server = self._bounded(self._servers, self.model_labels, timed.server or "")
+                child(self.tool_run, server).observe(timed.ran_ms / 1000)
+        if any(e.rule == "serial-execution" for e in verdict.loop_errors):
+            child(self.serial_batches, api).inc()
         tool = verdict.scope == "tool"
         if verdict.state is None and not tool:
             return
@@ -308,6 +382,13 @@ class Metrics:
             return
         calls = verdict.call_count
         child(self.turns, api, model, verdict.state).inc()
+        if verdict.duration_ms is not None:
+            child(self.model_duration, api, model).observe(verdict.duration_ms / 1000)
+        if verdict.first_token_ms is not None:
+            child(self.first_token, api, model).observe(verdict.first_token_ms / 1000)
+        for key, count in verdict.usage.items():
+            if key in TOKEN_TYPES:
+                child(self.tokens, api, model, TOKEN_TYPES[key]).inc(count)
         if verdict.format_state is not None:
             child(self.formats, api, model, verdict.format_state).inc()
         child(self.calls_per_turn, api).observe(calls)
@@ -344,6 +425,8 @@ class Metrics:
             self.formats.labels(api, model, state)
         for counter in (self.unguaranteed, self.duplicates):
             counter.labels(api, model)
+        for kind in ("input", "output"):
+            self.tokens.labels(api, model, kind)
 
     def serve(self, host: str, port: int) -> int:
         """Start the /metrics endpoint; returns the bound port."""

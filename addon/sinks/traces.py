@@ -69,6 +69,8 @@ def provider_name(api: str | None, host: str) -> str:
         return Provider.GCP_GEMINI.value
     if api == "messages":
         return Provider.ANTHROPIC.value
+    if api == "cohere":
+        return Provider.COHERE.value
     if api == "ollama":  # no well-known value; the convention allows the provider's own name
         return "ollama"
     return Provider.OPENAI.value

@@ -15,6 +15,7 @@ A client module is watched once imported; the plugin looks again before each tes
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -106,10 +107,41 @@ def _answered(watch: Watch, pending: Pending, response: Any, tee: type) -> None:
 
 
 class _Teed:
-    """What both tees share: where a chunk goes, how the reading ends."""
+    """What both tees share: the stream they wrap, where a chunk goes, how a reading ends.
 
-    _pending: Pending
-    _request: bool
+    Only the first reading is kept. The openai SDK reads a stream again after [DONE], to drain
+    the connection, and throws away what it gets; from a socket that is the little after the
+    end, but a stream a mock or a vcrpy cassette replays starts over, and would be read twice.
+    The exchange is over once that second reading ends.
+    """
+
+    def __init__(self, inner: Any, pending: Pending, *, request: bool = False) -> None:
+        self._inner = inner
+        self._pending = pending
+        self._request = request
+        self._reads = 0
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[Callable[[bytes], None]]:
+        """One reading of the stream: yields what each chunk read is handed to."""
+        self._reads += 1
+        first = self._reads == 1
+        try:
+            yield self._chunk if first else _passed
+        except GeneratorExit:  # the code under test stopped reading: close() says so
+            raise
+        except BaseException as exc:
+            if first:
+                self._failed(exc)
+            raise
+        self._done(cut=None)
+
+    @contextlib.contextmanager
+    def _closing(self) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            self._done(cut=CUT if self._reads < 2 else None)
 
     def _chunk(self, chunk: bytes) -> None:
         (self._pending.request_chunk if self._request else self._pending.chunk)(chunk)
@@ -123,77 +155,36 @@ class _Teed:
             self._pending.end(cut=cut)
 
 
-def _tees(module: ModuleType) -> tuple[type, type]:
-    """A module's own SyncByteStream and AsyncByteStream, teed: the library checks the type.
+def _passed(chunk: bytes) -> None:
+    """A chunk of a stream read again: handed on, not kept (see _Teed)."""
 
-    Only the first reading is kept. The openai SDK reads a stream again after [DONE], to drain
-    the connection, and throws away what it gets; from a socket that is the little after the
-    end, but a stream a mock or a vcrpy cassette replays starts over, and would be read twice.
-    The exchange is over once that second reading ends.
-    """
+
+def _tees(module: ModuleType) -> tuple[type, type]:
+    """A module's own SyncByteStream and AsyncByteStream, teed: the library checks the type."""
 
     class SyncTee(_Teed, module.SyncByteStream):  # type: ignore[name-defined,misc]
-        def __init__(self, inner: Any, pending: Pending, *, request: bool = False) -> None:
-            self._inner = inner
-            self._pending = pending
-            self._request = request
-            self._reads = 0
-
         def __iter__(self) -> Iterator[bytes]:
-            self._reads += 1
-            if self._reads > 1:  # read again: see _tees
-                yield from self._inner
-                self._done(cut=None)
-                return
-            try:
+            with self._reading() as read:
                 for chunk in self._inner:
-                    self._chunk(chunk)
+                    read(chunk)
                     yield chunk
-            except GeneratorExit:
-                raise
-            except BaseException as exc:
-                self._failed(exc)
-                raise
-            self._done(cut=None)
 
         def close(self) -> None:
-            try:
+            with self._closing():
                 if hasattr(self._inner, "close"):
                     self._inner.close()
-            finally:
-                self._done(cut=CUT if self._reads < 2 else None)
 
     class AsyncTee(_Teed, module.AsyncByteStream):  # type: ignore[name-defined,misc]
-        def __init__(self, inner: Any, pending: Pending, *, request: bool = False) -> None:
-            self._inner = inner
-            self._pending = pending
-            self._request = request
-            self._reads = 0
-
         async def __aiter__(self) -> AsyncIterator[bytes]:
-            self._reads += 1
-            if self._reads > 1:  # read again: see _tees
+            with self._reading() as read:
                 async for chunk in self._inner:
+                    read(chunk)
                     yield chunk
-                self._done(cut=None)
-                return
-            try:
-                async for chunk in self._inner:
-                    self._chunk(chunk)
-                    yield chunk
-            except GeneratorExit:
-                raise
-            except BaseException as exc:
-                self._failed(exc)
-                raise
-            self._done(cut=None)
 
         async def aclose(self) -> None:
-            try:
+            with self._closing():
                 if hasattr(self._inner, "aclose"):
                     await self._inner.aclose()
-            finally:
-                self._done(cut=CUT if self._reads < 2 else None)
 
     return SyncTee, AsyncTee
 

@@ -5,6 +5,12 @@ left for its follow-ups (previous_response_id), what each MCP session's server l
 tool definitions' pins. A test's mocks and cassettes are its own world: a response id or a tool
 another test also uses says nothing about this one, so no memory crosses from test to test.
 
+An MCP server's GET stream (the server's own messages on Streamable HTTP, the legacy
+transport's session channel) is read as the proxy reads it: piece by piece as the code under
+test reads it, each piece handed to the session at once, so that a tool list change the server
+says in the middle of a test is applied before the next tools/call is read. It counts as no
+exchange of its own: what it completes (a legacy POST answered on it) does.
+
 An exchange is handed over as the proxy hands one over (a Record): its credentials are scrubbed
 from what is kept, and then its headers are dropped; only the few that say how to read a body
 (content type and encoding, an MCP session) reach inspect. Arguments are masked as
@@ -17,10 +23,10 @@ from __future__ import annotations
 import threading
 import traceback
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
-from tooltap.core import Verdict, detect_api
+from tooltap.core import Exchange, Verdict, detect_api
 from tooltap.core.findings import DEFAULT, Finding, occurrences
 
 from ..handover.record import Record
@@ -110,7 +116,6 @@ class Watch:
     def judge(self, pending: Pending) -> None:
         """Inspect a finished exchange with its test's session memory."""
         record, ledger = pending.record, pending.ledger
-        credentials = record.credentials()
         exchange = record.exchange()
         with self._lock:
             if pending.skipped is not None:
@@ -121,18 +126,36 @@ class Watch:
                 said = [(exchange, skipped)]
             else:
                 said = ledger.session.read(exchange)
-            for read, found in said:
-                mine = read is exchange
-                verdict = with_ending(found, record.note, record.failure) if mine else found
-                # A POST of MCP's legacy transport may be answered on the session's stream.
-                path = record.logged_path() if mine else urlsplit(read.url).path
-                label = f"{read.method} {path}"
-                if credentials:
-                    verdict = scrub(verdict, credentials)
-                    for credential in credentials:
-                        label = label.replace(credential, REDACTED)
-                verdict = self.policy.verdict(verdict)
-                ledger.judged.append(Judged(label, verdict, occurrences(verdict)))
+            self._keep(ledger, record, exchange, said)
+
+    def piece(self, pending: Pending, data: bytes, *, ended: bool = False) -> None:
+        """Bytes of an MCP server's GET stream as the code under test read them (ended: the
+        stream is over): the exchanges they complete, judged, and a list change they say,
+        applied to the test's session now, as the proxy does."""
+        record = replace(pending.record, api="mcp", chunks=[data])
+        exchange = record.exchange()
+        with self._lock:
+            said = pending.ledger.session.stream(pending.channel or "", exchange, ended=ended)
+            self._keep(pending.ledger, record, exchange, said)
+
+    def _keep(
+        self, ledger: Ledger, record: Record, heard: Exchange, said: list[tuple[Exchange, Verdict]]
+    ) -> None:
+        """Each exchange the record completed (itself, or POSTs an MCP stream answered), kept
+        as the log would say it: credentials scrubbed, arguments as the policy says."""
+        credentials = record.credentials()
+        for read, found in said:
+            mine = read is heard
+            verdict = with_ending(found, record.note, record.failure) if mine else found
+            # A POST of MCP's legacy transport may be answered on the session's stream.
+            path = record.logged_path() if mine else urlsplit(read.url).path
+            label = f"{read.method} {path}"
+            if credentials:
+                verdict = scrub(verdict, credentials)
+                for credential in credentials:
+                    label = label.replace(credential, REDACTED)
+            verdict = self.policy.verdict(verdict)
+            ledger.judged.append(Judged(label, verdict, occurrences(verdict)))
 
 
 class Pending:
@@ -168,6 +191,8 @@ class Pending:
         # A body is kept only where a dialect could read it: a path one names, a JSON-RPC
         # POST (MCP), or a GET whose answer may turn out to be an MCP session's stream.
         self.keep = detect_api(method, url, body) is not None or self.record.method == "GET"
+        # An MCP server's GET stream: read piece by piece, under this key (see Watch.piece).
+        self.channel: str | None = None
         self.skipped: str | None = None
         self.size = 0
         self.done = False
@@ -189,16 +214,28 @@ class Pending:
             if self.streamed_request:
                 method, body = self.record.method, self.record.request_body
                 self.keep = detect_api(method, self.record.url, body) is not None
-            if self.keep and self.record.method == "GET" and not self._event_stream():
-                self.keep = detect_api("GET", self.record.url) is not None
+            if self.record.method == "GET" and detect_api("GET", self.record.url) is None:
+                # No dialect names the path: an event stream is an MCP server's, else unread.
+                # No hosts are configured here, so any such stream is taken for one: from a
+                # stream that is not MCP's nothing is read (only MCP's messages are).
+                self.keep = self._event_stream()
+                self.channel = str(id(self)) if self.keep else None
         except Exception as exc:  # noqa: BLE001
             self._guard(exc)
 
     def chunk(self, data: bytes) -> None:
-        """Bytes of the response as they reached the code under test."""
+        """Bytes of the response as they reached the code under test (after its end, when the
+        test ended first, they belong to no test: nothing is kept of them)."""
+        if not self.done:
+            self._take(data)
+
+    def _take(self, data: bytes) -> None:
         if not self.keep or self.skipped is not None:
             return
         try:
+            if self.channel is not None:
+                self.watch.piece(self, data)
+                return
             self.size += len(data)
             if self.size > MAX_BODY:
                 self.skipped, self.record.chunks = TOO_LARGE, []
@@ -224,12 +261,15 @@ class Pending:
                 self.record.response_headers = tuple(
                     (k, v) for k, v in headers if k.lower() != b"content-encoding"
                 )
-                self.chunk(decoded)
-            if cut is not None and self.record.failure is None:
-                self.record.note = cut
-            if not self.keep:
-                self.record.request_body, self.record.chunks = b"", []
-            self.watch.judge(self)
+                self._take(decoded)
+            if self.channel is not None:
+                self.watch.piece(self, b"", ended=True)  # what the stream still owes, said
+            else:
+                if cut is not None and self.record.failure is None:
+                    self.record.note = cut
+                if not self.keep:
+                    self.record.request_body, self.record.chunks = b"", []
+                self.watch.judge(self)
         except Exception as exc:  # noqa: BLE001
             self._guard(exc)
         self.record = Record(None)  # neither its headers nor its bodies outlive the reading

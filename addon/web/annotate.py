@@ -132,7 +132,7 @@ class WebAnnotations:
         if flow.id in self._lagging:
             self._lagging.discard(flow.id)
             self._submit(flow, self._lost, message.timestamp, credentials, reader)
-        args = (reader, content, message.from_client)
+        args = (reader, content, message.from_client, message.timestamp)
         self._submit(flow, self._feed, message.timestamp, credentials, *args)
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
@@ -214,8 +214,11 @@ class WebAnnotations:
             return [Verdict(api=api, outcome="skipped", reason=NOT_KEPT)]
         return [self.session.inspect(exchange, application=application)]
 
-    def _feed(self, reader: SocketReader, content: bytes, from_client: bool) -> list[Verdict]:
-        return [socket_verdict(self.session, turn) for turn in reader.feed(content, from_client)]
+    def _feed(
+        self, reader: SocketReader, content: bytes, from_client: bool, at: float
+    ) -> list[Verdict]:
+        turns = reader.feed(content, from_client, at)
+        return [socket_verdict(self.session, turn) for turn in turns]
 
     def _lost(self, reader: SocketReader) -> list[Verdict]:
         return [socket_verdict(self.session, turn) for turn in reader.lost()]

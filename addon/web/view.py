@@ -31,11 +31,12 @@ WIDTH = 88  # the prose is wrapped to fit beside the flow list; arguments are sh
 
 
 def severity(verdicts: list[Verdict]) -> str | None:
-    """`error` when a finding fails an audit, `warning` for one that is only reported."""
+    """`error` when a finding fails an audit, `warning` for one that is only reported, or for
+    an error the API sent inside a 200 stream (the client read a stream that finished)."""
     found = {name for verdict in verdicts for name in findings(verdict)}
     if found & DEFAULT:
         return "error"
-    return "warning" if found else None
+    return "warning" if found or any(v.stream_errors for v in verdicts) else None
 
 
 def headline(verdict: Verdict) -> str:
@@ -47,7 +48,12 @@ def headline(verdict: Verdict) -> str:
     kind = verdict.state or ", ".join(verdict.rpc) or "not a turn"
     said = ", ".join(names) if names else f"no finding ({kind})"
     failures = sum(1 for result in verdict.tool_results if result.outcome == "error")
-    return said + (f", {failures} tool failure(s)" if failures else "")
+    errors = len(verdict.stream_errors)
+    return (
+        said
+        + (f", {failures} tool failure(s)" if failures else "")
+        + (f", {errors} stream error(s)" if errors else "")
+    )
 
 
 def describe(verdicts: list[Verdict], arguments: str) -> str:

@@ -7,7 +7,7 @@ findings, inspection) never name a dialect: they ask this table. Adding a dialec
 and a row.
 
 Some paths serve several dialects' bodies (Bedrock's InvokeModel serves each model family's
-own): a shared path's room says which dialect reads an exchange there, from the model its path
+own): a shared path's module says which dialect reads an exchange there, from the model its path
 names or the body's own shape, or why none does (tooltap.core.dialects.base.SharedPath).
 """
 
@@ -20,6 +20,7 @@ from ..sockets import SocketReader, SocketReading
 from ..turn import Api
 from . import (
     chat,
+    cohere,
     converse,
     gemini,
     gemini_live,
@@ -34,7 +35,6 @@ from .base import Dialect, Reading, SharedPath
 
 __all__ = [
     "DIALECTS",
-    "NOT_AN_ENDPOINT",
     "SHARED",
     "Dialect",
     "Reading",
@@ -61,13 +61,12 @@ DIALECTS: dict[str, Dialect] = {
         mcp.DIALECT,
         ollama.DIALECT,
         gemini_live.DIALECT,
+        cohere.DIALECT,
     )
 }
 
 
 SHARED: tuple[SharedPath, ...] = (invoke.SHARED,)
-# Why an exchange on a watched host is not read when no dialect and no shared path names it.
-NOT_AN_ENDPOINT = "not a tool-calling endpoint"
 
 
 def dialect(api: str) -> Dialect:

@@ -2,7 +2,7 @@
 
 A dialect is one API's way of speaking: how its requests are recognised, how its bodies become
 a Turn, how its stream is reassembled, how its tool loop is read, its strict subset and its
-repairs. The defaults are OpenAI's, whose rules the seeds are; a dialect gives what differs.
+repairs. The defaults are OpenAI's, the rules tooltap began with; a dialect gives what differs.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..turn import Api, Turn, tokens
 
 
 def openai_blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> list[str]:
-    """OpenAI Structured Outputs' subset (the seed's schema rules): what keeps strict from
+    """OpenAI Structured Outputs' subset (tooltap.core.schema's rules): what keeps strict from
     holding. Pure."""
     return schema.schema_blockers(value, limits=limits) + schema.limit_problems(value, limits)
 
@@ -32,12 +32,12 @@ def openai_blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = Tr
 def openai_format_repairs(
     response: Mapping[str, Any], state: Any, loose: list[tuple[str, Any]], limits: Limits
 ) -> list[str]:
-    """The seed's repair for an output-format state. Pure."""
+    """OpenAI's repair for an output-format state. Pure."""
     return schema.repair_lines(response, state, limits)
 
 
 def fanout_repairs(way: str) -> Callable[[Any], list[str]]:
-    """The seed's state repairs, where the provider documents no conflict between strict and
+    """OpenAI's state repairs, where the provider documents no conflict between strict and
     parallel calls: a fan-out without strict is told this API's way to hold calls to their
     schemas. Pure."""
 
@@ -197,10 +197,10 @@ class Dialect:
 
     @classmethod
     def from_names(cls, names: Mapping[str, Any], **given: Any) -> Dialect:
-        """A dialect read from its room's own names, as a module states it: a function named
+        """A dialect read from its module's own names, as the module states it: a function named
         after a field (recognise, read_turn, check_loop, finish_reasons, instructions,
         blockers, ...) is that field, and the class Assembler is its assembler. `given` says
-        the rest (api, settings, what it takes from another room) and wins over a name."""
+        the rest (api, settings, what it takes from another module) and wins over a name."""
         fields = {f.name for f in dataclasses.fields(cls)}
         found = {k: v for k, v in names.items() if k in fields and callable(v)}
         if "Assembler" in names:

@@ -325,6 +325,7 @@ class _Owed:
     named: bool  # it came with an id (else it is answered by its name)
     prompted: bool = False  # the client said something since (text, or a turn of its own)
     went_on: bool = False  # ... and the model then completed a turn while it waited
+    at: float | None = None  # when the toolCall that made it came
 
 
 class GeminiLiveSocket(SocketReader):
@@ -464,6 +465,13 @@ class GeminiLiveSocket(SocketReader):
         self.owed.clear()
         return turns
 
+    def owed_calls(self) -> dict[str, tuple[str, float, str]]:
+        return {
+            self._label(key): (owed.name, owed.at, "")
+            for key, owed in self.owed.items()
+            if owed.at is not None
+        }
+
     def _label(self, key: str) -> str:
         """A call as loop errors name it: its id, else its name."""
         owed = self.owed[key]
@@ -576,7 +584,7 @@ class GeminiLiveSocket(SocketReader):
                 self._unnamed += 1
             key = call_id or f"{name}#{self._unnamed}"
             blocking = name not in self.free and (name in self.blocking or not self.vertex)
-            self.owed[key] = _Owed(name, blocking, named=bool(call_id))
+            self.owed[key] = _Owed(name, blocking, named=bool(call_id), at=self.now)
             self.owed.move_to_end(key)
             if len(self.owed) > MAX_OPEN:  # forgotten while owed: its response would be no orphan
                 forgotten, _ = self.owed.popitem(last=False)

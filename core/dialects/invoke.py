@@ -3,7 +3,7 @@
 One path, many bodies: InvokeModel carries each model family's own request and response (the
 AWS user guide's "Inference request parameters and response fields for foundation models"), and
 its stream wraps each of the family's own stream events in a `chunk` (base64 under `bytes`). So
-this room reads no body itself: it says which dialect's room reads an exchange, or why none
+this module reads no body itself: it says which dialect reads an exchange, or why none
 does.
 
 The model id says the family: plain (`amazon.nova-pro-v1:0`), URL-encoded (`%3A`), behind a
@@ -15,21 +15,21 @@ body has content blocks keyed by kind, `toolConfig` or `inferenceConfig`; a Chat
 body has `messages` of roles and text or typed parts).
 
 What each family's InvokeModel body is, as AWS documents it, and how it is read:
-- Anthropic Claude: a Messages body (`anthropic_version`), read by the Messages room. Claude
+- Anthropic Claude: a Messages body (`anthropic_version`), read by the Messages dialect. Claude
   2.x and Instant also take the legacy Text Completions body (`prompt` as `\\n\\nHuman: ...`,
   `max_tokens_to_sample`; answered with `completion` and `stop_reason`): no tools, and no
   Messages turn, so it is not read (reading it as Messages would call every stream cut short).
 - Amazon Nova (Micro, Lite, Pro, Premier, Nova 2): the Converse shape ("the Invoke API supports
   the same features as the Converse API"), its stream's chunks each one Converse stream event
-  (`{"contentBlockDelta": {...}}`): read by the Converse room. Nova Canvas, Reel and Sonic,
+  (`{"contentBlockDelta": {...}}`): read by the Converse dialect. Nova Canvas, Reel and Sonic,
   and the embeddings, are media and vectors, with no tool calls on InvokeModel.
 - OpenAI gpt-oss: a Chat Completions body and response ("In an InvokeModel or OpenAI Chat
-  Completions request, include the fields in the request body"), read by the Chat room, its
+  Completions request, include the fields in the request body"), read by the Chat dialect, its
   stream's chunks each a `chat.completion.chunk`.
 - AI21 Jamba: a Chat Completions-shaped body (`messages`) answered by `choices` with `message`
-  or, streamed, `delta` and `finish_reason`: read by the Chat room.
+  or, streamed, `delta` and `finish_reason`: read by the Chat dialect.
 - Mistral AI: chat bodies (`messages`, `tools` as Chat declares them) answered unstreamed with
-  `choices[].message.tool_calls` and `stop_reason`, read by the Chat room; what their stream
+  `choices[].message.tool_calls` and `stop_reason`, read by the Chat dialect; what their stream
   sends AWS does not document, so a chat stream is not read rather than misread. Text
   completion bodies (`prompt`) have no tool calls.
 - Not read, each said with why: Titan Text (`inputText`), Cohere Command (`prompt`) and Command

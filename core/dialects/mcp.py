@@ -20,11 +20,14 @@ alarm:
   tools to another client;
 - a result is checked against the tool's outputSchema unless it is flagged isError, as the
   SDK's own client does (the specification binds structured results, not failures);
-- an answer that is not yet the result is no result: a task handle (the 2025-11-25
-  CreateTaskResult, fastmcp 2.14's `_meta`, the 2026 tasks extension), whose result tasks/result
-  or a finished tasks/get brings later and is checked then, against the same tool; and protocol
-  2026-07-28's `resultType: input_required`, after which the client calls again (a retry that
-  carries inputResponses is the same call, counted once).
+- an answer that is not yet the result is no result, and a status is never one. A task handle
+  (the 2025-11-25 CreateTaskResult, fastmcp 2.14's `_meta`, the 2026 tasks extension): its
+  result comes later and is checked then, once, as the call's, against the same tool. On
+  2025-11-25 tasks/get says only the status (`completed` too) and tasks/result returns the
+  result; in the 2026 extension tasks/get carries the result (`completed`) or the JSON-RPC error
+  (`failed`). Protocol 2026-07-28's `resultType: input_required`: the client calls again with
+  inputResponses or requestState, and that retry is the same call, counted once, its answer the
+  call's (see _awaited for how a retry finds its call).
 Protocol 2026-07-28 has no initialize and no session: server/discover, and the serverInfo each
 result carries in `_meta`, name the server, and the endpoint's list is what calls are checked
 against (never unlisted-tool: another client may be listed other tools).
@@ -37,18 +40,19 @@ from typing import Any
 
 from ..arguments import SchemaError, ValidatorCache, diagnose, validate
 from ..assembly import StreamAssembler
-from ..definitions import listed
+from ..definitions import canonical, fingerprint, listed
 from ..errors import ApiError
 from ..hidden import scan
 from ..jsontext import dumps, loads
 from ..loop import REPAIRS, LoopError, LoopReport, ToolResult
-from ..served import ListedTool, Served, TaskCall, ToolServer
+from ..served import ListedTool, OpenCall, Served, ToolServer
 from ..shapes import as_dict, as_list, as_str
 from ..turn import Tool, ToolCall, Turn
 from .base import Dialect, Prior
 
 MAX_LISTED = 10_000  # tools remembered per session; a list past it is not known whole
-MAX_TASKS = 1_000  # tasks awaiting their result per session; past it the oldest is forgotten
+MAX_TASKS = 1_000  # tasks remembered per session; past it the oldest is forgotten
+MAX_RETRIES = 1_000  # calls awaiting their retry (input_required) per session, likewise
 # Where a result names its server (protocol 2026-07-28, on every result), and where a
 # tools/call answered with a task carries it: the 2025-11-25 CreateTaskResult's `task`, the
 # 2026 tasks extension's (`resultType: "task"`), and fastmcp 2.14's `_meta` (SEP-1686's draft).
@@ -170,11 +174,23 @@ def _deferred(call_id: str, result: Mapping[str, Any], task: str | None) -> str 
     return None
 
 
-def _remember_task(server: ToolServer, task: str, call: TaskCall) -> ToolServer:
-    tasks = {**server.tasks, task: call}
-    while len(tasks) > MAX_TASKS:
-        del tasks[next(iter(tasks))]
-    return server.model_copy(update={"tasks": tasks})
+def _awaited(params: Mapping[str, Any], state: Any) -> str:
+    """What ties a retry to the call answered input_required (2026-07-28): the answer's
+    requestState, which the retry must echo exactly (the SDKs' servers send one); without one,
+    the tool and its arguments, which the retry repeats. A digest: ids only are kept. Pure."""
+    if isinstance(state, str):
+        return fingerprint(canonical({"requestState": state}))
+    arguments = params.get("arguments")
+    said = {"name": as_str(params.get("name")), "arguments": {} if arguments is None else arguments}
+    return fingerprint(canonical(said))
+
+
+def _remember(held: dict[str, Any], key: str, value: Any, bound: int) -> dict[str, Any]:
+    """A memory of calls with one more, the oldest forgotten past its bound. Pure."""
+    held = {**held, key: value}
+    while len(held) > bound:
+        del held[next(iter(held))]
+    return held
 
 
 def list_changed(server: ToolServer) -> ToolServer:
@@ -296,6 +312,18 @@ def _result(
     )
 
 
+def _carried(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The call's answer a tasks/get carries, if it carries one (the 2026 tasks extension):
+    `completed` with the `result`, `failed` with the JSON-RPC `error` the call ended in (read as
+    a failed result). On 2025-11-25 tasks/get says the status alone, `completed` included: the
+    result is tasks/result's. Pure."""
+    if status.get("status") == "completed" and isinstance(status.get("result"), dict):
+        return as_dict(status.get("result"))
+    if status.get("status") == "failed" and isinstance(status.get("error"), dict):
+        return {"isError": True}
+    return None
+
+
 def _task_result(
     served: Served,
     message_id: str,
@@ -305,21 +333,19 @@ def _task_result(
     *,
     validators: ValidatorCache | None,
 ) -> None:
-    """tasks/result (2025-11-25), or a finished tasks/get (the 2026 tasks extension): the
-    result of the tools/call that made the task, checked as that call's would have been."""
+    """tasks/result, or a tasks/get: the result of the tools/call that made the task, checked
+    as that call's would have been, once; a tasks/get that says only a status, nothing."""
     task = as_str(params.get("taskId"))
     if method == "tasks/get":
-        status = result.get("status")
-        known = served.server.tasks.get(task)
-        if status not in ("completed", "failed") or known is None or known.fetched:
-            return  # still working, a task of no call seen, or polled again once finished
-        failed = status == "failed" or not isinstance(result.get("result"), dict)
-        result = {"isError": True} if failed else as_dict(result.get("result"))
+        carried = _carried(result)
+        if carried is None:
+            return  # a status: working, input_required, completed (2025-11-25), ...
+        result = carried
     call = served.server.tasks.get(task)
     if call is None:
         served.unchecked.append(
             f"task {task or message_id}: its result is not checked, the tools/call that made "
-            "it was not seen in this session"
+            "it was not seen in this session (or was forgotten)"
         )
         return
     if call.fetched:
@@ -327,8 +353,68 @@ def _task_result(
         return
     tool = served.server.tools.get(call.name)
     served.results.append(_result(call.call_id, result, tool, validators, name=call.name))
-    tasks = {**served.server.tasks, task: call.model_copy(update={"fetched": True})}
-    served.server = served.server.model_copy(update={"tasks": tasks})
+    fetched = call.model_copy(update={"fetched": True})
+    served.server = served.server.model_copy(
+        update={"tasks": {**served.server.tasks, task: fetched}}
+    )
+
+
+def _retried(served: Served, call_id: str, name: str, params: Mapping[str, Any]) -> OpenCall:
+    """The call a retry after input_required continues (2026-07-28), taken from those waiting.
+    A retry is never a new call: the call was logged and counted when first sent. One that
+    cannot be tied to its call (none waits under what it carries, or more than one does) stands
+    for it from here, under its own id."""
+    key = _awaited(params, params.get("requestState"))
+    waiting = served.server.retries
+    call = waiting.get(key)
+    if call is not None:
+        rest = {k: v for k, v in waiting.items() if k != key}
+        served.server = served.server.model_copy(update={"retries": rest})
+        return call
+    why = "more than one call waits" if key in waiting else "its first request was not seen"
+    served.unchecked.append(
+        f"call {call_id}: a retry with the input the server asked for, of a call it cannot be "
+        f"tied to ({why}): no new call; its answer is logged under this id"
+    )
+    return OpenCall(name=name, call_id=call_id)
+
+
+def _tools_call(
+    served: Served,
+    index: str,
+    call_id: str,
+    params: Mapping[str, Any],
+    result: Mapping[str, Any] | None,
+    *,
+    validators: ValidatorCache | None,
+    own: bool,
+) -> None:
+    """A tools/call: a new call, or the retry of one answered input_required (it carries
+    inputResponses or requestState); its answer brings its result, or says where it will come."""
+    name = as_str(params.get("name"))
+    if "inputResponses" in params or "requestState" in params:
+        call = _retried(served, call_id, name, params)
+        tool = served.server.tools.get(name)
+    else:
+        call = OpenCall(name=name, call_id=call_id)
+        tool = _call(index, call_id, params, served, validators=validators, own=own)
+    if result is None:  # no answer came, or a JSON-RPC error did (a request_rejected)
+        return
+    task = _task_id(result)
+    deferred = _deferred(call.call_id, result, task)
+    if deferred is not None:
+        served.unchecked.append(deferred)
+        server = served.server
+        if task is not None:
+            tasks = _remember(server.tasks, task, call, MAX_TASKS)
+            served.server = server.model_copy(update={"tasks": tasks})
+        elif result.get("resultType") == "input_required":
+            key = _awaited(params, result.get("requestState"))
+            waits = None if key in server.retries else call  # two alike: neither is told apart
+            retries = _remember(server.retries, key, waits, MAX_RETRIES)
+            served.server = server.model_copy(update={"retries": retries})
+        return
+    served.results.append(_result(call.call_id, result, tool, validators, name=name))
 
 
 def serve(
@@ -387,26 +473,9 @@ def serve(
             )
             served.definitions.extend(map(dict, listed(result.get("tools"))))
         elif method == "tools/call":
+            own = session is not None
             call_id = message_id or ""
-            if "inputResponses" in params or "requestState" in params:
-                # A retry with the input an input_required answer asked for (2026-07-28):
-                # the same call, counted when it was first sent; only its result is new.
-                tool = served.server.tools.get(as_str(params.get("name")))
-            else:
-                own = session is not None
-                tool = _call(index, call_id, params, served, validators=validators, own=own)
-            if result is None:
-                continue
-            task = _task_id(result)
-            deferred = _deferred(call_id, result, task)
-            if deferred is not None:
-                served.unchecked.append(deferred)
-                if task is not None:
-                    name = as_str(params.get("name"))
-                    made = TaskCall(name=name, call_id=call_id)
-                    served.server = _remember_task(served.server, task, made)
-            else:
-                served.results.append(_result(call_id, result, tool, validators))
+            _tools_call(served, index, call_id, params, result, validators=validators, own=own)
     served.repairs = _repairs(served)
     if any(m.get("method") == LIST_CHANGED for m in received):
         served.server = list_changed(served.server)

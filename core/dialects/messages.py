@@ -1,6 +1,6 @@
 """Anthropic Messages: `POST .../messages`, wherever Anthropic serves it: on Vertex AI
 (`.../publishers/anthropic/models/{model}:rawPredict` and `:streamRawPredict`), where the body
-names no model and the path does, and on Bedrock's InvokeModel, whose room
+names no model and the path does, and on Bedrock's InvokeModel, whose module
 (tooltap.core.dialects.invoke) hands Claude's Messages bodies here, the stream in AWS's event
 stream.
 

@@ -1,6 +1,6 @@
 """Ollama's own API: `POST /api/chat` and `/api/generate` (a local server on :11434, ollama.com),
 as ollama-python, ollama-js, LangChain's ChatOllama and LlamaIndex speak it; not its
-OpenAI-compatible /v1, which the Chat room reads.
+OpenAI-compatible /v1, which the Chat dialect reads.
 
 A stream is newline-delimited JSON (`application/x-ndjson`; ollama.com sends it as
 `application/json`): every line a partial response, text in pieces, each tool call whole in one
@@ -46,12 +46,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ..arguments import unnamed_call
 from ..assembly import StreamAssembler
 from ..jsontext import dumps
 from ..loop import Checker, LoopReport, error_payload, last_index
 from ..schema import SEED_LIMITS, Limits
 from ..shapes import as_dict, as_list, as_str
-from ..turn import Tool, ToolCall, Turn, make_call, tokens
+from ..turn import Tool, ToolCall, Turn, make_call, placeholder, tokens
 from .base import Dialect, Prior, fanout_repairs, role_text
 
 PATHS = ("/api/chat", "/api/generate")
@@ -109,7 +110,7 @@ def _calls(holder: Mapping[str, Any]) -> list[ToolCall]:
         function = as_dict(call.get("function"))
         name = as_str(function.get("name")).strip()
         if name:
-            call_id = as_str(call.get("id")) or f"tool_calls[{index}]"
+            call_id = as_str(call.get("id")) or placeholder("tool_calls", index)
             calls.append(make_call(call_id, name, "function_call", function, "arguments"))
     return calls
 
@@ -258,16 +259,17 @@ class _Turn:
     def __init__(self, check: Checker, index: int, calls: list[Any]) -> None:
         self.check = check
         self.index = index
-        # (id, name, label) of each call; open until a result answers it
+        # (id, name, label, arguments) of each call; open until a result answers it
         self.open = [
             (
                 as_str(as_dict(call).get("id")),
                 as_str(as_dict(as_dict(call).get("function")).get("name")),
                 _label(as_dict(call), f"messages.{index}.tool_calls.{j}"),
+                as_dict(as_dict(call).get("function")).get("arguments"),
             )
             for j, call in enumerate(calls)
         ]
-        self.answered: list[tuple[str, str, str]] = []
+        self.answered: list[tuple[str, str, str, Any]] = []
 
     def answer(self, message: Mapping[str, Any], index: int) -> None:
         result_id = as_str(message.get("tool_call_id"))
@@ -281,7 +283,10 @@ class _Turn:
         if match is not None:
             self.open.remove(match)
             self.answered.append(match)
-            self.check.result(match[2], index, _failed(message), where, message.get("content"))
+            # A call with no id is known by its name and arguments, to time its answer by.
+            unnamed = None if match[0] else unnamed_call(match[1], match[3])
+            content = message.get("content")
+            self.check.result(match[2], index, _failed(message), where, content, unnamed=unnamed)
             return
         own = result_id or name
         self.check.result(own, index, _failed(message), where, message.get("content"))

@@ -241,6 +241,8 @@ class RealtimeSocket(SocketReader):
         self.unowed: OrderedDict[str, None] = OrderedDict()
         self.outputs: OrderedDict[str, None] = OrderedDict()  # client event ids of tool results
         self.last_response = ""
+        # When each call was issued, by id (what owed_calls reads, for the calls still owed).
+        self.issued: OrderedDict[str, tuple[str, float, str]] = OrderedDict()
         self.waiting: deque[Waiting] = deque()
         self.turns: dict[str, HeldTurn] = {}  # by response id, the responses running
 
@@ -321,6 +323,15 @@ class RealtimeSocket(SocketReader):
         self.known, self.blind = False, True
         self._forget_owed()
         return turns
+
+    def owed_calls(self) -> dict[str, tuple[str, float, str]]:
+        # Results written since the last request answer their calls already.
+        written = {as_str(item.get("call_id")) for item in self.items}
+        return {
+            call_id: self.issued[call_id]
+            for call_id in self.owed
+            if call_id in self.issued and call_id not in written
+        }
 
     def _forget_owed(self) -> None:
         """A result for any call owed may have gone by unseen: none is owed any longer."""
@@ -420,11 +431,19 @@ class RealtimeSocket(SocketReader):
 
     def _owe(self, turn: HeldTurn, response: Mapping[str, Any]) -> None:
         """A response finished: its calls are owed a result if it completed in the conversation."""
-        calls = [
-            as_str(item.get("call_id"))
+        items = [
+            item
             for item in map(as_dict, as_list(response.get("output")))
             if item.get("type") == "function_call" and as_str(item.get("call_id"))
         ]
+        calls = [as_str(item.get("call_id")) for item in items]
+        if self.now is not None:  # when each was issued: the overdue watch's
+            for item in items:
+                self.issued[as_str(item.get("call_id"))] = (
+                    as_str(item.get("name")), self.now, turn.response_id
+                )  # fmt: skip
+            while len(self.issued) > MAX_OPEN:
+                self.issued.popitem(last=False)
         went_on = not turn.detached and response.get("status") == "completed"
         owed = went_on and not self.sideband
         if went_on:  # the conversation went on without the results still owed

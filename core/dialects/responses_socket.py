@@ -4,15 +4,16 @@ the events that answer it, read as the turns the same requests make over HTTP.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from typing import Any
 
 from ..jsontext import loads
-from ..shapes import as_dict, as_str
+from ..shapes import as_dict, as_list, as_str
 from ..sockets import (
     LOST,
     MAX_LANES,
+    MAX_OPEN,
     MAX_WAITING,
     HeldTurn,
     SocketClose,
@@ -77,6 +78,9 @@ class ResponsesSocket(SocketReader):
         self.waiting: dict[str, deque[Waiting]] = {}
         self.active: dict[str, HeldTurn] = {}
         self._late: set[str] | None = set() if late else None  # lanes seen since joining
+        # Calls a completed response issued on this socket, not answered on it since:
+        # id -> (tool, when, the response). What the overdue watch reads.
+        self.owed: OrderedDict[str, tuple[str, float, str]] = OrderedDict()
 
     def _read(self, message: bytes, from_client: bool) -> list[SocketTurn]:
         value, error = loads(message)
@@ -90,6 +94,8 @@ class ResponsesSocket(SocketReader):
         if from_client:
             if kind == "response.create":
                 self._wait(lane, message, as_str(value.get("previous_response_id")))
+                for item in map(as_dict, as_list(value.get("input"))):
+                    self.owed.pop(as_str(item.get("call_id")), None)  # answered, or replayed
             return []
         done: list[SocketTurn] = []
         turn = self.active.get(lane)
@@ -115,8 +121,28 @@ class ResponsesSocket(SocketReader):
             return done  # before tooltap followed the socket
         self._add(turn, message)
         if kind in self.FINAL:
+            self._owe(response)
             done.append(self._done(self.active.pop(lane)))
         return done
+
+    def owed_calls(self) -> dict[str, tuple[str, float, str]]:
+        return dict(self.owed)
+
+    def _owe(self, response: Mapping[str, Any]) -> None:
+        """A completed response's client calls are owed an output, on this socket or another
+        request; only the time of each is kept, for the overdue watch."""
+        if response.get("status") != "completed" or self.now is None:
+            return
+        for item in map(as_dict, as_list(response.get("output"))):
+            call_id = as_str(item.get("call_id"))
+            if item.get("type") in ("function_call", "custom_tool_call") and call_id:
+                self.owed[call_id] = (
+                    as_str(item.get("name")),
+                    self.now,
+                    as_str(response.get("id")),
+                )
+        while len(self.owed) > MAX_OPEN:
+            self.owed.popitem(last=False)
 
     def close(self, end: SocketClose | None = None) -> list[SocketTurn]:
         """The turns the socket's end cut off, and the requests that never got a response.
@@ -127,6 +153,7 @@ class ResponsesSocket(SocketReader):
         for queue in self.waiting.values():
             turns += (SocketTurn(self._exchange(c.request, None), cut=True) for c in queue)
         self.active, self.waiting, self.held = {}, {}, 0
+        self.owed.clear()
         return turns
 
     def lost(self, why: str = LOST) -> list[SocketTurn]:
@@ -134,6 +161,7 @@ class ResponsesSocket(SocketReader):
         turns = self._drop(self.active.values(), why)
         self.skipped["lost"] += sum(len(q) for q in self.waiting.values())
         self.active, self.waiting, self.held = {}, {}, 0
+        self.owed.clear()  # an answer may have gone by unread
         self._late = set()
         return turns
 

@@ -204,7 +204,10 @@ async def test_other_endpoints_of_a_watched_host_are_said_and_counted_as_not_rea
     embeddings = make_flow("/v1/embeddings", {"input": "x"}, b'{"data": []}')
     stream = make_flow("/v1/audio/speech", {"input": "x"}, b"data: {}\n\n",
                        headers=(("content-type", "text/event-stream"),))  # fmt: skip
-    for flow in (listing, embeddings):
+    # Cohere's v1 chat calls tools: it is said to, never that it is no tool-calling endpoint.
+    cohere_v1 = make_flow("/v1/chat", {"message": "hi"}, b'{"text": "hi"}', host="api.cohere.com")
+    unknown = make_flow("/v1/brand-new", {"input": "x"}, b"{}")
+    for flow in (listing, embeddings, cohere_v1, unknown):
         await harness.cycle(flow)
     harness.addon.request(stream)
     harness.addon.responseheaders(stream)
@@ -212,12 +215,28 @@ async def test_other_endpoints_of_a_watched_host_are_said_and_counted_as_not_rea
     harness.addon.response(stream)
     assert harness.addon.flush(5)
     turns = [e for e in harness.events() if e["event"] == "turn"]
+    none = "it makes no tool calls, and is not read"  # each says what it is
     assert [(t["path"], t["outcome"], t["reason"], t["level"], t["stream"]) for t in turns] == [
-        ("/v1/models", "not_read", "not a tool-calling endpoint", "info", False),
-        ("/v1/embeddings", "not_read", "not a tool-calling endpoint", "info", False),
-        ("/v1/audio/speech", "not_read", "not a tool-calling endpoint", "info", True),
+        ("/v1/models", "not_read", f"a model list or a model's details: {none}", "info", False),
+        (
+            "/v1/embeddings",
+            "not_read",
+            f"embeddings (OpenAI's API and those compatible with it): {none}",
+            "info",
+            False,
+        ),
+        (
+            "/v1/chat",
+            "not_read",
+            "Cohere's v1 chat (/v1/chat): it calls tools, and tooltap does "
+            "not read it (its v2 chat, /v2/chat, is read)",
+            "info",
+            False,
+        ),
+        ("/v1/brand-new", "not_read", "not an endpoint tooltap reads", "info", False),
+        ("/v1/audio/speech", "not_read", f"OpenAI's audio API: {none}", "info", True),
     ]
-    assert harness.value("tooltap_flows_total", api="none", outcome="not_read") == 3
+    assert harness.value("tooltap_flows_total", api="none", outcome="not_read") == 5
     assert harness.addon.budget.peak == 0  # no body was kept for them
 
 

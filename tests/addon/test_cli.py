@@ -54,6 +54,8 @@ def test_each_upstream_gets_the_next_port_and_its_own_hint():
         "gemini",
         "--upstream",
         "ollama",
+        "--upstream",
+        "cohere",
         "--listen",
         "0.0.0.0:9000",
     )
@@ -64,10 +66,12 @@ def test_each_upstream_gets_the_next_port_and_its_own_hint():
         "reverse:http://10.0.0.5:8000@9002",
         "reverse:https://generativelanguage.googleapis.com@9003",
         "reverse:http://localhost:11434@9004",  # the user's own Ollama
+        "reverse:https://api.cohere.com@9005",
     ]
     assert "ANTHROPIC_BASE_URL=http://0.0.0.0:9001" in hints[1]
     assert "GOOGLE_GEMINI_BASE_URL=http://0.0.0.0:9003" in hints[3]
     assert "OLLAMA_HOST=http://0.0.0.0:9004" in hints[4]
+    assert "CO_API_URL=http://0.0.0.0:9005" in hints[5]  # the cohere SDK's base URL
 
 
 def test_any_free_port_takes_one_upstream_only():
@@ -153,6 +157,34 @@ def test_web_takes_runs_options_and_sets_mitmwebs_own():
     assert hints[0].startswith("regular proxy on 127.0.0.1:9090")
 
 
+def test_the_web_ui_port_is_clear_of_every_listener_and_a_collision_is_refused():
+    parsed = parser().parse_args(["web", "--upstream", "openai", "--upstream", "anthropic"])
+    argv, _ = mitmdump_args(parsed, [], web=parsed.web)
+    listeners = {int(a.rsplit("@", 1)[1]) for a in argv if a.startswith("reverse:")}
+    assert parsed.web[1] not in listeners | {9464, 9465}
+    clash = parser().parse_args(["web", "--upstream", "openai", "--upstream", "anthropic",
+                                 "--web", "127.0.0.1:8081"])  # fmt: skip
+    with pytest.raises(SystemExit, match="--upstream anthropic and --web both want port 8081"):
+        mitmdump_args(clash, [], web=clash.web)
+
+
+def test_health_is_on_for_tooltap_run_and_can_be_turned_off():
+    argv, hints = argv_of()
+    assert "tooltap_health=127.0.0.1:9465" in settings(argv)
+    assert "health at http://127.0.0.1:9465/livez and /readyz" in hints
+    argv, _ = argv_of("--health", "off")
+    assert not any(s.startswith("tooltap_health") for s in settings(argv))
+    with pytest.raises(SystemExit, match="--health and --metrics both want port 9464"):
+        argv_of("--health", "127.0.0.1:9464")
+
+
+def test_tls_makes_the_hints_https_and_is_refused_in_regular_mode():
+    _, hints = argv_of("--tls-cert", "tls.crt", "--tls-key", "tls.key")
+    assert hints[0].endswith("OPENAI_BASE_URL=https://127.0.0.1:8080/v1")
+    with pytest.raises(SystemExit, match="--tls-cert is for reverse mode"):
+        argv_of("--regular", "--tls-cert", "tls.crt")
+
+
 def test_run_with_a_hash_key_file_it_cannot_read_exits_at_once_and_says_why(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLTAP_HASH")}
     env["TOOLTAP_HASH_KEY_FILE"] = str(tmp_path / "absent")
@@ -166,6 +198,8 @@ def test_run_with_a_hash_key_file_it_cannot_read_exits_at_once_and_says_why(tmp_
             "127.0.0.1:0",
             "--metrics",
             "127.0.0.1:0",
+            "--health",
+            "off",
         ],
         capture_output=True,
         text=True,

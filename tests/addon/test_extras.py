@@ -18,7 +18,7 @@ from packaging.requirements import Requirement
 
 from tooltap.addon.commands.cli import DEMO_EXTRA
 
-# Modules of the addon that only the demo, the tests and the bench use.
+# Modules of the addon that only the demo, the tests, the bench and pytest use.
 DEMO_ONLY = {
     "tooltap.addon.commands.demo",
     "tooltap.addon.commands.demo_steps",
@@ -31,8 +31,11 @@ DEMO_ONLY = {
     "tooltap.addon.commands.demo_live",
     "tooltap.addon.harness.live",
     "tooltap.addon.commands.demo_ollama",
+    "tooltap.addon.commands.demo_cohere",
     "tooltap.addon.harness.replay",
     "tooltap.addon.harness.sockets",
+    # pytest loads the plugin (pytest11), and pytest is what imports it: never the base install.
+    "tooltap.addon.testing.plugin",
 }
 
 

@@ -180,3 +180,26 @@ async def test_a_child_still_starting_when_tooltap_stops_is_stopped_not_left_beh
     assert watcher.stop() == Counter()
     go.set()
     assert await asyncio.to_thread(stopped.wait, 5)
+
+
+def test_a_streams_arrival_times_cross_the_pipe_with_where_each_chunk_ended():
+    streamed = record(arrived=[100.25, 100.5], started=100.0, ended=100.5)
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    try:
+        os.write(write_end, b"".join(encode(streamed)))
+        got = FrameReader(read_end).read()
+    finally:
+        os.close(write_end)
+        os.close(read_end)
+    assert got is not None and got.chunks == []  # joined on this side of the pipe
+    first = len(b"data: {}\n\n")
+    whole = first + len(b"data: [DONE]\n\n")
+    assert (
+        got.exchange().arrivals
+        == streamed.exchange().arrivals
+        == (
+            (first, 100.25),
+            (whole, 100.5),
+        )
+    )

@@ -6,7 +6,7 @@ import json
 import pytest
 from structlog.testing import LogCapture
 
-from tooltap.addon.sinks.log import LogSink
+from tooltap.addon.sinks.log import JOIN_KEYS, ExchangeIds, LogSink, short_id
 from tooltap.addon.sinks.redaction import (
     ArgumentPolicy,
     HashKeyError,
@@ -17,6 +17,7 @@ from tooltap.addon.sinks.redaction import (
 )
 from tooltap.core import Exchange, Verdict, inspect
 
+FLOW = "5a3c1e2f-9b7d-4c11-8e2a-0d6f1b2c3d4e"  # a mitmproxy flow id
 REQUEST = {
     "tools": [
         {
@@ -231,3 +232,113 @@ def test_a_hosted_call_is_a_tool_call_line_that_names_its_server_and_no_client_c
     )
     # The model called none of the client's tools: as without the hosted call.
     assert (no_call["event"], turn["event"], turn["calls"]) == ("no_tool_call", "turn", 0)
+
+
+def test_every_line_of_an_exchange_carries_its_id_response_model_and_path():
+    verdict = Verdict(
+        api="chat",
+        outcome="inspected",
+        response_id="chatcmpl-9",
+        model="gpt-4o",
+        state="fanout-no-strict",
+        calls=[
+            {
+                "call_id": "call_a",
+                "name": "f",
+                "type": "function",
+                "arguments_raw": "{",
+                "parse_error": {"type": "JSONDecodeError", "message": "EOF", "position": 1},
+            },
+            {"call_id": "call_b", "name": "g", "type": "function", "arguments_raw": "{}"},
+        ],
+        loop_errors=[{"rule": "orphan-result", "ids": ["call_x"], "where": "w", "repair": "r"}],
+        tool_results=[{"call_id": "call_y", "where": "messages.3", "outcome": "error"}],
+        rejected={"status": 400, "type": "invalid_request_error", "message": "no"},
+    )
+    capture = LogCapture()
+    sink = LogSink(stream=io.StringIO(), processors=[capture])
+    sink.emit(verdict, "h", "/v1/chat/completions", 0.1, ExchangeIds.of_flow(FLOW))
+    lines = capture.entries
+    assert [line["event"] for line in lines] == [
+        "tool_call", "tool_call", "loop_error", "request_rejected", "tool_result_error", "turn",
+    ]  # fmt: skip
+    for line in lines:
+        assert {k: line[k] for k in JOIN_KEYS} == {
+            "exchange": "5a3c1e2f9b7d",
+            "response_id": "chatcmpl-9",
+            "model": "gpt-4o",
+            "path": "/v1/chat/completions",
+        }
+        assert "session" not in line and "turn" not in line  # an HTTP exchange has neither
+    # The turn names its findings, each once, in report order.
+    assert lines[-1]["findings"] == [
+        "fanout-no-strict",
+        "argument-parse",
+        "orphan-result",
+        "rejected",
+    ]
+
+
+def test_a_sockets_lines_carry_its_session_and_turn_and_the_session_lines_no_turn():
+    turn = Verdict(api="realtime", outcome="inspected", transport="websocket", state="no-tools")
+    said = Verdict(
+        api="realtime",
+        outcome="inspected",
+        transport="websocket",
+        scope="session",
+        session_errors=[{"type": "x", "message": "y"}],
+    )
+    capture = LogCapture()
+    sink = LogSink(stream=io.StringIO(), processors=[capture])
+    sink.emit(turn, "h", "/v1/realtime", 0.1, ExchangeIds.of_socket(FLOW, 3))
+    sink.emit(said, "h", "/v1/realtime", 0.1, ExchangeIds.of_socket(FLOW, None))
+    (turn_line, session_line) = capture.entries
+    assert (turn_line["exchange"], turn_line["session"], turn_line["turn"]) == (
+        "5a3c1e2f9b7d.3",
+        "5a3c1e2f9b7d",
+        3,
+    )
+    assert (session_line["event"], session_line["exchange"], session_line["turn"]) == (
+        "session_error",
+        "5a3c1e2f9b7d",
+        None,
+    )
+
+
+def test_an_exchange_without_a_flow_gets_a_fresh_id_of_the_same_shape():
+    first, second = short_id(""), short_id("")
+    assert first != second and len(first) == len(second) == 12
+    assert int(first, 16) >= 0  # hex digits
+
+
+def test_a_tool_time_line_per_answered_call_and_the_turn_says_its_time_and_tokens():
+    on_time = {"call_id": "c1", "name": "f", "waited_ms": 900.0, "issued_at": 1, "answered_at": 2}
+    late = on_time | {"call_id": "c2", "waited_ms": 75000.0, "late": True}
+    verdict = Verdict(
+        api="chat",
+        outcome="inspected",
+        model="gpt-4o",
+        state="no-tools",
+        duration_ms=640.5,
+        first_token_ms=None,
+        usage={"input_tokens": 30, "output_tokens": 2, "reasoning_tokens": 0},
+        tool_wait_ms=75000.0,
+        tool_times=[on_time, late],
+    )
+    entries = captured(verdict)
+    timed = [e for e in entries if e["event"] == "tool_time"]
+    assert [(e["call_id"], e["waited_ms"], e["late"], e["log_level"]) for e in timed] == [
+        ("c1", 900.0, False, "info"),
+        ("c2", 75000.0, True, "warning"),
+    ]
+    assert "issued_at" not in timed[0] and timed[0]["ran_ms"] is None
+    (turn,) = [e for e in entries if e["event"] == "turn"]
+    assert (turn["duration_ms"], turn["first_token_ms"], turn["tool_wait_ms"]) == (
+        640.5,
+        None,
+        75000.0,
+    )
+    assert (turn["input_tokens"], turn["output_tokens"], turn["reasoning_tokens"]) == (30, 2, 0)
+    assert "cached_input_tokens" not in turn  # not broken out by this API: not said
+    quiet = [e for e in captured(Verdict(api="chat", outcome="inspected")) if e["event"] == "turn"]
+    assert quiet[0]["input_tokens"] is None and "tool_wait_ms" not in quiet[0]

@@ -154,3 +154,32 @@ def test_hosted_calls_count_as_calls_and_argument_errors_but_not_in_the_turns_ca
     # The turn's own figures are its client calls: two, both unguaranteed.
     assert value(metrics, "tooltap_calls_per_turn_sum", api="responses") == 2
     assert value(metrics, "tooltap_unguaranteed_arguments_total", **labels) == 2
+
+
+def test_a_turns_time_tokens_and_tool_waits_are_observed_by_api_and_model(metrics):
+    wait = {"call_id": "c", "name": "f", "waited_ms": 2500.0, "issued_at": 1.0, "answered_at": 3.5}
+    verdict = Verdict(
+        api="messages",
+        outcome="inspected",
+        model="claude-haiku-4-5",
+        state="no-strict-declared",
+        duration_ms=1800.0,
+        first_token_ms=420.0,
+        usage={"input_tokens": 2510, "output_tokens": 7, "cached_input_tokens": 2000},
+        tool_times=[wait],
+    )
+    metrics.record(verdict, 0.001)
+    labels = {"api": "messages", "model": "claude-haiku-4-5"}
+    assert value(metrics, "tooltap_model_duration_seconds_count", **labels) == 1
+    assert value(metrics, "tooltap_model_duration_seconds_sum", **labels) == 1.8
+    assert value(metrics, "tooltap_first_token_seconds_bucket", **labels, le="0.5") == 1
+    assert value(metrics, "tooltap_first_token_seconds_bucket", **labels, le="0.25") == 0
+    assert value(metrics, "tooltap_tokens_total", **labels, type="input") == 2510
+    assert value(metrics, "tooltap_tokens_total", **labels, type="cached_input") == 2000
+    assert value(metrics, "tooltap_tokens_total", **labels, type="reasoning") is None  # unsaid
+    assert value(metrics, "tooltap_tool_wait_seconds_sum", api="messages") == 2.5
+    # A turn without times (a JSONL recording) observes nothing: no zeros for unknown.
+    metrics.record(verdict.model_copy(update={"duration_ms": None, "first_token_ms": None}), 0)
+    assert value(metrics, "tooltap_model_duration_seconds_count", **labels) == 1
+    assert value(metrics, "tooltap_serial_batches_total", api="messages") == 0
+    assert value(metrics, "tooltap_overdue_calls_total", api="messages") == 0

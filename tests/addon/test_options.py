@@ -58,6 +58,7 @@ def test_the_inspector_gets_exactly_the_options_it_reads_as_data():
         "tooltap_otlp",  # spans are exported by the inspector
         "tooltap_inspector",
         "tooltap_queue_size",
+        "tooltap_tool_deadline",  # when a waiting call is overdue, and an answer late
         "tooltap_state",  # the inspector keeps the session's memory there
         "tooltap_state_ttl",
         "tooltap_tools_lock",  # the inspector keeps the pins
@@ -75,11 +76,13 @@ def test_tooltap_run_has_a_flag_for_each_flagged_option_and_passes_it_on():
         "--otlp",
         "--state",
         "--tools-lock",
+        "--tls-cert",
+        "--tls-key",
     }
     args = parser().parse_args(
         ["run", "--log-format", "json", "--log-arguments", "hash", "--model-labels", "7",
          "--otlp", "http://127.0.0.1:4318", "--state", "redis://127.0.0.1:6379/0",
-         "--tools-lock", "tools.lock.json"]
+         "--tools-lock", "tools.lock.json", "--tls-cert", "tls.crt", "--tls-key", "tls.key"]
     )  # fmt: skip
     argv, _ = mitmdump_args(args, [])
     for setting in (
@@ -89,6 +92,8 @@ def test_tooltap_run_has_a_flag_for_each_flagged_option_and_passes_it_on():
         "tooltap_otlp=http://127.0.0.1:4318",
         "tooltap_state=redis://127.0.0.1:6379/0",
         "tooltap_tools_lock=tools.lock.json",
+        "tooltap_tls_cert=tls.crt",
+        "tooltap_tls_key=tls.key",
     ):
         assert argv[argv.index(setting) - 1] == "--set"
 

@@ -119,11 +119,27 @@ def test_a_session_error_is_a_finding_with_its_message_in_every_format():
     assert report(verdict, "github").endswith(f"::recorded.jsonl#1: {said}\n")
 
 
+def test_an_error_the_api_sent_inside_a_200_stream_is_said_and_is_no_finding():
+    """Cohere's stream that ends in ERROR: the client read a finished stream; the audit says it."""
+    said = "your request resulted in an invalid tool generation"
+    verdict = Verdict(api="cohere", outcome="inspected", status=200, stream=True,
+                      state="no-strict-declared",
+                      stream_errors=[{"type": "INVALID_TOOL_GENERATION", "message": said}])  # fmt: skip
+    assert occurrences(verdict) == []
+    assert (
+        f"stream-error        recorded.jsonl#1  INVALID_TOOL_GENERATION: {said}"
+        in report(verdict, "text").splitlines()
+    )
+    assert json.loads(report(verdict, "json"))["stream_errors"] == [
+        {"type": "INVALID_TOOL_GENERATION", "message": said}
+    ]
+
+
 def test_an_exchange_not_read_is_counted_by_why_in_every_format_and_is_never_a_finding():
     titan = "Amazon Titan Text on InvokeModel (inputText): no tool calls"
     unread = [
         Verdict(api=None, outcome="not_read", reason=why, status=200)
-        for why in (titan, "not a tool-calling endpoint", titan)
+        for why in (titan, "not an endpoint tooltap reads", titan)
     ]
     read = Verdict(api="chat", outcome="inspected", state="no-tools")
 
@@ -137,11 +153,11 @@ def test_an_exchange_not_read_is_counted_by_why_in_every_format_and_is_never_a_f
 
     *rows, summary = map(json.loads, audit("json").splitlines())
     assert [(r["outcome"], r["reason"], r["failing"]) for r in rows[:3]] == [
-        ("not_read", titan, []), ("not_read", "not a tool-calling endpoint", []),
+        ("not_read", titan, []), ("not_read", "not an endpoint tooltap reads", []),
         ("not_read", titan, []),
     ]  # fmt: skip
     assert (summary["read"], summary["not_read"], summary["findings"]) == (1, 3, 0)
-    assert summary["not_read_by_reason"] == {titan: 2, "not a tool-calling endpoint": 1}
+    assert summary["not_read_by_reason"] == {titan: 2, "not an endpoint tooltap reads": 1}
     text = audit("text")
     assert "1 response(s) read, 3 not read, 0 finding(s)" in text
     assert f"  not read: 2 {titan}" in text and "recorded.jsonl#1" not in text

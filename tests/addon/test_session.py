@@ -4,7 +4,7 @@ import json
 
 from support.captures import JSON, URLS
 
-from tooltap.addon.inspection.session import Session, ToolServers
+from tooltap.addon.inspection.session import OPEN_CALL, Session, ToolServers
 from tooltap.addon.inspection.state import RecentCalls
 from tooltap.core import Exchange
 from tooltap.core.served import session_tag
@@ -210,3 +210,147 @@ def test_a_legacy_post_the_client_hung_up_on_is_logged_with_its_answer_or_said_c
     ((_, gone),) = session.stream("get", stream(b""), ended=True)
     assert gone.outcome == "client_gone"  # as any MCP POST with no answer is
     assert gone.reason.startswith("the client hung up before the answer; its response never came")
+
+
+# --- where the calls ran: a model's batch linked to the MCP runs it caused -------------------
+
+T0 = 1_764_480_000.0
+CITIES = ("Paris", "Rome", "Oslo")
+
+
+def fan_out() -> Exchange:
+    """A Chat response calling get_weather for three cities at once, at T0 + 1."""
+    calls = [
+        {"id": f"call_{c}", "type": "function",
+         "function": {"name": "get_weather", "arguments": json.dumps({"city": c})}}
+        for c in CITIES
+    ]  # fmt: skip
+    body = {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": None,
+                         "tool_calls": calls}, "finish_reason": "tool_calls"}]}  # fmt: skip
+    request = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Weather?"}]}
+    return Exchange(
+        method="POST", url=URLS["chat"], request_body=json.dumps(request).encode(), status=200,
+        response_headers=JSON, response_body=json.dumps(body).encode(), request_start=T0,
+        response_end=T0 + 1,
+    )  # fmt: skip
+
+
+def ran(city: str, start: float, end: float, rpc: int) -> Exchange:
+    """The application runs get_weather(city) on an MCP server behind tooltap."""
+    request = {"jsonrpc": "2.0", "id": rpc, "method": "tools/call",
+               "params": {"name": "get_weather", "arguments": {"city": city}}}  # fmt: skip
+    result = {"content": [{"type": "text", "text": "12C"}], "isError": False}
+    exchange = mcp(request, {"jsonrpc": "2.0", "id": rpc, "result": result}, "s1")
+    return exchange.model_copy(update={"request_start": T0 + start, "response_end": T0 + end})
+
+
+def answered(at: float) -> Exchange:
+    first = json.loads(fan_out().response_body)["choices"][0]["message"]
+    messages = [{"role": "user", "content": "Weather?"}, first] + [
+        {"role": "tool", "tool_call_id": f"call_{c}", "content": "12C"} for c in CITIES
+    ]
+    body = {"id": "chatcmpl-2", "object": "chat.completion", "model": "gpt-4o",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Mild."},
+                         "finish_reason": "stop"}]}  # fmt: skip
+    return Exchange(
+        method="POST", url=URLS["chat"],
+        request_body=json.dumps({"model": "gpt-4o", "messages": messages}).encode(),
+        status=200, response_headers=JSON, response_body=json.dumps(body).encode(),
+        request_start=T0 + at, response_end=T0 + at + 1,
+    )  # fmt: skip
+
+
+def loop(runs: list[tuple[float, float]]) -> tuple[list, list]:
+    session = Session()
+    session.inspect(fan_out())
+    for rpc, (city, (start, end)) in enumerate(zip(CITIES, runs, strict=False), 1):
+        session.inspect(ran(city, start, end, rpc))
+    verdict = session.inspect(answered(10))
+    times = [(t.call_id, t.waited_ms, t.ran_ms, t.server) for t in verdict.tool_times]
+    return times, [(e.rule, e.ids) for e in verdict.loop_errors]
+
+
+def test_calls_run_one_after_another_over_mcp_are_a_serial_batch_with_each_run_timed():
+    times, errors = loop([(2, 3), (3.5, 5), (5.5, 6)])
+    assert times == [
+        ("call_Paris", 9000.0, 1000.0, None),
+        ("call_Rome", 9000.0, 1500.0, None),
+        ("call_Oslo", 9000.0, 500.0, None),
+    ]
+    assert errors == [("serial-execution", ["call_Paris", "call_Rome", "call_Oslo"])]
+
+
+def test_calls_run_together_are_timed_and_no_finding():
+    times, errors = loop([(2, 4), (2.1, 3), (2.2, 5)])
+    assert [t[2] for t in times] == [2000.0, 900.0, 2800.0] and errors == []
+
+
+def test_a_batch_one_of_whose_runs_was_not_seen_is_never_called_serial():
+    times, errors = loop([(2, 3), (3.5, 5)])  # Oslo's ran where tooltap does not see
+    assert [t[2] for t in times] == [1000.0, 1500.0, None] and errors == []
+
+
+# --- a call over several requests runs until its last one ---------------------------------
+
+
+def rpc_at(request: dict, result: dict, session: str, start: float, end: float) -> Exchange:
+    exchange = mcp(request, {"jsonrpc": "2.0", "id": request["id"], "result": result}, session)
+    return exchange.model_copy(update={"request_start": T0 + start, "response_end": T0 + end})
+
+
+def weather(rpc: int, city: str, **more: object) -> dict:
+    params = {"name": "get_weather", "arguments": {"city": city}, **more}
+    return {"jsonrpc": "2.0", "id": rpc, "method": "tools/call", "params": params}
+
+
+def test_a_task_runs_until_tasks_result_and_a_retried_call_until_the_retry_is_answered():
+    session = Session()
+    session.inspect(fan_out())
+    done = {"content": [{"type": "text", "text": "12C"}], "isError": False}
+    session.inspect(rpc_at(weather(1, "Paris"), done, "s1", 2, 6))
+    # Rome runs as a task (2025-11-25): made at 2, its tasks/get says `completed` at 4.1 (a
+    # status, no result), and its result comes with tasks/result at 5.
+    task = {"taskId": "tk-1", "status": "working", "ttl": 60000, "pollInterval": 1000}
+    session.inspect(rpc_at(weather(2, "Rome"), {"task": task}, "s1", 2, 2.1))
+    polled = {"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"taskId": "tk-1"}}
+    session.inspect(rpc_at(polled, task | {"status": "completed"}, "s1", 4, 4.1))
+    fetch = {"jsonrpc": "2.0", "id": 4, "method": "tasks/result", "params": {"taskId": "tk-1"}}
+    session.inspect(rpc_at(fetch, done, "s1", 4.2, 5))
+    # Oslo, on protocol 2026-07-28 (no session): made at 3, answered input_required at 3.1;
+    # the client's retry (another id) is answered at 5.5.
+    asked = {"resultType": "input_required", "inputRequests": {"w": {"method": "roots/list"}},
+             "requestState": "v1.sealed"}  # fmt: skip
+    session.inspect(rpc_at(weather(7, "Oslo"), asked, "", 3, 3.1))
+    retry = weather(8, "Oslo", inputResponses={"w": {"roots": []}}, requestState="v1.sealed")
+    session.inspect(rpc_at(retry, done | {"resultType": "complete"}, "", 4.5, 5.5))
+    verdict = session.inspect(answered(10))
+    assert [(t.call_id, t.ran_ms) for t in verdict.tool_times] == [
+        ("call_Paris", 4000.0),
+        ("call_Rome", 3000.0),
+        ("call_Oslo", 2500.0),
+    ]
+    assert verdict.loop_errors == []  # each began before any ended
+
+
+def test_the_calls_a_session_keeps_open_count_against_the_bytes_of_its_memory():
+    session = Session()
+    session.tool_servers = ToolServers(limit=OPEN_CALL * 3)
+    for name in ("a", "b"):
+        for rpc in (5, 6):  # two tasks each
+            request = {"jsonrpc": "2.0", "id": rpc, "method": "tools/call",
+                       "params": {"name": "t0", "arguments": {"q": "x"}}}  # fmt: skip
+            handle = {"task": {"taskId": f"{name}{rpc}", "status": "working"}}
+            session.inspect(mcp(request, {"jsonrpc": "2.0", "id": rpc, "result": handle}, name))
+        if name == "a":
+            assert session.tool_servers.held == OPEN_CALL * 2
+    # Four open calls are past the limit: the oldest session goes, with its tasks.
+    endpoint = "http://tools.example.com/mcp"
+    assert session.tool_servers.get((endpoint, session_tag("a"))) is None
+    assert session.tool_servers.held == OPEN_CALL * 2
+    fetch = {"jsonrpc": "2.0", "id": 7, "method": "tasks/result", "params": {"taskId": "a5"}}
+    forgotten = session.inspect(mcp(fetch, {"jsonrpc": "2.0", "id": 7, "result": {}}, "a"))
+    assert forgotten.unchecked == [
+        "task a5: its result is not checked, the tools/call that made it was not seen in this "
+        "session (or was forgotten)"
+    ]

@@ -241,7 +241,10 @@ def test_one_socket_holding_more_than_the_limit_lets_go_of_its_turn_in_flight():
     messages += [m.encode() for m in turn[:-1]]
     sources = bytes([0, 0, 1] + [0] * (len(turn) - 1))
     batch = SocketBatch("socket", sources)
-    (lost,) = sockets.read("realtime", "wss://api.openai.com/v1/realtime", batch, messages)
+    ((key, number, lost),) = sockets.read(
+        "realtime", "wss://api.openai.com/v1/realtime", batch, messages
+    )
+    assert (key, number) == ("socket", 1)
     assert lost.skipped == "messages of this turn were not kept for inspection"
     assert sockets.held == 0 and len(sockets) == 1
     assert sockets.skipped[("realtime", "lost")] == 0  # its request had been answered
@@ -252,7 +255,7 @@ def test_a_running_turns_request_counts_toward_the_limit_the_readers_are_trimmed
     request = frame({"type": "response.create", "input": "x" * 3_000}).encode()
     started = responses_turn("resp_a", [text_item("msg_a", "ok")])[0].encode()
     batch = SocketBatch("socket", bytes([1, 0]))
-    (lost,) = sockets.read(
+    ((_, _, lost),) = sockets.read(
         "responses", "wss://api.openai.com/v1/responses", batch, [request, started]
     )
     assert lost.skipped == "messages of this turn were not kept for inspection"

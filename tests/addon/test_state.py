@@ -7,6 +7,7 @@ its events (answering, a log line), bounded in time.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -332,3 +333,131 @@ def test_no_url_is_this_process_memory_and_a_redis_url_is_redis():
 def test_a_state_url_is_named_in_the_log_without_its_credentials():
     assert location("redis://user:pw@cache:6380/2") == "redis://cache:6380/2"
     assert location("rediss://cache") == "rediss://cache:6379"
+
+
+# --- tool time: when each call was issued, by its id -----------------------------------------
+
+T0 = 1_764_480_000.0
+
+
+def timed(exchange: Exchange, start: float, end: float) -> Exchange:
+    return exchange.model_copy(update={"request_start": start, "response_end": end})
+
+
+def answer_both(previous: str, response_id: str) -> Exchange:
+    results = [{"type": "function_call_output", "call_id": c, "output": "ok"}
+               for c in ("call_1", "call_2")]  # fmt: skip
+    text = {"type": "message", "role": "assistant", "content": [{"type": "output_text"}]}
+    return exchange_of(
+        "responses",
+        {"model": "gpt-4o", "previous_response_id": previous, "input": results, "tools": TOOLS},
+        {"id": response_id, "status": "completed", "output": [text], "tools": TOOLS},
+    )
+
+
+def tool_times(session_a: Session, session_b: Session, answered_at: float) -> list[tuple]:
+    session_a.inspect(timed(calls("resp_1", "call_1", "call_2"), T0, T0 + 1.5))
+    verdict = session_b.inspect(timed(answer_both("resp_1", "resp_2"), answered_at, T0 + 9))
+    return [(t.call_id, t.name, t.waited_ms, t.late) for t in verdict.tool_times] + [
+        verdict.tool_wait_ms
+    ]
+
+
+def test_a_follow_up_times_each_call_it_answers_from_the_end_of_the_response_that_issued_it():
+    session = Session(deadline=60)
+    assert tool_times(session, session, T0 + 4.0) == [
+        ("call_1", "f", 2500.0, False),
+        ("call_2", "f", 2500.0, False),
+        2500.0,
+    ]
+
+
+def test_an_answer_past_the_deadline_is_late_and_each_call_is_timed_once():
+    session = Session(deadline=60)
+    times = tool_times(session, session, T0 + 91.5)
+    assert times[:2] == [("call_1", "f", 90000.0, True), ("call_2", "f", 90000.0, True)]
+    again = session.inspect(timed(answer_both("resp_1", "resp_3"), T0 + 95, T0 + 96))
+    assert again.tool_times == [] and again.tool_wait_ms is None  # taken by the first answer
+
+
+def test_without_times_or_without_the_issuing_response_nothing_is_timed():
+    session = Session()
+    session.inspect(calls("resp_1", "call_1", "call_2"))  # no times: nothing remembered
+    verdict = session.inspect(timed(answer_both("resp_1", "resp_2"), T0 + 4, T0 + 5))
+    assert (verdict.tool_times, verdict.tool_wait_ms) == ([], None)
+
+
+def test_a_call_issued_on_one_replica_is_timed_by_the_other_through_redis(redis_server):
+    a, b = Replica(redis_server.url), Replica(redis_server.url)
+    times = tool_times(Session(state=a.state), Session(state=b.state), T0 + 2.0)
+    assert times == [("call_1", "f", 500.0, False), ("call_2", "f", 500.0, False), 500.0]
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        assert client.keys("tooltap:issued:*") == []  # answered: taken from Redis too
+    finally:
+        client.close()
+
+
+def test_issued_calls_in_redis_hold_the_time_and_name_only_and_expire(redis_server):
+    a = Replica(redis_server.url, ttl=60)
+    a.state.issue({"call_1": ("get_weather", T0 + 1.25)})
+    a.state.issue({"call_1": ("get_weather", T0 + 9)})  # read again: the first time stays
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        assert client.get("tooltap:issued:call_1") == f"{T0 + 1.25!r} get_weather".encode()
+        assert 0 < client.ttl("tooltap:issued:call_1") <= 60
+        client.set("tooltap:issued:call_2", b"garbage")
+    finally:
+        client.close()
+    assert a.state.answer(["call_2", "call_9"]) == {}  # unreadable or unknown: not timed
+    assert a.state.answer(["call_1"]) == {"call_1": ("get_weather", T0 + 1.25)}
+
+
+GEMINI = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent"
+
+
+def gemini(contents: list, parts: list, start: float, end: float) -> Exchange:
+    """A generateContent exchange, its response's parts these."""
+    body = {"candidates": [{"content": {"role": "model", "parts": parts},
+                            "finishReason": "STOP"}], "modelVersion": "gemini-2.5-flash"}  # fmt: skip
+    tools = [{"functionDeclarations": [{"name": "get_weather"}]}]
+    return Exchange(
+        method="POST", url=GEMINI, status=200, response_headers={"content-type": "application/json"},
+        request_body=json.dumps({"contents": contents, "tools": tools}).encode(),
+        response_body=json.dumps(body).encode(), request_start=T0 + start, response_end=T0 + end,
+    )  # fmt: skip
+
+
+ASK = {"role": "user", "parts": [{"text": "Weather in Paris?"}]}
+CALL = {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}}  # no id
+
+
+def answer_by_name(at: float) -> Exchange:
+    response = {"functionResponse": {"name": "get_weather", "response": {"temp": 12}}}
+    history = [ASK, {"role": "model", "parts": [CALL]}, {"role": "user", "parts": [response]}]
+    return gemini(history, [{"text": "12C."}], at, at + 1)
+
+
+def test_a_call_with_no_id_is_timed_by_its_name_and_arguments_in_the_history():
+    session = Session()
+    session.inspect(gemini([ASK], [CALL], 0, 1))
+    verdict = session.inspect(answer_by_name(3.5))
+    assert [(t.call_id, t.name, t.waited_ms) for t in verdict.tool_times] == [
+        ("get_weather", "get_weather", 2500.0)
+    ]
+
+
+def test_two_calls_alike_with_no_id_before_an_answer_are_timed_by_neither():
+    # Two conversations ask the same: no answer can say which call it answers.
+    for state in (LocalState(), None):
+        session = Session(state=state) if state is not None else Session()
+        session.inspect(gemini([ASK], [CALL], 0, 1))
+        session.inspect(gemini([ASK], [CALL], 0.5, 1.5))
+        assert session.inspect(answer_by_name(3.5)).tool_times == []
+
+
+def test_two_replicas_do_not_time_calls_alike_with_no_id(redis_server):
+    a, b = Replica(redis_server.url), Replica(redis_server.url)
+    Session(state=a.state).inspect(gemini([ASK], [CALL], 0, 1))
+    Session(state=b.state).inspect(gemini([ASK], [CALL], 0.5, 1.5))
+    assert Session(state=a.state).inspect(answer_by_name(3.5)).tool_times == []

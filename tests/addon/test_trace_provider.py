@@ -24,6 +24,8 @@ from tooltap.addon.sinks.traces import provider_name
         ("chat", "generativelanguage.googleapis.com", "gcp.gemini"),  # its OpenAI-compatible API
         ("ollama", "localhost:11434", "ollama"),  # no well-known value: its own name
         ("ollama", "ollama.com", "ollama"),
+        ("cohere", "api.cohere.com", "cohere"),
+        ("cohere", "127.0.0.1", "cohere"),  # reverse mode: the API says it
     ],
 )
 def test_the_provider_is_read_from_the_host_then_the_api(api, host, provider):

@@ -89,6 +89,22 @@ async def test_a_finding_marks_the_flow_and_says_so_in_its_comment_after_the_use
     )
 
 
+async def test_a_200_stream_that_carried_the_apis_error_is_marked_and_says_so(web):
+    """Cohere's stream that ends in ERROR: no finding, but never an unmarked success."""
+    annotations, _ = web
+    annotations.running()
+    end = {"type": "message-end", "delta": {"finish_reason": "ERROR", "usage": {},
+           "error": "invalid tool generation", "error_type": "INVALID_TOOL_GENERATION"}}  # fmt: skip
+    body = b"event: message-end\ndata: " + json.dumps(end).encode() + b"\n\ndata: [DONE]\n\n"
+    flow = make_flow("/v2/chat", {"model": "command-a-03-2025", "messages": []}, body,
+                     headers=(("content-type", "text/event-stream"),), host="api.cohere.com")  # fmt: skip
+    await annotated(annotations, flow)
+    assert flow.marked == ":yellow_circle:"
+    assert flow.comment == "tooltap: no finding (no-tools), 1 stream error(s)"
+    lines = pretty(flow).text.splitlines()
+    assert "  INVALID_TOOL_GENERATION: invalid tool generation" in lines
+
+
 @pytest.mark.parametrize("mode", ["raw", "redact", "hash", "omit"])
 async def test_the_view_shows_arguments_only_as_the_log_would_and_never_a_credential(web, mode):
     annotations, tctx = web

@@ -372,6 +372,7 @@ def test_findings_are_named_once_per_occurrence_and_the_default_set_is_what_fail
         "fanout-no-strict",
         "unanswered-at-close",
         "session-error",
+        "serial-execution",  # only the team knows whether the calls were independent
     }
     quiet = Verdict(
         api="chat", outcome="inspected", state="fanout-no-strict", format_state="free-text"
@@ -491,7 +492,10 @@ REPLY = chat_reply(GOOD)
 
 def test_an_endpoint_that_calls_no_tools_is_not_read_and_says_why():
     verdict = inspect(Exchange(method="GET", url="https://api.openai.com/v1/models", status=200))
-    assert (verdict.outcome, verdict.reason) == ("not_read", "not a tool-calling endpoint")
+    assert (verdict.outcome, verdict.reason) == (
+        "not_read",
+        "a model list or a model's details: it makes no tool calls, and is not read",
+    )
 
 
 def test_a_turn_carries_its_status_both_models_and_its_usage():

@@ -487,10 +487,25 @@ def test_a_server_without_sessions_never_makes_a_call_unlisted():
     assert [e.path for e in checked.calls[0].schema_errors] == ["$.q"]
 
 
-# --- tasks (2025-11-25, fastmcp 2.14, the 2026 tasks extension) ---------------------------
+# --- calls that span several requests: tasks, and retries after input_required -------------
+
+# The TypeScript SDK's everything server (2025-11-25), as it answers its task tool.
+TASK = {
+    "taskId": "tk-1",
+    "status": "working",
+    "ttl": 300000,
+    "createdAt": "2026-12-04T16:29:21.651Z",
+    "lastUpdatedAt": "2026-12-04T16:29:21.651Z",
+    "pollInterval": 1000,
+    "statusMessage": "Gathering sources...",
+}
+OFF = {"content": [], "structuredContent": {"n": "three"}}  # breaks t0's outputSchema
 
 
-TASK = {"taskId": "tk-1", "status": "working", "createdAt": "2026-01-01T00:00:00Z", "ttl": 60000}
+def fetched(server: ToolServer | None, method: str, id_: int, result: Any, task: str = "tk-1"):
+    return inspect(
+        exchange(rpc(method, id_, taskId=task), answer(id_, result), sse=True), tool_server=server
+    )
 
 
 def test_a_call_answered_with_a_task_is_no_result_and_tasks_result_is_checked_as_its_result():
@@ -509,55 +524,82 @@ def test_a_call_answered_with_a_task_is_no_result_and_tasks_result_is_checked_as
         ]
         after = made.tool_server
         assert after is not None and after.tasks["tk-1"].name == "t0"
-        off = {"content": [], "structuredContent": {"n": "three"}}
-        fetched = inspect(
-            exchange(rpc("tasks/result", 4, taskId="tk-1"), answer(4, off)), tool_server=after
-        )
-        (result,) = fetched.tool_results
-        assert (result.call_id, result.name, findings(fetched)) == ("3", "t0", ["result-schema"])
+        got = fetched(after, "tasks/result", 4, OFF)
+        (result,) = got.tool_results
+        assert (result.call_id, result.name, findings(got)) == ("3", "t0", ["result-schema"])
         # Fetched again: the same result, not counted again.
-        again = inspect(
-            exchange(rpc("tasks/result", 5, taskId="tk-1"), answer(5, off)),
-            tool_server=fetched.tool_server,
-        )
+        again = fetched(got.tool_server, "tasks/result", 5, OFF)
         assert (again.tool_results, again.unchecked) == (
             [],
             ["task tk-1: its result was checked when first fetched"],
         )
 
 
-def test_a_finished_tasks_get_carries_the_result_and_a_task_of_no_seen_call_is_said():
+def test_a_tasks_get_status_is_never_a_result_and_tasks_result_brings_it_once():
+    # 2025-11-25, as the TypeScript client polls the everything server: tasks/get until a
+    # terminal status, `completed` with no result in it, then tasks/result.
     server = listed(initialized(), [tool("t0")]).tool_server
-    made = call(server, "t0", {"q": "a"}, {"resultType": "task", "taskId": "tk-2"}).tool_server
-    working = inspect(
-        exchange(rpc("tasks/get", 4, taskId="tk-2"), answer(4, {"status": "working"})),
-        tool_server=made,
-    )
-    assert (working.tool_results, working.unchecked) == ([], [])
-    done = {"status": "completed", "result": {"content": [], "structuredContent": {"n": 2}}}
-    finished = inspect(
-        exchange(rpc("tasks/get", 5, taskId="tk-2"), answer(5, done)), tool_server=made
-    )
-    assert [(r.call_id, r.outcome, r.schema_errors) for r in finished.tool_results] == [
-        ("3", "ok", [])
+    server = call(server, "t0", {"q": "a"}, {"task": TASK}, sse=True).tool_server
+    for id_, status in enumerate(("working", "input_required", "completed"), start=4):
+        polled = fetched(server, "tasks/get", id_, TASK | {"status": status})
+        assert (polled.tool_results, polled.unchecked, findings(polled)) == ([], [], [])
+        server = polled.tool_server
+    got = fetched(server, "tasks/result", 7, OFF)
+    assert [(r.call_id, r.name, r.outcome) for r in got.tool_results] == [("3", "t0", "ok")]
+    assert findings(got) == ["result-schema"]  # checked against t0's outputSchema, once
+    # Polled after its result: a status still, and nothing more.
+    late = fetched(got.tool_server, "tasks/get", 8, TASK | {"status": "completed"})
+    assert (late.tool_results, late.unchecked) == ([], [])
+
+
+def test_a_failed_status_is_no_result_either_and_the_result_it_announces_is_the_error():
+    # 2025-11-25: a tool result flagged isError fails the task; tasks/result returns that result.
+    server = listed(initialized(), [tool("t0")]).tool_server
+    server = call(server, "t0", {"q": "a"}, {"task": TASK}).tool_server
+    failed = TASK | {"status": "failed", "statusMessage": "Tool execution failed: rate limit"}
+    polled = fetched(server, "tasks/get", 4, failed)
+    assert (polled.tool_results, findings(polled)) == ([], [])
+    got = fetched(polled.tool_server, "tasks/result", 5, {"content": [], "isError": True})
+    assert [(r.call_id, r.name, r.outcome, r.schema_errors) for r in got.tool_results] == [
+        ("3", "t0", "error", [])
     ]
-    failed = inspect(
-        exchange(rpc("tasks/get", 5, taskId="tk-2"), answer(5, {"status": "failed"})),
-        tool_server=made,
+
+
+def test_the_tasks_extension_brings_the_result_or_the_error_on_tasks_get():
+    server = listed(initialized(), [tool("t0")]).tool_server
+    handle = {"resultType": "task", "taskId": "tk-1", "status": "working", "ttlMs": 60000}
+    made = call(server, "t0", {"q": "a"}, handle).tool_server
+    shape = {"resultType": "complete", "taskId": "tk-1", "ttlMs": 60000, "pollIntervalMs": 500}
+    working = fetched(made, "tasks/get", 4, shape | {"status": "working"})
+    assert (working.tool_results, working.unchecked) == ([], [])
+    done = shape | {"status": "completed", "result": {"content": [], "structuredContent": {"n": 2}}}
+    finished = fetched(working.tool_server, "tasks/get", 5, done)
+    assert [(r.call_id, r.name, r.outcome, r.schema_errors) for r in finished.tool_results] == [
+        ("3", "t0", "ok", [])
+    ]
+    again = fetched(finished.tool_server, "tasks/get", 6, done)
+    assert (again.tool_results, again.unchecked) == (
+        [],
+        ["task tk-1: its result was checked when first fetched"],
     )
-    assert [r.outcome for r in failed.tool_results] == ["error"]
-    stray = inspect(
-        exchange(rpc("tasks/result", 6, taskId="tk-9"), answer(6, {"content": []})),
-        tool_server=made,
-    )
+    error = {"code": -32603, "message": "API rate limit exceeded"}
+    failed = fetched(made, "tasks/get", 5, shape | {"status": "failed", "error": error})
+    assert [(r.call_id, r.outcome) for r in failed.tool_results] == [("3", "error")]
+
+
+def test_a_task_of_no_seen_call_is_said_when_its_result_comes_and_not_when_polled():
+    server = listed(initialized(), [tool("t0")]).tool_server
+    polled = fetched(server, "tasks/get", 4, TASK | {"status": "completed"}, task="tk-9")
+    assert (polled.tool_results, polled.unchecked) == ([], [])
+    stray = fetched(server, "tasks/result", 6, {"content": []}, task="tk-9")
     assert (stray.tool_results, stray.unchecked) == (
         [],
         ["task tk-9: its result is not checked, the tools/call that made it was not seen in "
-         "this session"],
+         "this session (or was forgotten)"],
     )  # fmt: skip
 
 
-def test_tasks_awaiting_their_result_are_bounded():
+def test_tasks_remembered_are_bounded():
     server = listed(initialized(), [tool("t0")]).tool_server
     for n in range(mcp.MAX_TASKS + 2):
         server = call(server, "t0", {"q": "a"}, {"task": {"taskId": f"k{n}"}}).tool_server
@@ -574,9 +616,11 @@ META = {
     "io.modelcontextprotocol/clientCapabilities": {},
 }
 STAMP = {"io.modelcontextprotocol/serverInfo": {"name": "modern", "version": "2.3.0"}}
+ROOTS = {"w": {"method": "roots/list"}}
+ROOTED = {"w": {"roots": [{"uri": "file:///work", "name": "work"}]}}
 
 
-def test_server_discover_names_the_server_and_an_input_required_answer_is_no_result():
+def discovered() -> ToolServer:
     discover = inspect(
         exchange(
             rpc("server/discover", 1, _meta=META),
@@ -589,25 +633,91 @@ def test_server_discover_names_the_server_and_an_input_required_answer_is_no_res
     server = discover.tool_server
     assert server is not None and server.fixed
     listing = answer(2, {"tools": [tool("t0")], "_meta": STAMP, "resultType": "complete"})
-    server = inspect(exchange(rpc("tools/list", 2, _meta=META), listing, session=""),
-                     tool_server=server).tool_server  # fmt: skip
-    asked = {
-        "resultType": "input_required",
-        "inputRequests": {"q": {"method": "elicitation/create"}},
-    }
-    first = call(server, "t0", {"q": "a"}, asked, session="")
+    verdict = inspect(exchange(rpc("tools/list", 2, _meta=META), listing, session=""),
+                      tool_server=server)  # fmt: skip
+    assert verdict.tool_server is not None
+    return verdict.tool_server
+
+
+def asked(state: str | None = None) -> dict[str, Any]:
+    """An input_required answer, as the `mcp` 2.x server gives it (with its requestState)."""
+    said = {"resultType": "input_required", "inputRequests": ROOTS, "_meta": STAMP}
+    return said | ({"requestState": state} if state is not None else {})
+
+
+def retried(server: ToolServer | None, id_: int, result: Any, *, arguments: Any = None, **kw):
+    params = {"name": "t0", "arguments": arguments or {"q": "a"}, "inputResponses": ROOTED}
+    request = rpc("tools/call", id_, **params, **kw, _meta=META)
+    return inspect(exchange(request, answer(id_, result), session=""), tool_server=server)
+
+
+def test_server_discover_names_the_server_and_an_input_required_answer_is_no_result():
+    first = call(discovered(), "t0", {"q": "a"}, asked("v1.sealed"), session="")
     assert (first.tool_results, findings(first), len(first.calls)) == ([], [], 1)
     assert first.unchecked == [
         "call 3: answered resultType input_required, not a result (protocol 2026-07-28): the "
         "client calls again with what the server asked for"
     ]
-    retry = rpc("tools/call", 4, name="t0", arguments={"q": "a"}, inputResponses={"q": {}})
-    off = answer(4, {"content": [], "structuredContent": {"n": "x"}, "resultType": "complete"})
-    again = inspect(exchange(retry, off, session=""), tool_server=first.tool_server)
-    assert (again.calls, findings(again)) == ([], ["result-schema"])  # counted once, checked
     # Without a session the list may be another client's: an unknown name is no finding.
     unknown = call(first.tool_server, "zz", {}, session="")
     assert (unknown.loop_errors, unknown.server) == ([], "modern 2.3.0")
+
+
+def test_the_retry_after_input_required_is_the_same_call_logged_once_its_result_named():
+    # The `mcp` 2.x client: a new id, the same name and arguments, inputResponses, and the
+    # requestState echoed; the server asks twice here, with a new requestState each time.
+    first = call(discovered(), "t0", {"q": "a"}, asked("v1.one"), session="")
+    assert [(c.call_id, c.name) for c in first.calls] == [("3", "t0")]
+    again = retried(first.tool_server, 4, asked("v1.two"), requestState="v1.one")
+    assert (again.calls, again.tool_results, findings(again)) == ([], [], [])
+    assert again.unchecked == [
+        "call 3: answered resultType input_required, not a result (protocol 2026-07-28): the "
+        "client calls again with what the server asked for"
+    ]
+    done = retried(again.tool_server, 5, OFF | {"resultType": "complete"}, requestState="v1.two")
+    assert done.calls == []  # counted once, when first sent
+    assert [(r.call_id, r.name, r.outcome) for r in done.tool_results] == [("3", "t0", "ok")]
+    assert (findings(done), done.unchecked) == (["result-schema"], [])  # checked, once
+    assert done.tool_server is not None and done.tool_server.retries == {}
+
+
+def test_a_retry_without_request_state_is_tied_by_its_tool_and_arguments_when_one_call_waits():
+    server = discovered()
+    first = call(server, "t0", {"q": "a", "n": 1}, asked(), session="")
+    # The same arguments, in another key order: the same call.
+    done = retried(first.tool_server, 4, {"content": [], "structuredContent": {"n": 1}},
+                   arguments={"n": 1, "q": "a"})  # fmt: skip
+    assert [(r.call_id, r.name) for r in done.tool_results] == [("3", "t0")]
+    assert (done.calls, done.unchecked) == ([], [])
+    # Two calls alike wait: a retry is told apart from neither, and stands for its own call.
+    one = call(server, "t0", {"q": "a"}, asked(), session="")
+    two = inspect(exchange(rpc("tools/call", 9, name="t0", arguments={"q": "a"}),
+                           answer(9, asked()), session=""), tool_server=one.tool_server)  # fmt: skip
+    told = retried(two.tool_server, 10, {"content": [], "structuredContent": {"n": 1}})
+    assert [(r.call_id, r.name) for r in told.tool_results] == [("10", "t0")]
+    assert (told.calls, told.unchecked) == (
+        [],
+        ["call 10: a retry with the input the server asked for, of a call it cannot be tied to "
+         "(more than one call waits): no new call; its answer is logged under this id"],
+    )  # fmt: skip
+
+
+def test_a_retry_whose_first_request_was_not_seen_is_no_new_call_and_names_its_tool():
+    done = retried(discovered(), 8, OFF | {"resultType": "complete"}, requestState="v1.lost")
+    assert done.calls == []
+    assert [(r.call_id, r.name) for r in done.tool_results] == [("8", "t0")]
+    assert findings(done) == ["result-schema"]  # the endpoint's list still checks it
+    assert done.unchecked == [
+        "call 8: a retry with the input the server asked for, of a call it cannot be tied to "
+        "(its first request was not seen): no new call; its answer is logged under this id"
+    ]
+
+
+def test_calls_awaiting_their_retry_are_bounded():
+    server: ToolServer | None = discovered()
+    for n in range(mcp.MAX_RETRIES + 2):
+        server = call(server, "t0", {"q": "a"}, asked(f"s{n}"), session="").tool_server
+    assert server is not None and len(server.retries) == mcp.MAX_RETRIES
 
 
 # --- the legacy HTTP+SSE transport: Channels pairs POSTs with the stream's responses -------

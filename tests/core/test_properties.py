@@ -4,6 +4,7 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.cohere_stream import events_of, sse
 
 from tooltap.core import Exchange, StreamReader, inspect, parallel, schema, subsets
 from tooltap.core.lines import NDJSONDecoder
@@ -64,6 +65,14 @@ KEYS = st.sampled_from(
         "prompt",
         "response",
         "thinking",
+        "tool_plan",
+        "strict_tools",
+        "finish_reason",
+        "delta",
+        "usage",
+        "tokens",
+        "document",
+        "data",
     ]
 ) | st.text(max_size=5)
 # Values that steer the readers into their branches (item types, roles, choices, statuses).
@@ -93,6 +102,17 @@ WORDS = st.sampled_from(
         "object",
         "string",
         "email",
+        "tool",
+        "document",
+        "json_object",
+        "NONE",
+        "ERROR",
+        "message-start",
+        "tool-call-start",
+        "tool-call-delta",
+        "content-start",
+        "content-delta",
+        "message-end",
     ]
 )
 
@@ -106,8 +126,9 @@ JSON = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(KEYS, children, max_size=5),
     max_leaves=40,
 )
-APIS = st.sampled_from(["responses", "chat", "messages", "ollama"])
+APIS = st.sampled_from(["responses", "chat", "messages", "ollama", "cohere"])
 URL = {
+    "cohere": "https://api.cohere.com/v2/chat",
     "responses": "https://api.openai.com/v1/responses",
     "chat": "https://api.openai.com/v1/chat/completions",
     "messages": "https://api.anthropic.com/v1/messages",
@@ -144,7 +165,7 @@ def test_the_seed_rules_never_raise_and_are_deterministic(value):
         schema.schema_size(value),
         schema.loose_tools(value),
     )
-    for api in ("responses", "messages"):
+    for api in ("responses", "messages", "cohere"):
         assert subsets.blockers(api, value) == subsets.blockers(api, value)
 
 
@@ -224,3 +245,51 @@ def test_any_json_events_in_any_split_reassemble_the_same(api, events, data, fra
     for piece in pieces:
         split.feed(piece)
     assert whole.close() == split.close()
+
+
+# A Cohere answer: a plan, thinking and text blocks, calls whose arguments are any text (cut
+# mid-character by the split below), and its end; what the stream must reassemble into.
+TEXT = st.text(st.characters(codec="utf-8"), max_size=30)
+COHERE_CALL = st.builds(
+    lambda n, name, arguments: {"id": f"{name}_{n:012d}", "type": "function",
+                                "function": {"name": name, "arguments": arguments}},
+    st.integers(0, 10**12 - 1), st.sampled_from(["get_weather", "get_stock"]), TEXT,
+)  # fmt: skip
+COHERE_ANSWER = st.builds(
+    lambda plan, blocks, calls, finish: {
+        "id": "5bbdb185-19bf-4683-bdbc-7e21f2dead78",
+        "message": {"role": "assistant"}
+        | ({"content": blocks} if blocks else {})
+        | ({"tool_plan": plan} if plan else {})
+        | ({"tool_calls": calls} if calls else {}),
+        "finish_reason": finish,
+        "usage": {"tokens": {"input_tokens": 906, "output_tokens": 77}},
+    },
+    TEXT,
+    st.lists(st.sampled_from(["text", "thinking"]).flatmap(
+        lambda kind: TEXT.map(lambda said: {"type": kind, kind: said})), max_size=3),
+    st.lists(COHERE_CALL, max_size=3),
+    st.sampled_from(["COMPLETE", "TOOL_CALL", "MAX_TOKENS"]),
+)  # fmt: skip
+
+
+@SETTINGS
+@given(COHERE_ANSWER, st.integers(1, 8), st.data())
+def test_any_cohere_stream_in_any_split_reassembles_into_the_answer_sent_unstreamed(
+    answer, size, data
+):
+    wire = sse(events_of(answer, size))
+    cut = sorted(data.draw(st.sets(st.integers(0, len(wire)), max_size=12)))
+    reader = StreamReader("cohere")
+    for start, end in zip([0, *cut], [*cut, len(wire)], strict=True):
+        reader.feed(wire[start:end])
+    result = reader.close()
+    assert (result.complete, result.bad_events, result.errors) == (True, 0, [])
+    assert result.response == answer
+    calls = [(c["id"], c["function"]["arguments"]) for c in answer["message"].get("tool_calls", [])]
+    verdict = inspect(
+        Exchange(method="POST", url=URL["cohere"], request_body=b'{"model": "command-r"}',
+                 status=200, response_headers={"content-type": "text/event-stream"},
+                 response_body=wire)
+    )  # fmt: skip
+    assert [(c.call_id, c.arguments_raw) for c in verdict.calls] == calls  # byte for byte

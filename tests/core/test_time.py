@@ -256,6 +256,11 @@ def test_a_socket_turn_is_timed_from_its_request_message_to_its_last_event():
           "reasoning_tokens": 140}),
         ("ollama", {"prompt_eval_count": 26, "eval_count": 9},
          {"input_tokens": 26, "output_tokens": 9}),
+        # Cohere's tokens are what the model read and wrote; billed_units is what was billed.
+        ("cohere", {"usage": {"billed_units": {"input_tokens": 80, "output_tokens": 301},
+                              "tokens": {"input_tokens": 1494, "output_tokens": 330},
+                              "cached_tokens": 1008}},
+         {"input_tokens": 1494, "output_tokens": 330, "cached_input_tokens": 1008}),
     ],
 )  # fmt: skip
 def test_each_api_counts_its_tokens_in_its_own_words(api, response, counted):
@@ -279,3 +284,72 @@ def test_groqs_stream_says_its_usage_under_x_groq_and_it_is_read():
     ]
     verdict = inspect(streamed(CHAT, pieces, [T0 + 0.1, T0 + 0.2, T0 + 0.3]))
     assert verdict.usage == {"input_tokens": 30, "output_tokens": 2}
+
+
+# --- overdue: a call a session still owes past the deadline ------------------------------------
+
+
+def realtime_call(reader, call_id: str, at: float) -> None:
+    """A Realtime response that completes with one call, at `at`."""
+    response = {"id": f"resp_{call_id}", "status": "in_progress", "output": []}
+    item = {"type": "function_call", "call_id": call_id, "name": "get_weather",
+            "arguments": "{}", "status": "completed"}  # fmt: skip
+    for message, from_client in (
+        ({"type": "session.update", "session": {"tools": []}}, True),
+        ({"type": "response.create"}, True),
+        ({"type": "response.created", "response": response}, False),
+        ({"type": "response.done", "response": response | {"status": "completed",
+                                                             "output": [item]}}, False),
+    ):  # fmt: skip
+        reader.feed(json.dumps(message).encode(), from_client, at)
+
+
+def test_a_call_a_realtime_session_owes_past_the_deadline_is_overdue_once():
+    reader = socket_reader("realtime", "wss://api.openai.com/v1/realtime?model=m", 8 << 20)
+    realtime_call(reader, "call_1", T0)
+    assert reader.overdue(T0 + 59, 60) == []
+    (late,) = reader.overdue(T0 + 61, 60)
+    assert (late.call_id, late.name, round(late.waited)) == ("call_1", "get_weather", 61)
+    assert reader.overdue(T0 + 120, 60) == []  # said once
+    output = {"type": "function_call_output", "call_id": "call_1", "output": "12C"}
+    reader.feed(json.dumps({"type": "conversation.item.create", "item": output}).encode(),
+                True, T0 + 121)  # fmt: skip
+    assert reader.owed_calls() == {}  # answered: no longer owed
+
+
+def test_a_gemini_live_call_cancelled_or_answered_is_never_overdue():
+    url = ("wss://generativelanguage.googleapis.com/ws/google.ai.generativelanguage.v1beta"
+           ".GenerativeService.BidiGenerateContent")  # fmt: skip
+    reader = socket_reader("gemini_live", url, 8 << 20)
+    setup = {"setup": {"model": "models/m", "tools": [{"functionDeclarations": [
+        {"name": "get_weather"}, {"name": "book"}]}]}}  # fmt: skip
+    reader.feed(json.dumps(setup).encode(), True, T0)
+    call = {"toolCall": {"functionCalls": [{"id": "a", "name": "get_weather", "args": {}},
+                                           {"id": "b", "name": "book", "args": {}}]}}  # fmt: skip
+    reader.feed(json.dumps(call).encode(), False, T0 + 1)
+    reader.feed(json.dumps({"toolCallCancellation": {"ids": ["a"]}}).encode(), False, T0 + 2)
+    assert [o.call_id for o in reader.overdue(T0 + 100, 60)] == ["b"]
+    answer = {"toolResponse": {"functionResponses": [{"id": "b", "name": "book",
+                                                      "response": {}}]}}  # fmt: skip
+    reader.feed(json.dumps(answer).encode(), True, T0 + 101)
+    assert reader.owed_calls() == {}
+
+
+def test_a_responses_socket_owes_a_completed_responses_calls_until_an_output_names_them():
+    reader = socket_reader("responses", "wss://api.openai.com/v1/responses", 8 << 20)
+    response = {"id": "resp_1", "status": "in_progress", "output": [], "tools": []}
+    call = {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}
+    for message, from_client, at in (
+        ({"type": "response.create", "model": "m", "input": "hi"}, True, T0),
+        ({"type": "response.created", "response": response}, False, T0 + 0.1),
+        ({"type": "response.completed", "response": response | {"status": "completed",
+                                                                  "output": [call]}}, False, T0 + 1),
+    ):  # fmt: skip
+        reader.feed(json.dumps(message).encode(), from_client, at)
+    assert reader.owed_calls() == {"call_1": ("f", T0 + 1, "resp_1")}
+    output = {"type": "function_call_output", "call_id": "call_1", "output": "ok"}
+    follow_up = {"type": "response.create", "previous_response_id": "resp_1", "input": [output]}
+    reader.feed(json.dumps(follow_up).encode(), True, T0 + 2)
+    assert reader.owed_calls() == {}
+    reader.lost()
+    assert reader.overdue(T0 + 500, 60) == []

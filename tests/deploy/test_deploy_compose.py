@@ -159,11 +159,13 @@ def test_grafana_is_provisioned_from_grafana_and_finds_prometheus():
 def test_the_tooltap_command_listens_inside_the_container_and_publishes_each_upstream():
     service = compose()["services"]["tooltap"]
     command = service["command"]
-    assert command[:5] == ["run", "--listen", "0.0.0.0:8080", "--metrics", "0.0.0.0:9464"]
+    assert command[:7] == [
+        "run", "--listen", "0.0.0.0:8080", "--metrics", "0.0.0.0:9464", "--health", "0.0.0.0:9465",
+    ]  # fmt: skip
     upstreams = [command[i + 1] for i, arg in enumerate(command) if arg == "--upstream"]
     published = {port.rsplit(":", 1)[1] for port in service["ports"]}
     # Each further --upstream listens on the next port.
-    assert {str(8080 + i) for i in range(len(upstreams))} | {"9464"} == published
+    assert {str(8080 + i) for i in range(len(upstreams))} | {"9464", "9465"} == published
 
 
 def test_the_compose_tooltap_streams_bodies_above_the_inspection_cap():
@@ -220,7 +222,8 @@ CREDENTIAL = "sk-proj-an-applications-own-key-0123456789"
 
 def make_key(volume: Path) -> str:
     """Run the hash-key service's program here, on a folder standing for its volume; the key."""
-    program = compose()["services"]["hash-key"]["entrypoint"][2].replace("/keys/", f"{volume}/")
+    program = compose()["services"]["hash-key"]["entrypoint"][2]
+    program = program.replace("/keys/", f"{volume}/").replace('"/keys"', repr(str(volume)))
     subprocess.run([sys.executable, "-c", program], check=True, timeout=60)
     return (volume / "hash-key").read_text(encoding="utf-8")
 
@@ -241,7 +244,7 @@ def replica(port: int, upstream: str, redis_url: str, key_file: Path) -> Proxy:
     ends = command.index("--")
     args = [*command[:ends], "--log-format", "json", *command[ends:]]
     for flag, value in (("--listen", f"127.0.0.1:{port}"), ("--metrics", "127.0.0.1:0"),
-                        ("--state", redis_url)):  # fmt: skip
+                        ("--health", "127.0.0.1:0"), ("--state", redis_url)):  # fmt: skip
         args[args.index(flag) + 1] = value
     args = [upstream if a in ("openai", "anthropic") else a for a in args]
     argv = [sys.executable, "-m", "tooltap.addon.commands.cli", *args]

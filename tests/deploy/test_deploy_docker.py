@@ -13,11 +13,12 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import tomllib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry, Counter, start_http_server
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
@@ -96,16 +97,18 @@ def test_the_image_runs_as_a_numeric_non_root_user():
     assert uid.isdigit() and int(uid) != 0
 
 
-def test_the_proxy_and_metrics_ports_are_exposed():
+def test_the_proxy_metrics_and_health_ports_are_exposed():
     exposed = {port for op, args in final_stage() if op == "EXPOSE" for port in args.split()}
-    assert exposed == {"8080", "9464"}
+    assert exposed == {"8080", "9464", "9465"}
 
 
 def test_the_command_runs_tooltap_listening_beyond_loopback_for_the_container_network():
     (entrypoint,) = [exec_form(args) for op, args in final_stage() if op == "ENTRYPOINT"]
     (cmd,) = [exec_form(args) for op, args in final_stage() if op == "CMD"]
     assert entrypoint == ["tooltap"]
-    assert cmd == ["run", "--listen", "0.0.0.0:8080", "--metrics", "0.0.0.0:9464"]
+    assert cmd == [
+        "run", "--listen", "0.0.0.0:8080", "--metrics", "0.0.0.0:9464", "--health", "0.0.0.0:9465",
+    ]  # fmt: skip
 
 
 def test_every_file_the_build_needs_is_copied_and_not_ignored():
@@ -150,26 +153,38 @@ def healthcheck_code() -> str:
     return command[2]
 
 
-def test_the_healthcheck_asks_the_metrics_endpoint():
-    assert "http://127.0.0.1:9464/metrics" in healthcheck_code()
+def test_the_healthcheck_asks_the_proxys_own_readiness_not_the_inspectors_metrics():
+    assert "http://127.0.0.1:9465/readyz" in healthcheck_code()
 
 
-def test_the_healthcheck_passes_while_metrics_answer_and_fails_when_they_do_not():
-    registry = CollectorRegistry()
-    Counter("tooltap_flows_total", "flows", registry=registry).inc()
-    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
-    port = server.server_port
-    code = healthcheck_code().replace(":9464/", f":{port}/")
+class _Health(BaseHTTPRequestHandler):
+    status = 200
+
+    def do_GET(self) -> None:
+        self.send_response(self.status if self.path == "/readyz" else 404)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("status", "healthy"), [(200, True), (503, False)])
+def test_the_healthcheck_passes_on_ready_fails_on_not_ready_and_on_nothing(status, healthy):
+    handler = type("Health", (_Health,), {"status": status})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    code = healthcheck_code().replace(":9465/", f":{server.server_port}/")
     try:
-        up = subprocess.run(
+        answered = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, timeout=30, check=False
         )
     finally:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
-    down = subprocess.run(
+    nothing = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, timeout=30, check=False
     )
-    assert up.returncode == 0, up.stderr
-    assert down.returncode != 0
+    assert (answered.returncode == 0) is healthy, answered.stderr
+    assert nothing.returncode != 0

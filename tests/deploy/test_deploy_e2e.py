@@ -32,9 +32,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
-import socket
-import subprocess
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
@@ -44,9 +41,9 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from support.captures import WIRE, pairs, stream_bytes
+from support.prom import start_prometheus, stop_prometheus, wait_until
 from support.scenarios import JSON_HEADERS, SSE_HEADERS, events
 from test_deploy_metric_names import (
     APIS,
@@ -81,6 +78,8 @@ GENERATE = f"/v1beta/models/{GEMINI}:generateContent"
 GENERATE_STREAM = f"/v1beta/models/{GEMINI}:streamGenerateContent"
 # Ollama's own API: the model is in the body; a stream is NDJSON.
 OLLAMA, QWEN = "/api/chat", "qwen3:8b"
+# Cohere's v2 chat: the model is the request's (the answer names none); a stream is SSE.
+COHERE, COMMAND = "/v2/chat", "command-a-03-2025"
 API_OF_PATH = {
     CHAT: "chat",
     RESPONSES: "responses",
@@ -90,6 +89,7 @@ API_OF_PATH = {
     GENERATE: "gemini",
     GENERATE_STREAM: "gemini",
     OLLAMA: "ollama",
+    COHERE: "cohere",
 }
 
 # Models. A: mostly void; B: at-risk only (exposure 0, the `or ... * 0` arm); C: half and half,
@@ -115,7 +115,7 @@ VOID, AT_RISK = 5, 6  # strict-void and strict-at-risk turns per pass that rate(
 EXPOSURE = VOID / (VOID + AT_RISK)  # 5/11
 EXPOSURE_BY_MODEL = {A: 4 / 5, B: 0.0, C: 1 / 2, GPT54: 0.0, GPT51: 0.0}  # E, F: none
 EXPOSURE_BY_API = {"chat": 5 / 9, "responses": 0.0}  # messages: never void, no series
-FLOWS = 27  # requests per pass
+FLOWS = 29  # requests per pass
 
 
 def _function(name: str, properties: dict[str, Any], strict: bool = True) -> dict[str, Any]:
@@ -281,6 +281,41 @@ def ollama_stream_reply() -> Reply:
     return Reply(headers=[("content-type", "application/x-ndjson")], chunks=chunks, delay=0.002)
 
 
+COHERE_ASK = {"model": COMMAND, "messages": [{"role": "user", "content": "Paris and Rome?"}],
+              "strict_tools": True, "tools": [{"type": "function", "function": {
+                  "name": "get_weather", "parameters": {"type": "object", "properties": {
+                      "city": {"type": "string"}}, "required": ["city"]}}}]}  # fmt: skip
+
+
+def cohere_call(index: int, city: str) -> dict[str, Any]:
+    return {"id": f"get_weather_e2e{index}q7rx0k", "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps({"city": city})}}  # fmt: skip
+
+
+def cohere_body(*cities: str) -> dict[str, Any]:
+    calls = [cohere_call(i, city) for i, city in enumerate(cities)]
+    return {"id": "5bbdb185-19bf-4683-bdbc-7e21f2dead78", "finish_reason": "TOOL_CALL",
+            "message": {"role": "assistant", "tool_plan": "Look it up.", "tool_calls": calls},
+            "usage": {"billed_units": {"input_tokens": 12, "output_tokens": 9},
+                      "tokens": {"input_tokens": 900, "output_tokens": 30}}}  # fmt: skip
+
+
+def cohere_stream_reply() -> Reply:
+    call = cohere_call(0, "Paris")
+    started = call | {"function": {"name": "get_weather", "arguments": ""}}
+    said = [
+        {"id": "5bbdb185-19bf-4683-bdbc-7e21f2dead78", "type": "message-start",
+         "delta": {"message": {"role": "assistant", "tool_calls": []}}},
+        {"type": "tool-call-start", "index": 0, "delta": {"message": {"tool_calls": started}}},
+        {"type": "tool-call-delta", "index": 0, "delta": {"message": {"tool_calls": {
+            "function": {"arguments": call["function"]["arguments"]}}}}},
+        {"type": "tool-call-end", "index": 0},
+        {"type": "message-end", "delta": {"finish_reason": "TOOL_CALL"}},
+    ]  # fmt: skip
+    chunks = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in said]
+    return Reply(headers=SSE_HEADERS, chunks=[*chunks, b"data: [DONE]\n\n"], delay=0.002)
+
+
 @dataclass(frozen=True)
 class Step:
     """One scripted request, its reply, and what the proxy must make of it (per pass)."""
@@ -399,6 +434,11 @@ SCRIPT: list[Step] = [
          json_reply(json.dumps(ollama_line({"tool_calls": [OLLAMA_CALL]}, True)).encode()),
          QWEN, "no-strict-declared", 1),
     Step("ollama-stream", OLLAMA, OLLAMA_ASK, ollama_stream_reply(), QWEN, "no-strict-declared", 1),
+    # --- Cohere's v2 chat: strict_tools, and a fan-out under it voids nothing ----------------
+    Step("cohere", COHERE, COHERE_ASK, json_reply(json.dumps(cohere_body("Paris", "Rome")).encode()),
+         COMMAND, "strict-serialised", 2, duplicate=True),
+    Step("cohere-stream", COHERE, COHERE_ASK | {"stream": True}, cohere_stream_reply(), COMMAND,
+         "strict-serialised", 1),
 ]  # fmt: skip
 BY_SCENARIO = {step.scenario: step for step in SCRIPT}
 
@@ -442,6 +482,8 @@ def expected_samples(buckets: list[float], passes: int = 1) -> Samples:
         found[("tooltap_tool_changes_total", _labels(api=api, server=""))] += 0
         for where in ("definition", "result"):
             found[("tooltap_hidden_text_total", _labels(api=api, where=where))] += 0
+        for name in ("tooltap_serial_batches_total", "tooltap_overdue_calls_total"):
+            found[(name, _labels(api=api))] += 0
     found[("tooltap_flows_total", _labels(api="none", outcome="not_read"))] += 0
     for where in ("hook", "tap", "worker"):
         found[("tooltap_internal_errors_total", _labels(where=where))] += 0
@@ -489,6 +531,8 @@ def expected_samples(buckets: list[float], passes: int = 1) -> Samples:
         ):
             found[(name, by_model)] += 0
         found[("tooltap_turns_total", _labels(api=api, model=model, state=step.state))] += n
+        # Every finished turn through the proxy is timed (its buckets and sum are wall-clock).
+        found[("tooltap_model_duration_seconds_count", by_model)] += n
         if step.format_state is not None:
             key = _labels(api=api, model=model, state=step.format_state)
             found[("tooltap_formats_total", key)] += n
@@ -518,6 +562,17 @@ def visible(buckets: list[float]) -> Samples:
     return {key: value - before[key] if key in before else 0.0 for key, value in after.items()}
 
 
+# Series whose values are what each reply's usage and timing say, checked apart from the script's
+# exact counts (test_every_finished_turn_counts_its_tokens_and_streams_their_first_token).
+TIMED = ("tooltap_tokens_total", "tooltap_first_token_seconds", "tooltap_tool_wait_seconds",
+         "tooltap_tool_run_seconds")  # fmt: skip
+
+
+def counted(samples: Samples) -> Samples:
+    """The samples the script's counts say exactly: all but TIMED's."""
+    return {key: value for key, value in samples.items() if not key[0].startswith(TIMED)}
+
+
 def live_samples(text: str) -> tuple[Samples, list[float]]:
     """The proxy's /metrics as comparable samples, and its calls-per-turn bucket bounds."""
     samples: Samples = {}
@@ -529,6 +584,8 @@ def live_samples(text: str) -> tuple[Samples, list[float]]:
             skip = sample.name.endswith("_created") or sample.name in (
                 "tooltap_inspect_seconds_bucket",
                 "tooltap_inspect_seconds_sum",
+                "tooltap_model_duration_seconds_bucket",
+                "tooltap_model_duration_seconds_sum",
                 # How many bytes were held at once depends on timing: checked against the budget.
                 "tooltap_held_bytes",
                 "tooltap_held_peak_bytes",
@@ -555,51 +612,7 @@ def exposure(samples: Samples, by: tuple[str, ...] = ()) -> dict[Labels, float]:
     return {key: void.get(key, 0.0) / total for key, total in risky.items() if total > 0}
 
 
-# --- talking to Prometheus ----------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until(what: str, check: Any, timeout: float, every: float = 0.1) -> Any:
-    """check() until it returns something truthy; fail with `what` after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(every)
-
-
-@dataclass
-class Prometheus:
-    url: str
-    process: subprocess.Popen[bytes]
-    log: Path
-    client: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=10))
-
-    def api(self, path: str, **params: Any) -> Any:
-        if self.process.poll() is not None:
-            pytest.fail("prometheus exited:\n" + self.log.read_text(errors="replace")[-3000:])
-        body = self.client.get(self.url + path, params=params).json()
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
-        params = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
-        data = self.api("/api/v1/query", **params)
-        assert data["resultType"] == "vector", (expr, data)
-        return list(data["result"])
-
-    def value(self, expr: str, at: float | None = None) -> float | None:
-        result = self.query(expr, at)
-        assert len(result) <= 1, (expr, result)
-        return float(result[0]["value"][1]) if result else None
+# --- the run ------------------------------------------------------------------------------
 
 
 @dataclass
@@ -655,66 +668,9 @@ def wait_for_pass(proxy: Proxy, passes: int) -> tuple[Samples, Samples]:
     while True:
         live, buckets = live_samples(scrape(proxy))
         expected = expected_samples(buckets, passes)
-        if live == expected or time.monotonic() > deadline:
+        if counted(live) == expected or time.monotonic() > deadline:
             return live, expected
         time.sleep(0.05)
-
-
-def start_prometheus(tmp: Path, target: str) -> Prometheus:
-    binary = shutil.which("prometheus")
-    assert binary, "prometheus not found: install Debian's `prometheus` package (./dev does)"
-    # The shipped scrape config, with this run's target, a 1s cadence and the shipped rules.
-    config = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text(encoding="utf-8"))
-    config["global"] = {
-        "scrape_interval": "1s",
-        "scrape_timeout": "1s",
-        "evaluation_interval": "1s",
-    }
-    config["rule_files"] = [str(PROMETHEUS_DIR / "rules.yml")]
-    [job] = config["scrape_configs"]
-    assert job["job_name"] == "tooltap"  # TooltapDown and the "Proxies up" panel select it
-    job["static_configs"] = [{"targets": [target]}]
-    (tmp / "prometheus.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    port = free_port()
-    log = tmp / "prometheus.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={tmp / 'prometheus.yml'}",
-                f"--storage.tsdb.path={tmp / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    prometheus = Prometheus(f"http://127.0.0.1:{port}", process, log)
-
-    def ready() -> bool:
-        if process.poll() is not None:
-            pytest.fail("prometheus exited:\n" + log.read_text(errors="replace")[-3000:])
-        try:
-            return prometheus.client.get(prometheus.url + "/-/ready").status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        wait_until("Prometheus to be ready", ready, timeout=30)
-    except BaseException:
-        stop_prometheus(prometheus)
-        raise
-    return prometheus
-
-
-def stop_prometheus(prometheus: Prometheus) -> None:
-    prometheus.client.close()
-    prometheus.process.terminate()  # SIGTERM to the pid this test started
-    try:
-        prometheus.process.wait(15)
-    except subprocess.TimeoutExpired:
-        prometheus.process.kill()
-        prometheus.process.wait()
 
 
 @pytest.fixture(scope="module")
@@ -889,6 +845,13 @@ def expectations(buckets: list[float]) -> dict[str, Expect]:
         "TooltapInternalErrors": Expect("empty", reason="no exception was caught (series at 0)"),
         # The target is up; the other way round is checked after the proxy stops.
         "TooltapDown": Expect("empty", reason="the proxy is up while it is evaluated"),
+        # Coverage: every scripted flow was inspected, the inspector never restarted, and
+        # neither Redis nor a collector is configured (their series stay at 0).
+        "TooltapFlowsSkipped": Expect("empty", reason="no flow was skipped"),
+        "TooltapFlowsUnparseable": Expect("empty", reason="every body was read"),
+        "TooltapInspectorRestarts": Expect("empty", reason="the inspector ran throughout"),
+        "TooltapStateErrors": Expect("empty", reason="no shared state: the series is 0"),
+        "TooltapSpansDropped": Expect("empty", reason="no collector: no span was made"),
         board + "Exposure rate (5m)/A": Expect("values", exposure(one)),
         board + "Exposure rate by model/A": Expect("values", void_by_model),
         board + "Strict turns per second by state/A": counts(
@@ -1018,6 +981,7 @@ def test_every_series_rises_by_its_first_sample_or_not_at_all():
 def test_the_proxy_counts_exactly_what_the_script_sent(run):
     for passes in (1, 2):
         live, expected = run.samples_after[passes], run.expected_after[passes]
+        live = counted(live)
         missing = {k: v for k, v in expected.items() if live.get(k) != v}
         extra = {k: v for k, v in live.items() if k not in expected}
         assert not missing and not extra, (
@@ -1026,6 +990,29 @@ def test_the_proxy_counts_exactly_what_the_script_sent(run):
             {k: live.get(k) for k in missing},
             extra,
         )
+
+
+def test_every_finished_turn_counts_its_tokens_and_streams_their_first_token(run):
+    live = run.samples_after[2]
+    for step in SCRIPT:
+        if step.state is None:
+            continue
+        turns = live[
+            ("tooltap_model_duration_seconds_count", _labels(api=step.api, model=step.model))
+        ]
+        input_tokens = live.get(
+            ("tooltap_tokens_total", _labels(api=step.api, model=step.model, type="input"))
+        )
+        assert turns >= 1 and input_tokens is not None, (
+            step.scenario,
+            sorted(labels for (name, labels) in live if name == "tooltap_tokens_total"),
+        )
+    said = {labels: value for (name, labels), value in live.items()
+            if name == "tooltap_tokens_total" and value > 0}  # fmt: skip
+    assert {dict(labels)["type"] for labels in said} >= {"input", "output"}
+    streamed = [value for (name, _), value in live.items()
+                if name == "tooltap_first_token_seconds_count"]  # fmt: skip
+    assert streamed and sum(streamed) > 0  # the script's streams carry output
 
 
 def test_the_proxy_logged_each_step_with_its_state(run):
@@ -1051,7 +1038,7 @@ def test_prometheus_scraped_the_proxy_as_job_tooltap_and_every_rule_evaluates_cl
 def test_the_extrapolation_factor_is_one_sane_number_per_window(run):
     # increase() over a window reaching back before the first scrape extrapolates the first
     # interval: between 1x and 1.5x the scripted count with at least 5 samples in the window.
-    assert set(run.factor) == {"1m", "5m", "10m", "1h"}
+    assert set(run.factor) == {"1m", "5m", "10m", "15m", "1h"}
     for window, factor in run.factor.items():
         assert 1.0 <= factor <= 1.5, (window, factor)
 
@@ -1072,7 +1059,8 @@ def test_the_exposure_rate_equals_the_scripted_void_over_at_risk_ratio(run):
 
 def test_the_model_variable_offers_every_scripted_model(run):
     models = {series["metric"]["model"] for series in run.results["tooltap/$model"]}
-    assert models == {A, B, C, D, E, F, GPT54, GPT51, HAIKU, SONNET4, SONNET37, NOVA, GEMINI, QWEN}
+    assert models == {A, B, C, D, E, F, GPT54, GPT51, HAIKU, SONNET4, SONNET37, NOVA, GEMINI, QWEN,
+                      COMMAND}  # fmt: skip
 
 
 def test_the_api_variable_offers_every_api_the_proxy_counts(run):

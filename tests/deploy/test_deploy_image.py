@@ -195,7 +195,8 @@ def kubernetes_container() -> tuple[list[str], list[str]]:
     (container,) = pod["containers"]
     security = container["securityContext"]
     assert security["readOnlyRootFilesystem"] and not security["allowPrivilegeEscalation"]
-    assert [m["mountPath"] for m in container["volumeMounts"]] == ["/tmp"]
+    mounts = [m["mountPath"] for m in container["volumeMounts"]]
+    assert mounts == ["/tmp", "/etc/tooltap/tls"]
     # The hash key's Secret is optional and not created here: the kubelet leaves it unset.
     env = {
         e["name"]: options[e["valueFrom"]["configMapKeyRef"]["key"]]
@@ -210,8 +211,23 @@ def kubernetes_container() -> tuple[list[str], list[str]]:
         "--security-opt=no-new-privileges",
         *(f"--cap-drop={cap}" for cap in security["capabilities"]["drop"]),
         *(f"--env={name}={value}" for name, value in env.items()),
+        # The TLS Secret cert-manager writes: a test CA's certificate and key here.
+        f"--volume={listener_certificate()}:{mounts[1]}:ro",
     ]
     return flags, [IMAGE, *args]
+
+
+def listener_certificate() -> Path:
+    """A folder with tls.crt and tls.key, readable by the container's user."""
+    import trustme
+
+    folder = Path(tempfile.mkdtemp(prefix="tooltap-tls-"))
+    leaf = trustme.CA().issue_cert("tooltap", "127.0.0.1")
+    leaf.cert_chain_pems[0].write_to_path(str(folder / "tls.crt"))
+    leaf.private_key_pem.write_to_path(str(folder / "tls.key"))
+    for path in (folder, folder / "tls.crt", folder / "tls.key"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return folder
 
 
 CONTAINERS = {
@@ -250,8 +266,9 @@ def test_the_container_starts_and_the_images_healthcheck_finds_it_healthy(image,
         logs = image.podman("logs", name)
         assert "listening at *:8080" in logs.stdout + logs.stderr
         assert "tooltap metrics at http://0.0.0.0:9464/metrics" in logs.stdout + logs.stderr
+        assert "tooltap health at http://0.0.0.0:9465/" in logs.stdout + logs.stderr
         assert "Traceback" not in logs.stdout + logs.stderr
-        # Unhealthy once the metrics are gone (the container has stopped).
+        # Unhealthy once the proxy is gone (the container has stopped).
         assert image.podman("healthcheck", "run", name).returncode != 0
     finally:
         image.podman("rm", "--force", name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import socket
+import ssl
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -19,14 +20,16 @@ from urllib.parse import urlsplit
 import httpx
 import kubernetes_validate
 import pytest
+import trustme
 import yaml
 
 from tooltap.addon import options
 from tooltap.addon.harness.launch import Proxy
+from tooltap.addon.harness.replay import ReplayServer, Reply
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 KUBERNETES = DEPLOY / "kubernetes"
-CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
+CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule", "Issuer", "Certificate"}
 # The oldest and newest versions checked: autoscaling/v2 and policy/v1 exist in both.
 VERSIONS = ["1.30.0", "1.37.0"]
 
@@ -90,7 +93,7 @@ def test_built_in_kinds_are_valid_against_the_kubernetes_schemas(version):
             continue
         kubernetes_validate.validate(doc, version, strict=True)  # raises on any error
         checked += 1
-    assert checked == len(resources()) - len(CUSTOM_KINDS)
+    assert checked == len([r for r in resources() if r["kind"] not in CUSTOM_KINDS])
 
 
 def test_the_validator_rejects_an_unknown_field():
@@ -112,12 +115,28 @@ def secret_refs() -> dict[str, dict]:
 def test_no_secret_ships_and_the_one_read_is_the_optional_hash_key_the_readme_creates():
     text = "\n".join(p.read_text(encoding="utf-8") for p in KUBERNETES.glob("*.yaml"))
     assert all(r["kind"] != "Secret" for r in resources())  # no API key, no placeholder key
-    assert "secretName" not in text and text.count("secretKeyRef") == 1
+    assert text.count("secretKeyRef") == 1
     readme = (DEPLOY / "README.md").read_text(encoding="utf-8")
     create = r"kubectl create secret generic (\S+) -n tooltap --from-literal=(\w+)="
     ((name, key),) = re.findall(rf'^{create}"\$\(openssl rand -hex 32\)"$', readme, re.MULTILINE)
     # Optional: a pod starts without it, under a key of its own.
     assert secret_refs() == {"TOOLTAP_HASH_KEY": {"name": name, "key": key, "optional": True}}
+
+
+def test_the_listeners_certificate_is_the_secret_cert_manager_writes_mounted_read_only():
+    volumes = {v["name"]: v for v in deployment()["spec"]["template"]["spec"]["volumes"]}
+    mounted = [m for m in container()["volumeMounts"] if "secret" in volumes[m["name"]]]
+    (mount,) = mounted
+    secret = volumes[mount["name"]]["secret"]
+    assert mount["readOnly"] is True and secret["defaultMode"] & 0o007 == 0
+    # certificate.yaml's last Certificate writes that Secret, signed by a CA Issuer.
+    (served,) = [c for c in resources() if c["kind"] == "Certificate" and not c["spec"].get("isCA")]
+    assert served["spec"]["secretName"] == secret["secretName"]
+    assert "tooltap" in served["spec"]["dnsNames"]
+    args = container()["args"]
+    for flag, file in (("--tls-cert", "tls.crt"), ("--tls-key", "tls.key")):
+        assert args[args.index(flag) + 1] == f"{mount['mountPath']}/{file}"
+        assert args.index(flag) < args.index("--")  # tooltap's flags, not mitmdump's
 
 
 def test_the_pod_runs_non_root_on_a_read_only_root_filesystem():
@@ -149,20 +168,24 @@ def test_resources_are_requested_and_limited():
     assert {"cpu", "memory"} <= set(resources_["limits"])
 
 
-def test_probes_get_metrics_on_the_metrics_port():
+def test_probes_ask_the_proxy_process_itself_never_the_inspectors_metrics():
     ports = {p["name"]: p["containerPort"] for p in container()["ports"]}
-    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+    args = container()["args"]
+    health = int(args[args.index("--health") + 1].split(":")[1])
+    paths = {"startupProbe": "/readyz", "readinessProbe": "/readyz", "livenessProbe": "/livez"}
+    for probe, path in paths.items():
         check = container()[probe]["httpGet"]
-        assert check["path"] == "/metrics", probe
-        assert ports[check["port"]] == 9464, probe
+        assert check["path"] == path, probe
+        assert ports[check["port"]] == health != 9464, probe
 
 
 def test_the_listen_and_metrics_addresses_match_the_container_ports():
     args = container()["args"]
     listen = int(args[args.index("--listen") + 1].split(":")[1])
     metrics = int(args[args.index("--metrics") + 1].split(":")[1])
+    health = int(args[args.index("--health") + 1].split(":")[1])
     upstreams = [args[i + 1] for i, a in enumerate(args[: args.index("--")]) if a == "--upstream"]
-    expected = {listen + i for i in range(len(upstreams))} | {metrics}
+    expected = {listen + i for i in range(len(upstreams))} | {metrics, health}
     assert {p["containerPort"] for p in container()["ports"]} == expected
 
 
@@ -189,22 +212,41 @@ def test_the_configmap_options_have_values_tooltap_accepts():
     assert data["TOOLTAP_LOG_ARGUMENTS"] in {"raw", "redact", "hash", "omit"}
 
 
-def test_the_container_args_start_a_real_tooltap_run_with_memory_bounded():
+def test_the_container_args_start_a_real_tooltap_run_with_memory_bounded(tmp_path):
     data = one("ConfigMap")["data"]
     args = [re.sub(r"\$\((\w+)\)", lambda m: data[m.group(1)], a) for a in container()["args"]]
-    # Loopback and free ports here; Proxy gives mitmproxy a confdir of its own.
+    # Loopback and free ports here; Proxy gives mitmproxy a confdir of its own; the Secret's
+    # files are a test CA's.
     base = free_port_pair()
     args[args.index("--listen") + 1] = f"127.0.0.1:{base}"
     args[args.index("--metrics") + 1] = "127.0.0.1:0"
+    args[args.index("--health") + 1] = "127.0.0.1:0"
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1")
+    leaf.cert_chain_pems[0].write_to_path(str(tmp_path / "tls.crt"))
+    leaf.private_key_pem.write_to_path(str(tmp_path / "tls.key"))
+    for flag in ("--tls-cert", "--tls-key"):
+        args[args.index(flag) + 1] = str(tmp_path / Path(args[args.index(flag) + 1]).name)
+    upstream = ReplayServer(lambda _seen: Reply(chunks=[b'{"object": "list", "data": []}']))
+    args = [upstream.url if a in ("openai", "anthropic") else a for a in args]
     at = args.index(next(a for a in args if a.startswith("confdir=")))
     del args[at - 1 : at + 1]
     # Bodies above the inspection cap are streamed, whatever their framing.
     assert f"stream_large_bodies={data['TOOLTAP_MAX_BODY']}" in args
     argv = [sys.executable, "-m", "tooltap.addon.commands.cli", *args]
-    with Proxy(argv, modes=args.count("--upstream")) as proxy:
+    with upstream, Proxy(argv, modes=args.count("--upstream"), has_health=True) as proxy:
         metrics = httpx.get(proxy.metrics_url, timeout=10)
         assert metrics.status_code == 200 and "tooltap_flows_total" in metrics.text
         assert sorted(proxy.ports) == [base, base + 1]
+        assert httpx.get(f"{proxy.health_url}readyz", timeout=10).status_code == 200
+        # The listeners speak HTTPS with the mounted certificate; plain HTTP is refused.
+        trusted = ssl.create_default_context(cafile=None)
+        ca.configure_trust(trusted)
+        with httpx.Client(verify=trusted, timeout=10) as client:
+            answer = client.get(f"https://127.0.0.1:{base}/v1/models")
+            assert answer.json() == {"object": "list", "data": []}
+        plain = httpx.get(f"http://127.0.0.1:{base}/v1/models", timeout=10)
+        assert plain.status_code == 400 and "HTTPS only" in plain.text
 
 
 def free_port_pair() -> int:

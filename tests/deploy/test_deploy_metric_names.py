@@ -23,7 +23,7 @@ DASHBOARDS = ROOT / "grafana" / "dashboards"
 ANY = None  # a label whose values are open (model, status, le, ...)
 APIS = {
     "responses", "chat", "messages", "realtime", "converse", "gemini", "gemini_live", "mcp",
-    "ollama",
+    "ollama", "cohere",
 }  # fmt: skip
 # realtime and gemini_live are only ever WebSockets (tests/system/test_websocket.py,
 # test_gemini_live.py); mcp is a tool server's (tests/system/test_mcp_clients.py)
@@ -54,6 +54,7 @@ LOOP_RULES = {
     "unanswered-at-close",
     "missing-thought-signature",
     "unlisted-tool",
+    "serial-execution",
 }
 FLOW_OUTCOMES = {
     "inspected", "skipped", "unparseable", "upstream_error", "client_gone", "dropped", "not_read"
@@ -82,6 +83,13 @@ COUNTERS: dict[str, dict[str, set[str] | None]] = {
     "tooltap_spans_total": {"outcome": {"exported", "dropped"}},
     "tooltap_tool_changes_total": {"api": APIS, "server": ANY},
     "tooltap_hidden_text_total": {"api": APIS, "where": {"definition", "result"}},
+    "tooltap_tokens_total": {
+        "api": APIS,
+        "model": ANY,
+        "type": {"input", "output", "cached_input", "reasoning"},
+    },
+    "tooltap_serial_batches_total": {"api": APIS},
+    "tooltap_overdue_calls_total": {"api": APIS},
     "tooltap_websocket_messages_skipped_total": {
         "api": {"responses", "realtime", "gemini_live"},
         "reason": {
@@ -105,6 +113,10 @@ GAUGES: dict[str, dict[str, set[str] | None]] = {
 HISTOGRAMS: dict[str, dict[str, set[str] | None]] = {
     "tooltap_calls_per_turn": {"api": APIS},
     "tooltap_inspect_seconds": {"api": APIS},
+    "tooltap_model_duration_seconds": {"api": APIS, "model": ANY},
+    "tooltap_first_token_seconds": {"api": APIS, "model": ANY},
+    "tooltap_tool_wait_seconds": {"api": APIS},
+    "tooltap_tool_run_seconds": {"server": ANY},
 }
 # Series Prometheus makes itself, which the rules and dashboards may read.
 PROMETHEUS: dict[str, dict[str, set[str] | None]] = {"up": {"job": ANY, "instance": ANY}}

@@ -38,6 +38,7 @@ FAILS = "get_events"
 MODEL = {"openai": "gpt-4.1", "anthropic": "claude-sonnet-4-5"}
 PATH = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
 BASE = "http://model.test"
+TURNS = 2  # the model's: it asks for the tools, then answers
 
 
 def tool_schema() -> dict[str, Any]:
@@ -289,50 +290,62 @@ def _chat_message(chunks: Any) -> Any:
 
 def run(sdk: str, client: Any, loop: str, stream: bool) -> str:
     """The loop, synchronously: ask, run the tools, answer, ask again; the final text."""
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "What's Lisbon like right now?"}]
-    final: Any = None
-    for _ in range(2):
-        request = _request(sdk, messages)
-        if sdk == "openai" and stream:
-            with client.chat.completions.create(**request, stream=True) as chunks:
-                message = _chat_message(chunks)
-        elif sdk == "openai":
-            message = client.chat.completions.create(**request).choices[0].message
-        elif stream:
-            with client.messages.stream(**request) as events:
-                message = events.get_final_message()
-        else:
-            message = client.messages.create(**request)
-        said, calls = assistant(sdk, message)
-        if not calls:
-            final = message
-            break
-        messages += [said, *answer(sdk, loop, calls)]
-    return _text(sdk, final)
+    messages = opening()
+    for _ in range(TURNS):
+        final = _step(sdk, loop, messages, _ask(sdk, client, _request(sdk, messages), stream))
+        if final is not None:
+            return final
+    raise AssertionError(f"the model still asked for tools after {TURNS} turns")
 
 
 async def run_async(sdk: str, client: Any, loop: str, stream: bool) -> str:
     """The same loop on the SDK's async client."""
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "What's Lisbon like right now?"}]
-    final: Any = None
-    for _ in range(2):
-        request = _request(sdk, messages)
-        if sdk == "openai" and stream:
-            chunks = [c async for c in await client.chat.completions.create(**request, stream=True)]
-            message = _chat_message(chunks)
-        elif sdk == "openai":
-            message = (await client.chat.completions.create(**request)).choices[0].message
-        elif stream:
-            async with client.messages.stream(**request) as events:
-                message = await events.get_final_message()
-        else:
-            message = await client.messages.create(**request)
-        said, calls = assistant(sdk, message)
-        if not calls:
-            final = message
-            break
-        messages += [said, *answer(sdk, loop, calls)]
-    return _text(sdk, final)
+    messages = opening()
+    for _ in range(TURNS):
+        message = await _ask_async(sdk, client, _request(sdk, messages), stream)
+        final = _step(sdk, loop, messages, message)
+        if final is not None:
+            return final
+    raise AssertionError(f"the model still asked for tools after {TURNS} turns")
+
+
+def opening() -> list[dict[str, Any]]:
+    return [{"role": "user", "content": "What's Lisbon like right now?"}]
+
+
+def _step(sdk: str, loop: str, messages: list[dict[str, Any]], message: Any) -> str | None:
+    """The loop's answer to the model's turn, added to messages; the final text when the turn
+    asked for no tool."""
+    said, calls = assistant(sdk, message)
+    if not calls:
+        return _text(sdk, message)
+    messages += [said, *answer(sdk, loop, calls)]
+    return None
+
+
+def _ask(sdk: str, client: Any, request: dict[str, Any], stream: bool) -> Any:
+    """The model's turn, as the SDK hands it over (a streamed one, assembled)."""
+    if sdk == "openai" and stream:
+        with client.chat.completions.create(**request, stream=True) as chunks:
+            return _chat_message(chunks)
+    if sdk == "openai":
+        return client.chat.completions.create(**request).choices[0].message
+    if stream:
+        with client.messages.stream(**request) as events:
+            return events.get_final_message()
+    return client.messages.create(**request)
+
+
+async def _ask_async(sdk: str, client: Any, request: dict[str, Any], stream: bool) -> Any:
+    if sdk == "openai" and stream:
+        chunks = await client.chat.completions.create(**request, stream=True)
+        return _chat_message([chunk async for chunk in chunks])
+    if sdk == "openai":
+        return (await client.chat.completions.create(**request)).choices[0].message
+    if stream:
+        async with client.messages.stream(**request) as events:
+            return await events.get_final_message()
+    return await client.messages.create(**request)
 
 
 def _text(sdk: str, message: Any) -> str:

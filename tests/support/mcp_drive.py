@@ -15,7 +15,10 @@ SCENARIO: `tools` (tests/support/mcp_eco_server.py and mcp_server.py's weather t
 a bad add, weather, flagged), `task` (tools, then fastmcp's slow_add as a background task),
 `roots` (tools, then mcp_server.py's `where`, which needs the client's roots: input_required
 on 2026-07-28), `everything` (the everything server's echo, get-sum, a bad get-sum,
-get-structured-content, get-roots-list).
+get-structured-content, get-roots-list; then, with the SDK 1.x, simulate-research-query as a
+task: created, polled with tasks/get until it ends, its result fetched with tasks/result, by
+the SDK's own `session.experimental` helpers. The SDK 2.x has no tasks: its client refuses a
+CreateTaskResult as a tools/call's answer).
 """
 
 from __future__ import annotations
@@ -74,10 +77,23 @@ async def official(url: str, scenario: str) -> list[tuple[str, str]]:
         await session.initialize()
         await session.list_tools()
         done = [(n, await outcome(session.call_tool(n, a))) for n, a in _calls(scenario)]
+        if scenario == "everything" and hasattr(session, "experimental"):
+            done.append(("simulate-research-query", await outcome(_task(session))))
         if scenario == "everything":
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(ROOTS_LOGGED.wait(), 10)
         return done
+
+
+async def _task(session: Any) -> Any:
+    """simulate-research-query as a task, as the SDK 1.x's helpers run one (2025-11-25)."""
+    from mcp import types
+
+    tasks = session.experimental
+    made = await tasks.call_tool_as_task("simulate-research-query", {"topic": "tool loops"})
+    async for _status in tasks.poll_task(made.task.taskId):  # tasks/get until it ends
+        pass
+    return await tasks.get_task_result(made.task.taskId, types.CallToolResult)
 
 
 async def modern(url: str, scenario: str) -> list[tuple[str, str]]:

@@ -15,6 +15,9 @@ serves, on 127.0.0.1:PORT,
 - /stateless/mcp: MCPServer without sessions, JSON answers: the same bytes for the same request;
 - /roots/mcp: the weather tools and `where`, which needs the client's roots (protocol
   2026-07-28: answered input_required first);
+- /asks/mcp: a low-level Server "asking-tools" (protocol 2026-07-28) whose one tool, `pick`,
+  asks for the client's roots twice (input_required, each time with a new requestState), then
+  answers structuredContent that breaks its outputSchema;
 - /legacy/sse: MCPServer "weather-tools" on the legacy HTTP+SSE transport (2024-11-05): GET
   /legacy/sse names /legacy/messages/?session_id=... to POST to, answered 202, the responses on
   the GET stream.
@@ -135,6 +138,35 @@ async def call_paged(ctx: object, params: types.CallToolRequestParams) -> types.
     raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
 
 
+ASKING = types.Tool(
+    name="pick",
+    description="asks for the client's roots, twice, then answers off its outputSchema",
+    input_schema={"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+    output_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+)
+ASK_ROUNDS = {None: "round-1", "round-1": "round-2"}  # the requestState each round answers with
+
+
+async def list_asking(
+    ctx: object, params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=[ASKING])
+
+
+async def call_asking(
+    ctx: object, params: types.CallToolRequestParams
+) -> types.CallToolResult | types.InputRequiredResult:
+    state = params.request_state
+    if state in ASK_ROUNDS:
+        return types.InputRequiredResult(
+            input_requests={"roots": types.ListRootsRequest()}, request_state=ASK_ROUNDS[state]
+        )
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text='{"n": "three"}')],
+        structured_content={"n": "three"},
+    )
+
+
 def app() -> Starlette:
     paged = Server(
         "paged-tools", version="9.9.9", on_list_tools=list_paged, on_call_tool=call_paged
@@ -152,6 +184,9 @@ def app() -> Starlette:
         ),
         "/legacy": weather_tools().sse_app(),
         "/roots": weather_tools(roots=True).streamable_http_app(streamable_http_path="/mcp"),
+        "/asks": Server(
+            "asking-tools", version="1.0.0", on_list_tools=list_asking, on_call_tool=call_asking
+        ).streamable_http_app(streamable_http_path="/mcp", json_response=True),
     }
 
     return mounted(mounts)

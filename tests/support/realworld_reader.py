@@ -1,5 +1,6 @@
 """The client tool calls in one recorded exchange, read without tooltap; or the hosted MCP
 calls the provider ran inside the turn (Responses `mcp_call`, Anthropic `mcp_tool_use`).
+Chat Completions, Responses, Anthropic Messages and Cohere's v2 chat.
 
 Deliberately small and plain: the real-world corpus test compares tooltap's
 calls with what this reader finds, so this must not share any code with
@@ -25,6 +26,7 @@ def dialect(url: str) -> str | None:
         ("/chat/completions", "chat"),
         ("/responses", "responses"),
         ("/messages", "messages"),
+        ("/v2/chat", "cohere"),
     ):
         if path.endswith(suffix):
             return name
@@ -156,6 +158,33 @@ def messages_stream(events: list[Any], kind: str = "tool_use") -> list[Call]:
     return calls
 
 
+def cohere_body(body: dict[str, Any]) -> list[Call]:
+    calls = (body.get("message") or {}).get("tool_calls") or []
+    return [
+        (c.get("id") or "", (c.get("function") or {}).get("name") or "",
+         (c.get("function") or {}).get("arguments", ""))
+        for c in calls
+    ]  # fmt: skip
+
+
+def cohere_stream(events: list[Any]) -> list[Call]:
+    """tool-call-start opens a call (one object under delta.message.tool_calls), each
+    tool-call-delta adds a piece of its arguments, by the event's index."""
+    calls: dict[int, dict[str, str]] = {}
+    for event in events:
+        call = ((event.get("delta") or {}).get("message") or {}).get("tool_calls") or {}
+        function = call.get("function") or {}
+        if event.get("type") == "tool-call-start":
+            calls[event["index"]] = {
+                "id": call.get("id") or "",
+                "name": function.get("name") or "",
+                "args": function.get("arguments") or "",
+            }
+        elif event.get("type") == "tool-call-delta":
+            calls[event["index"]]["args"] += function.get("arguments") or ""
+    return [(c["id"], c["name"], c["args"]) for _, c in sorted(calls.items())]
+
+
 def expected_calls(
     record: dict[str, Any], notes: list[str] | None = None, hosted: bool = False
 ) -> list[Call]:
@@ -170,12 +199,16 @@ def expected_calls(
             return responses_stream(events, notes, kinds)
         if api == "chat":
             return [] if hosted else chat_stream(events, notes)
+        if api == "cohere":
+            return [] if hosted else cohere_stream(events)
         return messages_stream(events, block) if api == "messages" else []
     body = json.loads(record["response_body"])
     if api == "responses":
         return responses_calls(body, kinds)
     if api == "chat":
         return [] if hosted else chat_body(body)
+    if api == "cohere":
+        return [] if hosted else cohere_body(body)
     return messages_body(body, block) if api == "messages" else []
 
 

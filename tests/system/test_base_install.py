@@ -59,7 +59,8 @@ def test_the_demo_says_in_one_line_what_to_install_and_exits_2(venv):
     assert refused.returncode == 2
     assert refused.stdout == ""
     assert refused.stderr == (
-        "tooltap demo needs openai, anthropic, boto3, google.genai, websockets, mcp, ollama: "
+        "tooltap demo needs openai, anthropic, boto3, google.genai, websockets, mcp, ollama, "
+        "cohere: "
         "pip install 'tooltap[demo]'\n"
     )
 

@@ -12,17 +12,20 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import mcp_types as types
 import psutil
 import pytest
+from mcp.client import Client
 from mcp.client.session import ClientSession
 from support.mcp_client import attempt, in_session
 from support.mcp_server import CHATTY_PAUSE, running
-from support.prom import sample, scrape
+from support.prom import Samples, sample, scrape
 
 from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.options import BY_NAME
@@ -59,6 +62,19 @@ def proxy(server, recorded):
 
 def picked(events: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:
     return [{k: e[k] for k in keys} for e in events]
+
+
+def result_repair(call_id: str) -> str:
+    return (
+        f"result of {call_id}: the server must return structuredContent that conforms to the "
+        "tool's outputSchema (MCP specification); fix the tool, or the schema it declares. "
+        "Clients that validate (the SDKs do) refuse the result."
+    )
+
+
+def growth(before: Samples, after: Samples) -> Callable[..., float]:
+    """How much a sample grew between two scrapes."""
+    return lambda name, **labels: sample(after, name, **labels) - sample(before, name, **labels)
 
 
 @pytest.mark.parametrize(("mode", "streamed"), [("sse", True), ("json", False)])
@@ -202,17 +218,9 @@ def test_a_paged_list_a_result_off_its_schema_and_an_unlisted_tool_are_found(pro
         }
     ]
     assert turns[-1]["repairs"] == []
-    assert turns[4]["repairs"] == [
-        "result of 4: the server must return structuredContent that conforms to the tool's "
-        "outputSchema (MCP specification); fix the tool, or the schema it declares. Clients "
-        "that validate (the SDKs do) refuse the result."
-    ]
+    assert turns[4]["repairs"] == [result_repair("4")]
 
-    after = scrape(proxy)
-
-    def grew(name: str, **labels: str) -> float:
-        return sample(after, name, **labels) - sample(before, name, **labels)
-
+    grew = growth(before, scrape(proxy))
     assert grew("tooltap_tool_calls_total", api="mcp", model=PAGED) == 4
     assert grew("tooltap_argument_errors_total", api="mcp", model=PAGED, kind="result_schema") == 2
     assert grew("tooltap_argument_errors_total", api="mcp", model=PAGED, kind="schema") == 0
@@ -256,6 +264,59 @@ def test_a_list_seen_only_in_part_validates_what_it_listed_and_calls_nothing_unl
         ],
     ]
     assert proxy.wait_for("loop_error", since=mark, timeout=0) == []
+
+
+ASKING = "asking-tools 1.0.0"
+PICK_ERRORS = [{"path": "$.n", "message": '"three" is not of type "integer"'}]
+
+
+async def _roots(_context: object) -> types.ListRootsResult:
+    return types.ListRootsResult(roots=[types.Root(uri="file:///work", name="work")])
+
+
+def test_a_call_asked_for_input_is_one_call_and_the_retry_brings_its_result_checked_once(proxy):
+    # Protocol 2026-07-28, the `mcp` 2.x Client: `pick` is answered input_required twice (a new
+    # requestState each time); the client calls again each time, with the roots and the state,
+    # and the third answer is the result, off its outputSchema.
+    mark = proxy.mark()
+    before = scrape(proxy)
+
+    async def work() -> list[bool | str]:
+        with anyio.fail_after(60):
+            async with Client(f"{proxy.url}/asks/mcp", list_roots_callback=_roots) as client:
+                await client.list_tools()
+                return [await attempt(client.call_tool("pick", {"q": "a"}))]
+
+    assert anyio.run(work) == ["RuntimeError"]  # the client checks the result too
+    turns = proxy.wait_for("turn", 5, since=mark)
+    time.sleep(0.3)  # a stray line would land by now
+    lines = [e for e in proxy.events[mark:] if e.get("event") != "turn"]
+    assert [(t["rpc"], t["calls"]) for t in turns] == [
+        (["server/discover"], 0),
+        (["tools/list"], 0),
+        (["tools/call"], 1),  # the call
+        (["tools/call"], 0),  # its retry, asked again
+        (["tools/call"], 0),  # its retry, answered
+    ]
+    call_id = lines[0]["call_id"]
+    assert picked(lines, "event", "call_id", "name", "schema_errors", "server") == [
+        {"event": "tool_call", "call_id": call_id, "name": "pick", "schema_errors": [],
+         "server": ASKING},
+        {"event": "tool_result", "call_id": call_id, "name": "pick", "schema_errors": PICK_ERRORS,
+         "server": ASKING},
+    ]  # fmt: skip
+    assert lines[1]["outcome"] == "ok"
+    asked = (
+        f"call {call_id}: answered resultType input_required, not a result (protocol "
+        "2026-07-28): the client calls again with what the server asked for"
+    )
+    assert [t["unchecked"] for t in turns[2:]] == [[asked], [asked], []]
+    assert turns[-1]["repairs"] == [result_repair(call_id)]
+
+    grew = growth(before, scrape(proxy))
+    assert grew("tooltap_tool_calls_total", api="mcp", model=ASKING) == 1
+    assert grew("tooltap_tool_results_total", api="mcp", outcome="ok") == 1
+    assert grew("tooltap_argument_errors_total", api="mcp", model=ASKING, kind="result_schema") == 1
 
 
 def test_the_bytes_and_the_cadence_of_a_streamed_answer_are_the_servers(proxy, server):

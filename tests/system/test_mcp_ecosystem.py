@@ -13,9 +13,14 @@ one as client -> front relay -> tooltap -> back relay -> server (tests/support/r
 
 Read whole and true: the client gets the same outcomes through the proxy as direct (the session
 works at all: a held GET stream stalls roots/list and the whole legacy transport); every
-tools/call the client made is logged once, by name, in order; the one call made off its schema
-is the one argument finding; nothing else is a finding (no priming event, task, input_required
-answer or 202 becomes one); every exchange is MCP, inspected, unreasoned.
+tools/call the client made is logged once, by name, in order, and its result once, with the
+outcome the client had; the one call made off its schema is the one argument finding; nothing
+else is a finding (no priming event, task, input_required answer or 202 becomes one); every
+exchange is MCP, inspected, unreasoned. A call over several requests (a task: the everything
+server's with the TypeScript client and `mcp` 1.x's helpers, on both transports, and fastmcp's;
+the 2.x Client's retry after input_required) is one call: its tool_call where it was made, its
+tool_result under the same id where its result came (tasks/result, the retry's answer), and
+nothing of it on the requests between.
 
 Passed on unchanged and never held: every exchange the server had is the one the client had,
 byte for byte both ways (the request's Host aside, which reverse mode rewrites; bodies without
@@ -62,22 +67,28 @@ class Case:
     venv: str  # which interpreter runs the client: mcp1, fastmcp4, main (or node)
     scenario: str
     bad: str  # the tool of the one call made off its schema
+    # A call that spans several requests: its tool, and the method whose answer ends it (a
+    # task's tasks/result; the retry after input_required, a tools/call).
+    spans: tuple[str, str] | None = None
 
     @property
     def id(self) -> str:
         return f"{self.server}{self.path}-{self.client}@{self.venv}"
 
 
+RESEARCH = ("simulate-research-query", "tasks/result")  # the everything server's task tool
 CASES = [
-    Case("everything-http", "/mcp", "node", "node", "everything", "get-sum"),
-    Case("everything-sse", "/sse", "node", "node", "everything", "get-sum"),
-    Case("everything-http", "/mcp", "mcp", "mcp1", "everything", "get-sum"),
-    Case("everything-sse", "/sse", "mcp", "main", "everything", "get-sum"),
+    Case("everything-http", "/mcp", "node", "node", "everything", "get-sum", RESEARCH),
+    Case("everything-sse", "/sse", "node", "node", "everything", "get-sum", RESEARCH),
+    Case("everything-http", "/mcp", "mcp", "mcp1", "everything", "get-sum", RESEARCH),
+    Case("everything-sse", "/sse", "mcp", "main", "everything", "get-sum"),  # 2.x: no tasks
     Case("mcp2", "/sse/mcp", "mcp", "mcp1", "tools", "add"),
-    Case("mcp2", "/roots/mcp", "modern", "main", "roots", "add"),  # protocol 2026-07-28
+    # Protocol 2026-07-28: `where` is answered input_required, and the client calls again.
+    Case("mcp2", "/roots/mcp", "modern", "main", "roots", "add", ("where", "tools/call")),
     Case("mcp2", "/legacy/sse", "mcp", "mcp1", "tools", "add"),
     Case("mcp1", "/mcp", "mcp", "main", "tools", "add"),
-    Case("fastmcp2", "/mcp", "fastmcp", "mcp1", "task", "add"),  # a background task
+    # A background task (fastmcp's `_meta` handle), its result fetched with tasks/result.
+    Case("fastmcp2", "/mcp", "fastmcp", "mcp1", "task", "add", ("slow_add", "tasks/result")),
     Case("fastmcp2", "/sse", "fastmcp", "fastmcp4", "tools", "add"),
     Case("fastmcp4", "/mcp", "fastmcp", "fastmcp4", "tools", "add"),
     Case("fastmcp4", "/sse", "fastmcp", "mcp1", "tools", "add"),
@@ -207,6 +218,7 @@ class Ran:
     proxied_took: float
     recording: Recording
     mark: int  # where the proxy's log was when it began
+    end: int  # ... and once the last of its calls' results was logged
 
 
 @pytest.fixture(scope="module")
@@ -223,7 +235,11 @@ def ran(case, envs, servers, relays, proxy, runs) -> Ran:
             (direct, direct_took), (proxied, proxied_took) = drive(
                 case, envs, servers[case.server], relays[case.server].front.url
             )
-        runs[case.id] = Ran(direct, proxied, direct_took, proxied_took, recording, mark)
+        # Its lines: up to the last call's result, and what was logged just after it.
+        proxy.wait_for("tool_result", len(proxied.get("calls", [])), since=mark, timeout=20)
+        time.sleep(0.3)
+        end = proxy.mark()
+        runs[case.id] = Ran(direct, proxied, direct_took, proxied_took, recording, mark, end)
     return runs[case.id]
 
 
@@ -253,8 +269,52 @@ def test_a_public_client_and_server_session_is_read_whole_and_true(case, ran, pr
     assert [t["reason"] for t in turns if t["reason"]] == []
     assert {t["server"] for t in turns if t["rpc"] == ["tools/call"]} != {None}
     results = [e for e in events if e.get("event") == "tool_result"]
-    assert len(results) == len(names)  # each call's result checked once (a task's too)
+    # Each call's result checked once (a task's too), naming its tool, with the outcome the
+    # client had: no status read as a failed result.
+    assert [(r["name"], r["outcome"]) for r in results] == [tuple(c) for c in ran.proxied["calls"]]
     print(f"{case.id}: {len(turns)} exchanges, {len(names)} calls, 1 finding")
+
+
+def exchanges(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The log lines of each exchange, its `turn` last: an exchange's lines are written at once."""
+    grouped: list[list[dict[str, Any]]] = [[]]
+    for event in events:
+        grouped[-1].append(event)
+        if event.get("event") == "turn":
+            grouped.append([])
+    return grouped[:-1]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.spans], ids=lambda c: c.id)
+def test_a_call_over_several_requests_is_one_call_whose_result_is_checked_once_when_it_comes(
+    case, ran, proxy
+):
+    assert case.spans is not None
+    tool, ending = case.spans
+    assert "failed" not in ran.proxied, ran.proxied["failed"]
+    assert [tool, "ok"] in ran.proxied["calls"]
+    events = proxy.events[ran.mark : ran.end]
+    lines = [e for e in events if e.get("name") == tool]
+    # One tool_call (the request that made the call) and one tool_result, under its id.
+    assert [(e["event"], e["call_id"]) for e in lines] == [
+        ("tool_call", lines[0]["call_id"]),
+        ("tool_result", lines[0]["call_id"]),
+    ]
+    assert (lines[1]["outcome"], lines[1]["schema_errors"], lines[1]["level"]) == ("ok", [], "info")
+    spanned = [x for x in exchanges(events) if lines[0] in x or lines[1] in x]
+    made, ended = spanned
+    # The call is said where it was made, its answer there no result; its result where it came.
+    assert (made[-1]["rpc"], made[-1]["calls"], made[-1]["unchecked"]) == (
+        ["tools/call"], 1, [made[-1]["unchecked"][0]],
+    )  # fmt: skip
+    assert made[-1]["unchecked"][0].startswith(f"call {lines[0]['call_id']}: answered ")
+    assert (ended[-1]["rpc"], ended[-1]["calls"], ended[-1]["unchecked"]) == ([ending], 0, [])
+    # Every request between them (a task's tasks/get, a retry asked again) said nothing of it.
+    turns = [e for e in events if e.get("event") == "turn"]
+    between = turns[turns.index(made[-1]) + 1 : turns.index(ended[-1])]
+    assert all(t["unchecked"] in ([], made[-1]["unchecked"]) for t in between), between
+    if ending == "tasks/result" and case.client != "fastmcp":  # fastmcp fetches without polling
+        assert "tasks/get" in {method for t in between for method in t["rpc"]}
 
 
 # What the proxy may change in a request it passes on, by design: mitmproxy in reverse mode

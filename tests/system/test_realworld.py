@@ -2,9 +2,10 @@
 file, as one test per file.
 
 exchanges.jsonl: 1,182 exchanges recorded live by 23 public projects; exchanges-2.jsonl: 484 more
-from 18 others; first-party APIs, Azure, OpenAI-compatible servers and gateways. The calls each
-one should yield are read by realworld_reader, which shares no code with tooltap; every message
-names the exchange by its file, its line index (from 0) and its source.
+from 18 others; first-party APIs, Azure, OpenAI-compatible servers and gateways; exchanges-4.jsonl:
+40 of Cohere's v2 chat (langchain-cohere's cassettes) and 15 of Groq and the Responses API, from
+5 more. The calls each one should yield are read by realworld_reader, which shares no code with
+tooltap; every message names the exchange by its file, its line index (from 0) and its source.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from support.corpora import Corpus, read
 from support.realworld_reader import dialect, error_message, expected_calls, is_stream
 
 FOLDER = Path(__file__).parents[1] / "corpus" / "realworld"
-FIRST_PARTY = ("api.openai.com", "api.anthropic.com")
+FIRST_PARTY = ("api.openai.com", "api.anthropic.com", "api.cohere.com")
 LOOP_RULES = {"unanswered-call", "orphan-result", "duplicate-result"}
 # Fields of a printed verdict that may differ from one run to the next.
 PER_RUN = {"inspect_ms"}
@@ -30,16 +31,23 @@ FIGURES = {
     "exchanges.jsonl": {
         "exchanges": 1182, "2xx": 1139, "4xx": 42, "5xx": 1,
         "chat": 552, "chat SSE": 216, "responses": 320, "responses SSE": 85,
-        "messages": 310, "messages SSE": 125,
+        "messages": 310, "messages SSE": 125, "cohere": 0, "cohere SSE": 0,
         "exchanges with calls": 539, "calls": 659, "exchanges with 2+ calls": 105,
         "exchanges with hosted calls": 3, "hosted calls": 6,
     },
     "exchanges-2.jsonl": {
         "exchanges": 484, "2xx": 458, "4xx": 26, "5xx": 0,
         "chat": 280, "chat SSE": 38, "responses": 137, "responses SSE": 32,
-        "messages": 67, "messages SSE": 16,
+        "messages": 67, "messages SSE": 16, "cohere": 0, "cohere SSE": 0,
         "exchanges with calls": 223, "calls": 248, "exchanges with 2+ calls": 19,
         "exchanges with hosted calls": 14, "hosted calls": 15,
+    },
+    "exchanges-4.jsonl": {
+        "exchanges": 55, "2xx": 55, "4xx": 0, "5xx": 0,
+        "chat": 7, "chat SSE": 3, "responses": 8, "responses SSE": 4,
+        "messages": 0, "messages SSE": 0, "cohere": 40, "cohere SSE": 8,
+        "exchanges with calls": 20, "calls": 21, "exchanges with 2+ calls": 1,
+        "exchanges with hosted calls": 0, "hosted calls": 0,
     },
 }  # fmt: skip
 
@@ -89,6 +97,8 @@ def test_the_corpus_is_the_one_sources_txt_describes(corpus):
         "responses SSE": by_api["responses", True],
         "messages": by_api["messages", False] + by_api["messages", True],
         "messages SSE": by_api["messages", True],
+        "cohere": by_api["cohere", False] + by_api["cohere", True],
+        "cohere SSE": by_api["cohere", True],
         "exchanges with calls": sum(1 for c in found if c),
         "calls": sum(len(c) for c in found),
         "exchanges with 2+ calls": sum(1 for c in found if len(c) >= 2),

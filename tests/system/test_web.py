@@ -66,6 +66,7 @@ DEMO_FLOWS = [
         " failure(s); no finding (no-strict-declared); no finding (no-strict-declared)",
     ),
     ("/api/chat", RED, "tooltap: fanout-no-strict, argument-schema, unanswered-call"),
+    ("/v2/chat", RED, "tooltap: empty-result"),
 ]
 # The MCP step's flows, after the others: the GET that opens the server's own event stream is
 # no exchange tooltap reads (and may come before or after the notification).

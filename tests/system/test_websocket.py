@@ -34,6 +34,7 @@ from websockets.exceptions import ConnectionClosed
 from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.harness.replay import ReplayServer, Reply
 from tooltap.addon.harness.sockets import Close
+from tooltap.addon.sinks.log import JOIN_KEYS, SOCKET_KEYS
 
 SECRET = "sk-test-SOCKET-0123456789"
 WEATHER = {
@@ -158,8 +159,21 @@ def forget(upstream: ReplayServer, scenario: str) -> None:
     ]
 
 
+# What changes from run to run, and the turn's time and tokens (tests/core/test_time.py and
+# the time tests of tests/system tell them).
+TIME = ("duration_ms", "first_token_ms", "input_tokens", "output_tokens", "cached_input_tokens",
+        "reasoning_tokens", "tool_wait_ms")  # fmt: skip
+NOISE = ("timestamp", "inspect_ms", "repairs", *TIME)
+# The keys every line carries to join its exchange (checked on their own in test_websocket.py),
+# left out of the lines that did not carry them for their own sake, so that these expectations
+# are each event's own fields.
+OWN = {"turn": {"response_id", "model", "path"}, "tool_call": {"response_id"},
+       "stream_error": {"response_id"}, "no_tool_call": {"response_id"}}  # fmt: skip
+
+
 def quiet(event: dict) -> dict:
-    return {k: v for k, v in event.items() if k not in ("timestamp", "inspect_ms", "repairs")}
+    joined = {*JOIN_KEYS, *SOCKET_KEYS} - OWN.get(event.get("event", ""), set())
+    return {k: v for k, v in event.items() if k not in NOISE and k not in joined}
 
 
 def by_event(proxy: Proxy, name: str, count: int) -> list[dict]:
@@ -183,7 +197,7 @@ def test_the_recorded_session_through_responses_connect(upstream, proxy):
             "path": "/v1/responses", "status": 200, "stream": True,
             "model": "gpt-4o-mini-2024-07-18", "outcome": "inspected", "reason": None,
             "state": "strict-at-risk", "format_state": "free-text", "duplicates": {},
-            "unchecked": [], "event": "turn"}  # fmt: skip
+            "findings": ["strict-at-risk"], "unchecked": [], "event": "turn"}  # fmt: skip
     assert turns == [
         base | {"response_id": "resp_0a76d7cc9190bb9d0069c5b9d1743c81a182203d3de7d50b2d",
                 "calls": 1, "level": "info"},
@@ -237,6 +251,19 @@ def test_a_fan_out_under_strict_tools_then_a_follow_up_that_leaves_one_call_unan
         "api": "responses", "rule": "unanswered-call", "ids": [ROME["call_id"]],
         "where": f"previous_response_id {FAN}", "event": "loop_error", "level": "warning",
     }  # fmt: skip
+    # The lines join without their order: the socket's session on each, each turn's number,
+    # and the loop error and the calls under the turn they belong to.
+    raw_fan, raw_follow = proxy.wait_for("turn", 2)
+    session = raw_fan["session"]
+    assert (raw_fan["turn"], raw_fan["exchange"]) == (1, f"{session}.1")
+    assert (raw_follow["session"], raw_follow["turn"]) == (session, 2)
+    (raw_error,) = proxy.wait_for("loop_error", 1)
+    assert {k: raw_error[k] for k in ("exchange", "session", "turn", "response_id", "path")} == {
+        "exchange": f"{session}.2", "session": session, "turn": 2, "response_id": FOLLOW,
+        "path": "/v1/responses",
+    }  # fmt: skip
+    calls = proxy.wait_for("tool_call", 2)
+    assert {(c["exchange"], c["response_id"]) for c in calls} == {(f"{session}.1", FAN)}
     values = scrape(proxy)
     model = {"api": "responses", "model": "gpt-4o-mini-2024-07-18"}
     assert sample(values, "tooltap_turns_total", **model, state="strict-void") == 1

@@ -1,7 +1,8 @@
 """`pytest --tooltap` as a team uses it, each run a pytest subprocess (pytester): off unless
 asked for, the fixture, the marker, strict mode, the summary, JUnit XML properties, the
-plugin's own errors, what of a request is kept, and streams from a real loopback server that
-reach the code under test unchanged and event by event."""
+plugin's own errors, what of a request is kept, streams from a real loopback server that
+reach the code under test unchanged and event by event, and boto3's Bedrock answered by a
+loopback server, a before-send handler, and a vcrpy cassette recorded then replayed."""
 
 from __future__ import annotations
 
@@ -253,10 +254,10 @@ def test_no_header_is_kept_and_arguments_are_shown_as_tooltap_log_arguments_says
 
 
 SERVER = '''
-import http.server
 import threading
 
 import pytest
+from tooltap.addon.harness.replay import ReplayServer, Reply
 
 EVENTS = [
     b'data: {"id":"chatcmpl-9","object":"chat.completion.chunk","model":"gpt-4.1","choices":'
@@ -271,39 +272,26 @@ EVENTS = [
 ]
 
 
-class Upstream(http.server.BaseHTTPRequestHandler):
-    """Sends one event, then waits until the client says it has it before the next."""
+class Paced(list):
+    """The events as a reply's chunks, each sent once the client has the one before."""
 
-    protocol_version = "HTTP/1.1"
-    received = None  # set per test: a threading.Event per event
+    def __init__(self, events):
+        super().__init__(events)
+        self.received = [threading.Event() for _ in events]  # set by the client, one an event
+        self.waited = []  # whether each wait ended in time
 
-    def do_POST(self):
-        self.rfile.read(int(self.headers["content-length"]))
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-        for event, got in zip(EVENTS, self.received):
-            self.wfile.write(b"%x\\r\\n%s\\r\\n" % (len(event), event))
-            self.wfile.flush()
-            self.server.waited.append(got.wait(timeout=5))
-        self.wfile.write(b"0\\r\\n\\r\\n")
-
-    def log_message(self, *args):
-        pass
+    def __iter__(self):
+        for event, got in zip(list.__iter__(self), self.received):
+            yield event
+            self.waited.append(got.wait(timeout=5))
 
 
 @pytest.fixture
 def upstream():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
-    server.waited = []
-    Upstream.received = [threading.Event() for _ in EVENTS]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+    paced = Paced(EVENTS)
+    reply = Reply(headers=[("content-type", "text/event-stream")], chunks=paced)
+    with ReplayServer(lambda seen: reply) as server:
+        yield server.url, paced
 '''
 
 
@@ -315,40 +303,41 @@ def test_a_stream_from_a_real_server_reaches_the_code_unchanged_and_event_by_eve
         import httpx
         import httpx2
         import pytest
-        from conftest import EVENTS, Upstream
+        from conftest import EVENTS
 
         BODY = {"model": "gpt-4.1", "stream": True, "messages": [], "tools": [
             {"type": "function", "function": {"name": "get_weather", "parameters": {}}}]}
 
-        def read(response):
+        def read(response, paced):
             got = []
             for event in response.iter_raw():
                 got.append(event)
-                Upstream.received[len(got) - 1].set()  # the server sends the next one now
+                paced.received[len(got) - 1].set()  # the server sends the next one now
             return got
 
-        async def aread(response):
+        async def aread(response, paced):
             got = []
             async for event in response.aiter_raw():
                 got.append(event)
-                Upstream.received[len(got) - 1].set()
+                paced.received[len(got) - 1].set()
             return got
 
         @pytest.mark.parametrize("library", [httpx, httpx2])
         @pytest.mark.parametrize("asynchronous", [False, True])
         def test_stream(tooltap, upstream, library, asynchronous):
-            url = f"http://127.0.0.1:{upstream.server_port}/v1/chat/completions"
+            url, paced = upstream
+            url += "/v1/chat/completions"
             if asynchronous:
                 async def go():
                     async with library.AsyncClient() as client:
                         async with client.stream("POST", url, json=BODY) as response:
-                            return await aread(response)
+                            return await aread(response, paced)
                 got = asyncio.run(go())
             else:
                 with library.Client() as client, client.stream("POST", url, json=BODY) as r:
-                    got = read(r)
+                    got = read(r, paced)
             assert got == EVENTS  # each event on its own, as sent
-            assert upstream.waited == [True] * len(EVENTS)  # none held back: no wait timed out
+            assert paced.waited == [True] * len(EVENTS)  # none held back: no wait timed out
             (verdict,) = tooltap.verdicts
             assert verdict.stream and verdict.outcome == "inspected"
             assert [(c.name, c.arguments_raw) for c in verdict.calls] == [
@@ -360,13 +349,11 @@ def test_a_stream_from_a_real_server_reaches_the_code_unchanged_and_event_by_eve
 
 
 BEDROCK = '''
-import http.server
 import json
-import threading
 
 import pytest
-
 from tooltap.addon.harness.eventstream import CONTENT_TYPE, converse_event
+from tooltap.addon.harness.replay import ReplayServer, Reply
 
 CALLS = [("t1", "get_weather"), ("t2", "get_traffic")]
 USAGE = {"inputTokens": 20, "outputTokens": 9, "totalTokens": 29}
@@ -395,42 +382,24 @@ def events(calls):
     return out
 
 
-class Bedrock(http.server.BaseHTTPRequestHandler):
+def converse(seen):
     """Converse and ConverseStream: calls first, then an answer, per path."""
-
-    protocol_version = "HTTP/1.1"
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        calls = [] if len(body["messages"]) > 1 else CALLS
-        if self.path.endswith("/converse-stream"):
-            payload = b"".join(events(calls))
-            kind = CONTENT_TYPE
-        else:
-            payload, kind = json.dumps(reply(calls)).encode(), "application/json"
-        self.send_response(200)
-        self.send_header("content-type", kind)
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
+    calls = [] if len(json.loads(seen.body)["messages"]) > 1 else CALLS
+    if seen.path.endswith("/converse-stream"):
+        return Reply(headers=[("content-type", CONTENT_TYPE)], chunks=[b"".join(events(calls))])
+    return Reply(chunks=[json.dumps(reply(calls)).encode()])
 
 
 @pytest.fixture
 def bedrock_url():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Bedrock)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+    with ReplayServer(converse) as server:
+        yield server.url
 '''
 
 
-def test_boto3_converse_and_its_stream_from_a_local_server_and_a_before_send_handler(suite):
+def test_boto3_converse_and_its_stream_from_a_local_server_a_before_send_handler_and_a_cassette(
+    suite,
+):
     suite.makeconftest(BEDROCK)
     suite.makepyfile(
         test_bedrock="""
@@ -438,9 +407,11 @@ def test_boto3_converse_and_its_stream_from_a_local_server_and_a_before_send_han
 
         import boto3
         import pytest
+        import vcr
         from botocore.awsrequest import AWSResponse
-        from conftest import CALLS, reply
-        from tooltap.core.findings import DEFAULT
+        from conftest import CALLS, converse, reply
+        from tooltap.addon.harness.replay import ReplayServer
+        from tooltap.core.findings import DEFAULT, findings
 
         TOOLS = {"tools": [{"toolSpec": {"name": n, "inputSchema": {"json": {"type": "object"}}}}
                            for _, n in CALLS]}
@@ -494,7 +465,29 @@ def test_boto3_converse_and_its_stream_from_a_local_server_and_a_before_send_han
             loop(client, answer, stream=False)
             assert [len(v.calls) for v in tooltap.verdicts] == [2, 0]
             assert failing(tooltap) == (set() if answer == 2 else {"unanswered-call"})
+
+        def read(verdicts):
+            return [(v.api, v.outcome, v.stream, [(c.call_id, c.name) for c in v.calls],
+                     [n for n in findings(v) if n in DEFAULT]) for v in verdicts]
+
+        @pytest.mark.parametrize("stream", [False, True])
+        @pytest.mark.parametrize("answer", [2, 1])
+        def test_cassette(tooltap, tmp_path, answer, stream):
+            cassette = str(tmp_path / "bedrock.yaml")
+            with ReplayServer(converse) as server, vcr.use_cassette(cassette, record_mode="all"):
+                url = server.url
+                loop(bedrock(url), answer, stream)  # recorded from the server
+            recorded = read(tooltap.verdicts)
+            with vcr.use_cassette(cassette, record_mode="none") as played:  # the server is gone
+                loop(bedrock(url), answer, stream)
+            assert played.play_count == 2 and played.all_played
+            replayed = read(tooltap.verdicts[len(recorded):])
+            assert replayed == recorded
+            assert [(api, stream_, len(calls)) for api, _, stream_, calls, _ in replayed] == [
+                ("converse", stream, 2), ("converse", False, 0)]
+            said = [n for *_, names in replayed for n in names]
+            assert said == ([] if answer == 2 else ["unanswered-call"])
         """
     )
     result = run(suite, "--tooltap")
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=10)
