@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -244,7 +243,7 @@ class DefinitionCache:
             self._entries.move_to_end(key)
             return list(kept[0])  # the caller's own list: what is kept stays as it was read
         found = build()
-        size = sys.getsizeof(key) + sum(300 + sys.getsizeof(d.canonical) for d in found)
+        size = 200 + len(key) + sum(300 + _stored(d.canonical) for d in found)
         if size <= self.limit:
             self._entries[key] = (found, size)
             self.held += size
@@ -252,6 +251,11 @@ class DefinitionCache:
                 _, (_, dropped) = self._entries.popitem(last=False)
                 self.held -= dropped
         return found
+
+
+def _stored(text: str) -> int:
+    """Bytes a text takes in memory, at most: CPython keeps a character in 1, 2 or 4 bytes."""
+    return len(text) * (1 if text.isascii() else 4)
 
 
 def _agent(instructions: str) -> str:
