@@ -1,4 +1,4 @@
-"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,stream,memory,core,profile,websocket,live,web,traces,state,definitions,timing,stress,why]`.
+"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,throughput,stream,memory,core,realworld,profile,websocket,live,web,traces,state,definitions,timing,stress,why]`.
 
 Results go to bench/out/<name>.json (bench/out/quick/ for --quick,
 bench/out/smoke/ for --smoke, or --out); the report step then writes
@@ -29,10 +29,12 @@ from . import (
     live,
     memory,
     profile_worker,
+    realworld,
     report,
     state,
     streaming,
     stress,
+    throughput,
     timing,
     traces,
     web,
@@ -46,9 +48,11 @@ OUT = HERE / "out"
 SNAPSHOT_ENV = "TOOLTAP_BENCH_SNAPSHOT"
 ALL = (
     "json",
+    "throughput",
     "stream",
     "memory",
     "core",
+    "realworld",
     "profile",
     "websocket",
     "live",
@@ -60,7 +64,7 @@ ALL = (
     "stress",
     "why",
 )
-QUICK = ALL[:12]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
+QUICK = ALL[:14]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
 
 
 def _git(*args: str) -> str:
@@ -195,9 +199,11 @@ def main() -> int:
 
     steps = {
         "json": lambda: asyncio.run(json_load.run(size)),
+        "throughput": lambda: asyncio.run(throughput.run(size)),
         "stream": lambda: asyncio.run(streaming.run(size)),
         "memory": lambda: asyncio.run(memory.run(size)),
         "core": lambda: core_cost.run(size),
+        "realworld": lambda: realworld.run(size, out),
         "profile": lambda: profile_worker.run(size, out),
         "websocket": lambda: asyncio.run(websocket.run(size)),
         "live": lambda: live.run(size),

@@ -203,6 +203,10 @@ def core_section(data: dict[str, Any], targets: list[str]) -> str:
     targets.append(
         f"Core: inspect / json.loads, medium case {medium:.2f} (<= 3: {_mark(medium <= 3)})"
     )
+    sse = data["cases"]["medium-sse"]["ratio_to_json_loads"]
+    targets.append(
+        f"Core: inspect / json.loads, medium SSE case {sse:.2f} (<= 2: {_mark(sse <= 2)})"
+    )
     scale_rows = []
     for point, step in zip(data["inspect_scaling"], [None, *data["inspect_growth"]], strict=False):
         scale_rows.append(
@@ -253,6 +257,78 @@ def core_section(data: dict[str, Any], targets: list[str]) -> str:
         + f"\n\nChat stream fed in 1 KiB pieces ({kib['bytes'] / 1e6:.1f} MB): {kib['mb_per_s']:.1f} MB/s."
         f" One 2 MB argument string fed in 64-byte pieces: {long_line['mb_per_s']:.1f} MB/s (no quadratic rebuild)."
         + ollama_line
+    )
+
+
+HEADER = ["size (request + response)", "exchanges", "of them SSE", "json.loads µs", "inspect",
+          "Session.read", "first sight"]  # fmt: skip
+
+
+def realworld_section(data: dict[str, Any], targets: list[str]) -> str:
+    groups = data["groups"]
+    rows = [
+        [
+            name,
+            g["exchanges"],
+            g["streams"],
+            g["us_per_exchange"]["json_loads"],
+            g["ratio_to_json_loads"]["inspect"],
+            g["ratio_to_json_loads"]["session_read"],
+            g["ratio_to_json_loads"]["first_sight"],
+        ]
+        for name, g in groups.items()
+    ]
+    for name, g in groups.items():
+        bound = 1.5 if name == "large" else 3.0
+        worst = max(g["ratio_to_json_loads"]["inspect"], g["ratio_to_json_loads"]["session_read"])
+        targets.append(
+            f"Real corpus, {name}: inspect {g['ratio_to_json_loads']['inspect']:.2f}x,"
+            f" Session.read {g['ratio_to_json_loads']['session_read']:.2f}x json.loads"
+            f" (<= {bound:g}: {_mark(worst <= bound)})"
+        )
+    left = ", ".join(f"{why}: {n}" for why, n in data["left_out"].items())
+    profile_lines = []
+    for name, prof in data.get("profile", {}).items():
+        top = [
+            f"{t['function']} {t['share'] * 100:.0f}%"
+            for t in prof["top_total"]
+            if t["function"].startswith(("inspect (", "_read", "read_turn (tooltap/core/wire",
+                                         "check_loop (tooltap/core/wire", "declared_in",
+                                         "classify", "check (", "StreamReader.feed"))
+        ][:9]  # fmt: skip
+        profile_lines.append(f"- {name}: " + "; ".join(top))
+    return (
+        f"### 4b. Core cost on the real corpus ({', '.join(data['files'])}; the fastest of"
+        f" {data['passes']} passes, thread CPU time)\n\n"
+        + _table(HEADER, rows)
+        + f"\n\nLeft out: {left}. Where the worker's time goes (pyinstrument, Session.read,"
+        " share of the total; bench/out/profile-<group>.txt):\n\n" + "\n".join(profile_lines)
+    )
+
+
+def throughput_section(data: dict[str, Any], targets: list[str]) -> str:
+    summary = data["summary"]
+    rows = [
+        [label, *[f"{r:.3f}" for r in summary[load]["runs"]], summary[load]["median"],
+         f"{summary[load]['min']:.3f}-{summary[load]['max']:.3f}"]
+        for load, label in (("sequential", "sequential"), ("c16", "concurrency 16"))
+    ]  # fmt: skip
+    runs = len(summary["sequential"]["runs"])
+    seq = summary["sequential"]["median"]
+    targets.append(
+        f"JSON throughput, {runs} runs: tooltap/mitmdump req/s sequential median {seq:.2f}"
+        f" ({summary['sequential']['min']:.2f}-{summary['sequential']['max']:.2f};"
+        f" >= 0.95: {_mark(seq >= 0.95)}), concurrency 16 median {summary['c16']['median']:.2f}"
+        f" ({summary['c16']['min']:.2f}-{summary['c16']['max']:.2f})"
+    )
+    errors = sum(r["errors"] for r in data["runs"])
+    missing = sum(r["not_inspected"] for r in data["runs"])
+    return (
+        f"### 1b. JSON throughput in {runs} runs (each: fresh processes,"
+        f" {data['settings']['rounds']} rounds taking turns; a run's ratio is the median of its"
+        " rounds' tooltap/mitmdump req/s)\n\n"
+        + _table(["load", *[f"run {n + 1}" for n in range(runs)], "median", "spread"], rows)
+        + f"\n\nErrors: {errors}; flows tooltap logged no turn for: {missing}."
     )
 
 
@@ -614,9 +690,11 @@ def write(out: Path, here: Path, readme: bool) -> None:
     metas: dict[str, dict[str, Any]] = {}
     for name, render in (
         ("json", json_section),
+        ("throughput", throughput_section),
         ("stream", stream_section),
         ("memory", memory_section),
         ("core", core_section),
+        ("realworld", realworld_section),
     ):
         data = _load(out, name)
         if data is not None:

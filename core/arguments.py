@@ -145,27 +145,34 @@ def compile_schema(schema: Any) -> Compiled:
         return "the declared schema is invalid: " + (first[0] if first else type(exc).__name__)
 
 
-def diagnose(call: ToolCall, tool: Tool | None, cache: ValidatorCache | None = None) -> Call:
-    """Parse and validate one call's arguments against its tool. Pure."""
-    out = Call(
+def diagnose(
+    call: ToolCall, tool: Tool | None, cache: ValidatorCache | None = None, *, hosted: bool = False
+) -> Call:
+    """Parse and validate one call's arguments against its tool; hosted: the provider ran it.
+    Pure."""
+    parse_error: ParseError | None = None
+    schema_errors: list[SchemaError] = []
+    schema_problem: str | None = None
+    if call.type == "custom_tool_call":
+        pass  # free-form text (or a grammar), not JSON
+    elif call.arguments_missing:
+        parse_error = MISSING
+    else:
+        value, parse_error = loads(call.arguments_raw)
+        if parse_error is None:
+            schema = tool.parameters if tool is not None else None
+            schema_errors, schema_problem = validate(value, schema, cache)
+    return Call(
         call_id=call.call_id,
         name=call.name,
         type=call.type,
         arguments_raw=call.arguments_raw,
+        parse_error=parse_error,
+        schema_errors=schema_errors,
+        schema_problem=schema_problem,
+        hosted=hosted,
         server=call.server,
     )
-    if call.type == "custom_tool_call":
-        return out  # free-form text (or a grammar), not JSON
-    if call.arguments_missing:
-        out.parse_error = MISSING
-        return out
-    value, error = loads(call.arguments_raw)
-    if error is not None:
-        out.parse_error = error
-        return out
-    schema = tool.parameters if tool is not None else None
-    out.schema_errors, out.schema_problem = validate(value, schema, cache)
-    return out
 
 
 def validate(

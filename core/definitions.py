@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -34,6 +35,7 @@ KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotati
 LOCK_VERSION = 1
 MAX_DIFF = 40  # lines of one diff, then a count of the rest
 MAX_SHOWN = 160  # characters of a value shown in a diff line
+CACHE_BYTES = 8 << 20  # bytes of definitions a DefinitionCache keeps, the least recently used out
 CONTEXT = 40  # characters kept either side of what changed in a long text
 # What an annotation says when true (MCP's ToolAnnotations), for the diff's words.
 HINTS = {
@@ -67,12 +69,14 @@ class Origin:
 @dataclass(frozen=True, slots=True)
 class Declared:
     """One tool definition as an exchange carried it: its name (namespace/name where the
-    dialect has namespaces), the SHA-256 of its canonical form, and that form."""
+    dialect has namespaces), the SHA-256 of its canonical form, and that form; with the
+    hidden characters in it, found once, when it is read (a kept one is read once)."""
 
     origin: Origin
     name: str
     fingerprint: str
     canonical: str
+    hidden: tuple[HiddenText, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,12 +193,13 @@ def fingerprint(form: str) -> str:
 def declare(origin: Origin, value: Mapping[str, Any]) -> Declared:
     """A definition (the dict `definition` gives) as an exchange carried it. Pure."""
     form = _canonical(value)
-    return Declared(
-        origin,
-        as_str(value.get("name")),
-        hashlib.sha256(form).hexdigest(),
-        form.decode("utf-8", "surrogatepass"),
-    )
+    text = form.decode("utf-8", "surrogatepass")
+    name = as_str(value.get("name"))
+    hidden = () if form.isascii() else tuple(
+        HiddenText(**h.model_dump(), part="definition", tool=name)
+        for h in scan(parsed(text))[0]  # in the canonical form's order
+    )  # fmt: skip
+    return Declared(origin, name, hashlib.sha256(form).hexdigest(), text, hidden)
 
 
 def endpoint(url: str) -> str:
@@ -206,68 +211,132 @@ def endpoint(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 
+class DefinitionCache:
+    """Tool definitions already read, by the bytes they were read from: an application sends
+    the same tools with every request, and an unchanged list then costs one lookup, not a
+    canonical form and a SHA-256 per tool and one for the instructions.
+
+    The key is what the definitions are made of (the endpoint, the instructions, each tool's
+    name, description and schemas) as orjson writes it, unsorted: equal keys are equal values,
+    so the definitions are exactly those read afresh. At most `limit` bytes are kept (keys and
+    canonical forms counted), the least recently used forgotten first. The caller owns it (the
+    proxy keeps one per worker), so core holds no global state; results are the same with or
+    without it.
+    """
+
+    def __init__(self, limit: int = CACHE_BYTES) -> None:
+        self.limit = limit
+        self.held = 0
+        self._entries: OrderedDict[bytes, tuple[list[Declared], int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def read(self, parts: Any, build: Callable[[], list[Declared]]) -> list[Declared]:
+        """The definitions `parts` make: kept ones, else those `build` reads (then kept)."""
+        try:
+            key = orjson.dumps(parts, option=orjson.OPT_NON_STR_KEYS)
+        except (TypeError, orjson.JSONEncodeError):  # a lone surrogate, a huge integer
+            return build()
+        kept = self._entries.get(key)
+        if kept is not None:
+            self._entries.move_to_end(key)
+            return list(kept[0])  # the caller's own list: what is kept stays as it was read
+        found = build()
+        size = 200 + len(key) + sum(300 + _stored(d.canonical) for d in found)
+        if size <= self.limit:
+            self._entries[key] = (found, size)
+            self.held += size
+            while self.held > self.limit:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.held -= dropped
+        return found
+
+
+def _stored(text: str) -> int:
+    """Bytes a text takes in memory, at most: CPython keeps a character in 1, 2 or 4 bytes."""
+    return len(text) * (1 if text.isascii() else 4)
+
+
+def _agent(instructions: str) -> str:
+    return hashlib.sha256(instructions.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def declared_in(
-    request: Turn | None, turn: Turn, *, url: str = "", instructions: str = ""
+    request: Turn | None,
+    turn: Turn,
+    *,
+    url: str = "",
+    instructions: str | Callable[[], str] = "",
+    cache: DefinitionCache | None = None,
 ) -> ToolDefinitions:
     """The definitions a model exchange carried: the tools its request declared (function and
     custom tools; a provider's own have none), by the endpoint (url) and the instructions they
-    were sent with, and those hosted MCP servers listed in the turn. Pure."""
-    agent = hashlib.sha256(instructions.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    app = Origin(kind="app", endpoint=endpoint(url) if url else None, agent=agent)
-    found = [
-        declare(
-            app,
-            definition(
-                f"{tool.namespace}/{tool.name}" if tool.namespace else tool.name,
-                description=tool.description,
-                input_schema=tool.parameters,
-            ),
-        )
+    were sent with, and those hosted MCP servers listed in the turn. instructions may be given
+    as a function, called only when the request declares tools. Pure."""
+    tools = [
+        (f"{tool.namespace}/{tool.name}" if tool.namespace else tool.name, tool)
         for tool in (request.tools if request is not None else [])
         if tool.type in ("function", "custom")
     ]
-    if not found and not turn.hosted_tools:
+    if not tools and not turn.hosted_tools:
         return ToolDefinitions()
-    found += [
-        declare(
-            Origin(kind="mcp", server=tool.namespace),
-            definition(
-                tool.name,
-                description=tool.description,
-                input_schema=tool.parameters,
-                annotations=tool.annotations,
-            ),
-        )
-        for tool in turn.hosted_tools
-    ]
-    return ToolDefinitions(declared=found)
+    said = "" if not tools else instructions() if callable(instructions) else instructions
+
+    def build() -> list[Declared]:
+        if not tools:
+            found = []
+        else:
+            app = Origin(kind="app", endpoint=endpoint(url) if url else None, agent=_agent(said))
+            found = [
+                declare(app, definition(name, description=tool.description,
+                                        input_schema=tool.parameters))
+                for name, tool in tools
+            ]  # fmt: skip
+        return found + [
+            declare(
+                Origin(kind="mcp", server=tool.namespace),
+                definition(
+                    tool.name,
+                    description=tool.description,
+                    input_schema=tool.parameters,
+                    annotations=tool.annotations,
+                ),
+            )
+            for tool in turn.hosted_tools
+        ]
+
+    if cache is None:
+        return ToolDefinitions(declared=build())
+    parts = [
+        url,
+        said,
+        [[name, tool.description, tool.parameters] for name, tool in tools],
+        [[t.namespace, t.name, t.description, t.parameters, t.annotations] for t in turn.hosted_tools],
+    ]  # fmt: skip
+    return ToolDefinitions(declared=cache.read(parts, build))
 
 
-def served_in(served: Served, url: str) -> ToolDefinitions:
+def served_in(served: Served, url: str, cache: DefinitionCache | None = None) -> ToolDefinitions:
     """The definitions one exchange with a tool server listed, and its whole list when this
     exchange completed one. Pure."""
     origin = Origin(kind="mcp", server=served.server.name, endpoint=endpoint(url))
     whole = None
     if served.listed and served.server.complete:
         whole = ToolList(origin=origin, names=sorted(served.server.tools))
-    return ToolDefinitions(
-        declared=[declare(origin, of_mcp(tool)) for tool in served.definitions],
-        whole=whole,
-        announced=served.announced,
-    )
+
+    def build() -> list[Declared]:
+        return [declare(origin, of_mcp(tool)) for tool in served.definitions]
+
+    declared = build() if cache is None or not served.definitions else cache.read(
+        ["mcp", origin.endpoint, origin.server, served.definitions], build
+    )  # fmt: skip
+    return ToolDefinitions(declared=declared, whole=whole, announced=served.announced)
 
 
 def hidden_in(declared: Iterable[Declared]) -> list[HiddenText]:
     """Hidden characters in definitions, each with its tool and path. Pure."""
-    found: list[HiddenText] = []
-    for item in declared:
-        if item.canonical.isascii():
-            continue
-        hidden, _ = scan(parsed(item.canonical))
-        found.extend(
-            HiddenText(**h.model_dump(), part="definition", tool=item.name) for h in hidden
-        )
-    return found
+    return [hidden for item in declared for hidden in item.hidden]
 
 
 def short(print_: str | None) -> str | None:

@@ -151,6 +151,10 @@ def decode(
     body: bytes, content_encoding: str | None, max_decoded: int = DEFAULT_MAX_DECODED
 ) -> bytes:
     """Decode a whole body. Pure. Raises DecodeError."""
+    if not content_encoding:  # nothing to undo (most bodies): only the size to check
+        if len(body) > max_decoded:
+            raise DecodeError(TOO_LARGE)
+        return body
     decoder = Decoder(content_encoding, max_decoded)
     out = decoder.feed(body)
     decoder.close()

@@ -46,6 +46,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Literal
 
+import orjson
 import regex
 from pydantic import BaseModel, ConfigDict
 
@@ -318,9 +319,24 @@ def escape(text: str) -> str:
     return escaped
 
 
+def _ascii(value: Any) -> bool:
+    """Is every string of a JSON value, keys included, ASCII? Checked at C speed: orjson writes
+    them as UTF-8, unescaped, so any other character shows as a byte over 127. Every character
+    scan_text looks for is past ASCII. False when orjson cannot write the value (a lone
+    surrogate, a huge integer): then it is walked."""
+    if isinstance(value, str):
+        return value.isascii()
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).isascii()
+    except (TypeError, orjson.JSONEncodeError):
+        return False
+
+
 def scan(value: Any, where: str = "$") -> tuple[list[Hidden], int]:
     """Every run of hidden characters in the strings of a JSON value: the first MAX_FOUND, and
     how many more there were. Pure and total."""
+    if value is None or _ascii(value):
+        return [], 0
     found: list[Hidden] = []
     more = 0
     for path, text in strings(value, where):

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
-from .definitions import HiddenText, declared_in, hidden_in, served_in
+from .definitions import DefinitionCache, HiddenText, declared_in, hidden_in, served_in
 from .dialects import dialect, path_of, shared_path, streamed_path
 from .dialects.base import Serve
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
@@ -238,6 +238,7 @@ def _inspect_served(
     server: ToolServer | None,
     validators: ValidatorCache | None,
     max_decoded: int,
+    definition_cache: DefinitionCache | None,
 ) -> Verdict:
     """An exchange with a tool server: its calls checked against what the session listed."""
     found: dict[str, Any] = {
@@ -271,7 +272,7 @@ def _inspect_served(
         reason = f"{exchange.status} {error.type}: {error.message}".strip()
         return Verdict(**found | {"outcome": "upstream_error", "reason": reason})
     served = serve(request.value, response.value, server, validators, found["session"])
-    definitions = served_in(served, exchange.url)
+    definitions = served_in(served, exchange.url, definition_cache)
     found |= {
         "definitions": definitions,
         "hidden_text": [*hidden_in(definitions.declared), *_hidden_results(served.results)],
@@ -322,12 +323,15 @@ def inspect(
     validators: ValidatorCache | None = None,
     max_decoded: int = DEFAULT_MAX_DECODED,
     tool_server: ToolServer | None = None,
+    definition_cache: DefinitionCache | None = None,
 ) -> Verdict:
     """Classify one exchange. Pure and total: any bytes give a Verdict.
 
     prior maps a response id to the call ids it returned, for requests that
     continue it with previous_response_id; tool_server is what an MCP session said
-    before this exchange (the proxy owns both memories).
+    before this exchange (the proxy owns both memories). validators and
+    definition_cache keep what one exchange compiled or read for the next: the
+    verdict is the same without them.
     """
     path = path_of(exchange.url) or ""
     shared = None if exchange.api else shared_path(exchange.method, exchange.url)
@@ -348,7 +352,7 @@ def inspect(
         if serve is not None:
             return _inspect_served(
                 api, exchange, serve, server=tool_server, validators=validators,
-                max_decoded=max_decoded,
+                max_decoded=max_decoded, definition_cache=definition_cache,
             )  # fmt: skip
         request = _read_request(exchange)
         in_path = dialect(api).model_in_path
@@ -437,7 +441,7 @@ def inspect(
     # Hosted calls follow the client's: logged and counted as calls, marked so that nothing
     # reading the turn's own calls (its state, count, repairs) takes them for the client's.
     calls += [
-        diagnose(call, turn.hosted_tool(call), validators).model_copy(update={"hosted": True})
+        diagnose(call, turn.hosted_tool(call), validators, hosted=True)
         for call in turn.hosted_calls[:MAX_CALLS]
     ]
     if response.dropped:
@@ -456,8 +460,11 @@ def inspect(
         declared = None
     elif dialect(api).echoes_tools:
         declared = read_turn(api, request.value, {})
-    instructions = dialect(api).instructions(as_dict(request.value))
-    definitions = declared_in(declared, turn, url=exchange.url, instructions=instructions)
+    instructions = dialect(api).instructions
+    definitions = declared_in(
+        declared, turn, url=exchange.url, cache=definition_cache,
+        instructions=lambda: instructions(as_dict(request.value)),
+    )  # fmt: skip
     found |= {
         "definitions": definitions,
         "hidden_text": [

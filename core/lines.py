@@ -39,12 +39,14 @@ class Lines:
             if rest:
                 self._pending.append(rest)
             return lines
-        lines = chunk.splitlines(keepends=True)
-        if not lines[-1].endswith((b"\n", b"\r")):
+        # bytes.splitlines ends lines at \r\n, \n and \r, as SSE does, and drops the ends.
+        lines = chunk.splitlines()
+        end = chunk[-1:]
+        if end not in (b"\n", b"\r"):  # the last line goes on in the next chunk
             self._pending.append(lines.pop())
-        elif lines[-1].endswith(b"\r"):
+        elif end == b"\r":
             self._skip_lf = True
-        return [line.rstrip(b"\r\n") for line in lines]
+        return lines
 
     def close(self) -> bytes | None:
         """The last line, when the stream ended without ending it."""

@@ -17,6 +17,7 @@ Here are the rules, the findings and the checker they share; each dialect
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -130,10 +131,11 @@ class ToolResult(BaseModel):
     arguments.unnamed_call makes them (for the caller's tool times). Not logged."""
 
 
-class LoopReport(BaseModel):
-    errors: list[LoopError] = Field(default_factory=list)
-    results: list[ToolResult] = Field(default_factory=list)
-    unchecked: list[str] = Field(default_factory=list)  # history left out to bound the work
+@dataclass(slots=True)
+class LoopReport:
+    errors: list[LoopError] = field(default_factory=list)
+    results: list[ToolResult] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)  # history left out to bound the work
 
 
 def _text(content: Any) -> str:
@@ -214,6 +216,8 @@ class Checker:
             )
 
     def unanswered(self, pending: Mapping[str, int]) -> None:
+        if not pending:
+            return
         by_turn: dict[int, list[str]] = {}
         for call_id, index in pending.items():
             by_turn.setdefault(index, []).append(call_id)

@@ -36,8 +36,29 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[Event]:
         events: list[Event] = []
-        for line in self._lines.feed(chunk):
-            event = self._line(line)
+        for raw in self._lines.feed(chunk):
+            # What streams are made of, read without a call a line: data and event lines of
+            # valid UTF-8, and the blank line that ends an event. Any other line is _line's.
+            if self._first:
+                event = self._line(raw)
+            elif not raw:
+                event = self._dispatch()
+            elif raw[:5] == b"data:":
+                value = raw[6:] if raw[5:6] == b" " else raw[5:]
+                try:
+                    self._data.append(value.decode("utf-8"))
+                    continue
+                except UnicodeDecodeError:
+                    event = self._line(raw)
+            elif raw[:6] == b"event:":
+                value = raw[7:] if raw[6:7] == b" " else raw[6:]
+                try:
+                    self._event = value.decode("utf-8")
+                    continue
+                except UnicodeDecodeError:
+                    event = self._line(raw)
+            else:
+                event = self._line(raw)
             if event is not None:
                 events.append(event)
         return events

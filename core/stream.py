@@ -14,6 +14,7 @@ import base64
 import binascii
 from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from .dialects import dialect
@@ -188,7 +189,18 @@ class StreamReader:
         for event in events:
             if event.data == "[DONE]":  # OpenAI's end of stream, not JSON
                 self._assembler.done_marker()
-            elif (value := self._json_event(event.data, event.lossy, cut)) is not None:
+                continue
+            if not event.lossy:  # most events: one JSON object, read here without a call
+                try:
+                    value = orjson.loads(event.data)
+                except (ValueError, TypeError, RecursionError):
+                    value = None
+                if isinstance(value, dict):
+                    self._events += 1
+                    self._assembler.event(value)
+                    out.append(value)
+                    continue
+            if (value := self._json_event(event.data, event.lossy, cut)) is not None:
                 out.append(value)
         return out
 

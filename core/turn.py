@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from .hidden import Hidden
 from .jsontext import dumps
@@ -36,10 +35,12 @@ APIS: tuple[Api, ...] = (
 )  # fmt: skip
 
 
-class Tool(BaseModel):
+# The shapes a reading fills are plain data, not validated models: every turn makes several, and
+# the readers give each field its type (tooltap.core.shapes). Read-only once made (not frozen:
+# a frozen dataclass sets each field through object.__setattr__, three times the cost).
+@dataclass(slots=True, kw_only=True)
+class Tool:
     """A tool the client declared. type is function, custom, or a provider's own."""
-
-    model_config = ConfigDict(frozen=True)
 
     name: str
     type: str = "function"
@@ -71,10 +72,9 @@ class Tool(BaseModel):
         )
 
 
-class ToolCall(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class ToolCall:
     """A call the model made that the client executes. arguments_raw is as received."""
-
-    model_config = ConfigDict(frozen=True)
 
     call_id: str
     name: str
@@ -85,41 +85,41 @@ class ToolCall(BaseModel):
     server: str | None = None  # a hosted MCP call's server (its label or name)
 
 
-class HostedResult(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class HostedResult:
     """How a call the provider ran inside the turn ended, as the response says."""
-
-    model_config = ConfigDict(frozen=True)
 
     call_id: str
     where: str  # where in the response
     failed: bool
-    hidden: list[Hidden] = Field(default_factory=list)  # hidden characters in its output
+    hidden: list[Hidden] = field(default_factory=list)  # hidden characters in its output
 
 
-class Turn(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class Turn:
     """One request/response pair, whatever the dialect."""
 
     api: Api
     model: str | None = None
     response_id: str | None = None
-    tools: list[Tool] = Field(default_factory=list)
+    tools: list[Tool] = field(default_factory=list)
     parallel_tool_calls: bool | None = None
-    output_format: dict[str, Any] = Field(default_factory=dict)
-    calls: list[ToolCall] = Field(default_factory=list)
-    awaiting: list[str] = Field(default_factory=list)
-    output_types: list[str] = Field(default_factory=list)
+    output_format: dict[str, Any] = field(default_factory=dict)
+    calls: list[ToolCall] = field(default_factory=list)
+    awaiting: list[str] = field(default_factory=list)
+    output_types: list[str] = field(default_factory=list)
     # The tools tool_choice leaves callable, by name: None is all of them.
     callable_names: list[str] | None = None
     status: str | None = None  # Responses only: queued, in_progress, completed, ...
     request_model: str | None = None  # the model the request asked for
-    finish_reasons: list[str] = Field(default_factory=list)  # why the model stopped, per choice
-    usage: dict[str, int] = Field(default_factory=dict)  # input_tokens, output_tokens
+    finish_reasons: list[str] = field(default_factory=list)  # why the model stopped, per choice
+    usage: dict[str, int] = field(default_factory=dict)  # input_tokens, output_tokens
     # Calls the provider ran inside the turn (hosted MCP): checked and counted, but no client
     # answers them, so they take no part in the state, the loop or awaiting.
-    hosted_calls: list[ToolCall] = Field(default_factory=list)
+    hosted_calls: list[ToolCall] = field(default_factory=list)
     # The tools hosted servers listed (namespace: the server), for those calls' arguments.
-    hosted_tools: list[Tool] = Field(default_factory=list)
-    hosted_results: list[HostedResult] = Field(default_factory=list)
+    hosted_tools: list[Tool] = field(default_factory=list)
+    hosted_results: list[HostedResult] = field(default_factory=list)
 
     def tool(self, call: ToolCall) -> Tool | None:
         """The declared tool a call is for: by namespace and name, else by name alone.
@@ -200,13 +200,16 @@ def tokens(
     output_tokens, cached_input_tokens, reasoning_tokens): input counts cached tokens and
     output reasoning tokens, as OpenTelemetry's GenAI conventions have them. A count the API
     did not give, or gave as no whole number, is left out: never 0 for unknown. Pure."""
-    counted = {
-        "input_tokens": _count(input),
-        "output_tokens": _count(output),
-        "cached_input_tokens": _count(cached),
-        "reasoning_tokens": _count(reasoning),
-    }
-    return {k: v for k, v in counted.items() if v is not None}
+    counted = {}
+    for name, value in (
+        ("input_tokens", input),
+        ("output_tokens", output),
+        ("cached_input_tokens", cached),
+        ("reasoning_tokens", reasoning),
+    ):
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:  # as _count
+            counted[name] = value
+    return counted
 
 
 def plus(base: Any, *more: Any) -> int | None:

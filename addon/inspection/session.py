@@ -25,7 +25,7 @@ from tooltap.core import (
     inspect,
     served_session,
 )
-from tooltap.core.definitions import endpoint
+from tooltap.core.definitions import DefinitionCache, endpoint
 from tooltap.core.dialects.mcp import list_changed
 from tooltap.core.dialects.mcp_streams import ANSWERED_ON_STREAM, Changed, Channels, Said
 from tooltap.core.jsontext import loads
@@ -110,6 +110,7 @@ class Session:
         self.state = state if state is not None else LocalState(size)
         self.clock = Clock(self.state, deadline)  # when calls were issued, answered and run
         self.validators = ValidatorCache()
+        self.definitions = DefinitionCache()
         self.tool_servers = ToolServers()
         self.pins = pins if pins is not None else Pins()
         self.channels = Channels()  # MCP's legacy sessions: GET streams and their POSTs
@@ -178,11 +179,18 @@ class Session:
         turn brings the calls its socket owed). application: who sent a model request, which
         its declared tools are pinned under (applications.py)."""
         calls = Recalled(self.state) if prior is None else prior
-        key = (endpoint(exchange.url), served_session(exchange))
+        # The MCP session an exchange is in, looked up only when some session is known.
+        key = _server_key(exchange) if self.tool_servers else None
         verdict = inspect(
-            exchange, calls, validators=self.validators, tool_server=self.tool_servers.get(key)
+            exchange,
+            calls,
+            validators=self.validators,
+            tool_server=self.tool_servers.get(key) if key is not None else None,
+            definition_cache=self.definitions,
         )
-        verdict.tool_changes = self.pins.check(verdict.definitions, application)
+        changes = self.pins.check(verdict.definitions, application)
+        if changes:
+            verdict.tool_changes = changes
         hiding = {h.tool for h in verdict.hidden_text if h.part == "definition"}
         if hiding:
             new = self.pins.first_hidden(verdict.definitions, hiding, application)
@@ -190,6 +198,7 @@ class Session:
                 h for h in verdict.hidden_text if h.part == "result" or h.tool in new
             ]
         if verdict.tool_server is not None:
+            key = key or _server_key(exchange)
             self.tool_servers.keep(key, verdict.tool_server, verdict, len(exchange.response_body))
             self.clock.tool(" ".join(filter(None, key)), exchange, verdict)
             return verdict
@@ -214,6 +223,10 @@ class Session:
         if verdict.awaiting:
             self.state.remember(response_id, verdict.awaiting)
         return verdict
+
+
+def _server_key(exchange: Exchange) -> ServerKey:
+    return endpoint(exchange.url), served_session(exchange)
 
 
 def _mcp(exchange: Exchange) -> bool:

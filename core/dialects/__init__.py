@@ -98,7 +98,11 @@ def detect_api(method: str, url: str, body: bytes | None = None) -> Api | None:
     path = path_of(url)
     if path is None:
         return None
-    by_path = next((d.api for d in DIALECTS.values() if d.recognise(method, path)), None)
+    by_path = None
+    for reading in DIALECTS.values():
+        if reading.recognise(method, path):
+            by_path = reading.api
+            break
     if body is not None and by_path is not None and mcp.is_jsonrpc(method, body):
         return "mcp"  # JSON-RPC is MCP's wherever it is POSTed (the legacy /messages/)
     if by_path is not None:

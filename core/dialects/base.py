@@ -94,8 +94,8 @@ def role_text(messages: Any, roles: tuple[str, ...] = ("system", "developer")) -
     """The text of the messages with these roles, in order. Pure."""
     return "\n".join(
         text_of(message.get("content"))
-        for message in map(as_dict, as_list(messages))
-        if message.get("role") in roles
+        for message in as_list(messages)
+        if isinstance(message, dict) and message.get("role") in roles
     )
 
 

@@ -91,6 +91,12 @@ def _tool_choice(request: Mapping[str, Any]) -> Any:
     return {"type": "function", **legacy} if isinstance(legacy, dict) else legacy
 
 
+HEAD = ("id", "model", "created", "system_fingerprint")  # a stream's, from its first chunks
+# What in a delta is model output: text, a refusal, reasoning (compatible servers'
+# reasoning_content), a call.
+OUTPUT = ("content", "refusal", "reasoning_content", "reasoning", "tool_calls")
+
+
 class Assembler(StreamAssembler):
     """Chat Completions chunks: tool calls accumulate by index within a choice.
 
@@ -119,34 +125,45 @@ class Assembler(StreamAssembler):
         if chunk.get("error"):
             self.error(chunk)
             return
-        for key in ("id", "model", "created", "system_fingerprint"):
-            if chunk.get(key) and key not in self.head:
-                self.head[key] = chunk[key]
-        if chunk.get("usage"):
-            self.usage = chunk["usage"]
-        elif as_dict(chunk.get("x_groq")).get("usage"):  # Groq's last chunk says it there
-            self.usage = as_dict(chunk.get("x_groq"))["usage"]
+        if len(self.head) < len(HEAD):  # each is kept from the first chunk that says it
+            for key in HEAD:
+                if chunk.get(key) and key not in self.head:
+                    self.head[key] = chunk[key]
+        usage, groq = chunk.get("usage"), chunk.get("x_groq")
+        if usage:
+            self.usage = usage
+        elif isinstance(groq, dict) and groq.get("usage"):  # Groq's last chunk says it there
+            self.usage = groq["usage"]
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
             if isinstance(choice, dict):
                 self._choice(choice)
 
     def _choice(self, choice: Mapping[str, Any]) -> None:
-        index = as_int(choice.get("index"))
-        slot = self.choices.setdefault(
-            index, {"role": None, "content": [], "refusal": [], "calls": Blocks(), "finish": None}
-        )
+        # One call a chunk: the shapes read inline (as_int, as_dict), as every chunk comes here.
+        index = choice.get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            index = 0
+        slot = self.choices.get(index)
+        if slot is None:
+            slot = self.choices[index] = {
+                "role": None, "content": [], "refusal": [], "calls": Blocks(), "finish": None
+            }  # fmt: skip
         if choice.get("finish_reason"):
             slot["finish"] = choice["finish_reason"]
-        delta = as_dict(choice.get("delta"))
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            delta = {}
         if isinstance(delta.get("role"), str):
             slot["role"] = delta["role"]
-        for key in ("content", "refusal"):
-            if isinstance(delta.get(key), str):
-                slot[key].append(delta[key])
+        content, refusal = delta.get("content"), delta.get("refusal")
+        if isinstance(content, str):
+            slot["content"].append(content)
+        if isinstance(refusal, str):
+            slot["refusal"].append(refusal)
         # Output: text, a refusal, reasoning (compatible servers' reasoning_content), a call.
-        self.said |= any(delta.get(k) for k in ("content", "refusal", "reasoning_content",
-                                                  "reasoning", "tool_calls"))  # fmt: skip
+        if not self.said:
+            self.said = any(delta.get(k) for k in OUTPUT)
         fragments = delta.get("tool_calls")
         for fragment in fragments if isinstance(fragments, list) else []:
             if not isinstance(fragment, dict):
@@ -155,9 +172,10 @@ class Assembler(StreamAssembler):
             index = as_int(fragment.get("index"), len(calls))
             call = calls.get(index) or calls.open(index, {"id": None, "type": None, "name": None})
             function = as_dict(fragment.get("function"))
-            for key, value in (("id", fragment), ("type", fragment), ("name", function)):
-                if value.get(key) and call[key] is None:
-                    call[key] = value[key]
+            if None in call.values():  # the first fragment that says each is kept
+                for key, value in (("id", fragment), ("type", fragment), ("name", function)):
+                    if value.get(key) and call[key] is None:
+                        call[key] = value[key]
             calls.add(index, function.get("arguments"))
 
     def result(self) -> dict[str, Any]:

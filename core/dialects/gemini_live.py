@@ -37,7 +37,7 @@ import functools
 import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import ApiError, api_error
@@ -135,7 +135,7 @@ def blocking_names(setup: Mapping[str, Any], vertex: bool) -> tuple[set[str], se
 
 def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     """A Live turn, read as the generateContent turn it mirrors, with the session's tools."""
-    return gemini.read_turn(request, response).model_copy(update={"api": "gemini_live"})
+    return replace(gemini.read_turn(request, response), api="gemini_live")
 
 
 class Assembler(gemini.Assembler):

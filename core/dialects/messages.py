@@ -147,8 +147,10 @@ class Assembler(StreamAssembler):
         elif kind == "content_block_delta":
             index, delta = as_int(event.get("index")), as_dict(event.get("delta"))
             for key in ("partial_json", "text", "thinking"):
-                self.blocks.add(index, delta.get(key))
-                self.said |= bool(delta.get(key))
+                piece = delta.get(key)
+                if piece is not None:  # what add() would drop, and no output
+                    self.blocks.add(index, piece)
+                    self.said |= bool(piece)
         elif kind == "message_delta":
             delta = as_dict(event.get("delta"))
             for key in ("stop_reason", "stop_sequence"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from .. import parallel
@@ -71,8 +72,8 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     ]
     read = {k: v for k, v in response.items() if k != "tools"} | {"output": output}
     turn = responses.read_turn(request, read)
-    tools = [tool.model_copy(update={"strict": None}) for tool in turn.tools]
-    return turn.model_copy(update={"api": "realtime", "tools": tools})
+    tools = [replace(tool, strict=None) for tool in turn.tools]
+    return replace(turn, api="realtime", tools=tools)
 
 
 class Assembler(responses.Assembler):

@@ -230,9 +230,10 @@ class Assembler(StreamAssembler):
         kind = event.get("type")
         # Output: any delta (text, reasoning, audio, a call's arguments), a call's item (its
         # name), or a final response that holds output none of these announced.
-        self.said |= as_str(kind).endswith(".delta") and bool(event.get("delta"))
-        named = bool(as_dict(event.get("item")).get("name"))
-        self.said |= as_str(kind).startswith("response.output_item.") and named
+        if not self.said:
+            self.said = as_str(kind).endswith(".delta") and bool(event.get("delta"))
+            named = bool(as_dict(event.get("item")).get("name"))
+            self.said |= as_str(kind).startswith("response.output_item.") and named
         if kind in self.FINAL and isinstance(event.get("response"), dict):
             self.said |= bool(as_list(event["response"].get("output")))
             self.final = event["response"]

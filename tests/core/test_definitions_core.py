@@ -15,6 +15,7 @@ from tooltap.core import Exchange, inspect
 from tooltap.core.definitions import (
     MAX_DIFF,
     MAX_SHOWN,
+    DefinitionCache,
     Origin,
     ToolList,
     canonical,
@@ -428,6 +429,93 @@ def test_an_applications_tools_are_its_functions_and_custom_tools_by_endpoint_an
     # that of no instructions.
     bare = declared_in(turn, turn).declared[0].origin
     assert bare == Origin(kind="app", agent=hashlib.sha256(b"").hexdigest()[:16])
+
+
+def read_twice(cache: DefinitionCache, *args: Any, **kwargs: Any) -> list[Any]:
+    """declared_in's definitions without a cache, then through it on a miss and on a hit."""
+    said = [declared_in(*args, **kwargs).declared]
+    said += [declared_in(*args, **kwargs, cache=cache).declared for _ in range(2)]
+    return [
+        [(d.origin, d.name, d.fingerprint, d.canonical, [h.model_dump() for h in d.hidden])
+         for d in declared]
+        for declared in said
+    ]  # fmt: skip
+
+
+def test_a_kept_list_reads_as_the_same_list_read_afresh() -> None:
+    cache = DefinitionCache()
+    odd = Tool(name="odd", description="Say \u200bhi.", parameters=WEATHER)
+    hosted = Tool(name="look", namespace="docs", description="Look.", annotations={"a": True})
+    turn = app_turn(odd, Tool(name="w", parameters=WEATHER), hosted=[hosted])
+    url = "https://api.openai.com/v1/responses"
+    fresh, missed, kept = read_twice(cache, turn, turn, url=url, instructions="Be brief.")
+    assert fresh == missed == kept and len(fresh) == 3 and len(cache) == 1
+    assert [h["chars"] for h in fresh[0][4]] == [["U+200B"]]
+    # Each thing a definition is made of is part of what it is kept by.
+    for changed in (
+        {"url": "https://api.openai.com/v1/other", "instructions": "Be brief."},
+        {"url": url, "instructions": "Be long."},
+    ):
+        again = read_twice(cache, turn, turn, **changed)
+        assert again[0] == again[1] == again[2] and again[0] != fresh
+    for other in (
+        app_turn(odd, Tool(name="w", parameters={**WEATHER, "type": "array"}), hosted=[hosted]),
+        app_turn(odd, Tool(name="w", description="W.", parameters=WEATHER), hosted=[hosted]),
+        app_turn(odd, Tool(name="w", namespace="n", parameters=WEATHER), hosted=[hosted]),
+        app_turn(odd, Tool(name="w", parameters=WEATHER)),
+        app_turn(odd, hosted=[Tool(name="look", namespace="docs2")]),
+    ):
+        again = read_twice(cache, other, other, url=url, instructions="Be brief.")
+        assert again[0] == again[1] == again[2] and again[0] != fresh
+
+
+def test_the_instructions_are_read_only_for_an_applications_tools() -> None:
+    asked: list[str] = []
+
+    def instructions() -> str:
+        asked.append("read")
+        return "Be brief."
+
+    for cache in (None, DefinitionCache()):
+        hosted = app_turn(hosted=[Tool(name="look", namespace="docs")])
+        assert declared_in(app_turn(), app_turn(), instructions=instructions, cache=cache) == (
+            declared_in(app_turn(), app_turn())
+        )
+        assert [d.name for d in declared_in(hosted, hosted, instructions=instructions,
+                                            cache=cache).declared] == ["look"]  # fmt: skip
+        assert asked == []
+        declared_in(app_turn(Tool(name="w")), app_turn(), instructions=instructions, cache=cache)
+        assert asked == ["read"]
+        asked.clear()
+
+
+def test_what_orjson_cannot_write_is_read_afresh_not_kept() -> None:
+    cache = DefinitionCache()
+    turn = app_turn(Tool(name="x", description="x\ud800", parameters={"n": 2**70}))
+    fresh, missed, kept = read_twice(cache, turn, turn, instructions="\ud800")
+    assert fresh == missed == kept and len(cache) == 0
+
+
+def test_the_kept_definitions_stay_within_their_bytes_the_least_recently_used_out() -> None:
+    cache = DefinitionCache(limit=20_000)
+    turns = [app_turn(Tool(name=f"t{n}", description="d" * 3000)) for n in range(8)]
+    for turn in turns:
+        declared_in(turn, turn, cache=cache)
+        assert cache.held <= cache.limit
+    assert 0 < len(cache) < len(turns)
+    declared_in(
+        turns[-1], turns[-1], cache=cache
+    )  # the newest is kept; reading it keeps nothing new
+    kept = len(cache)
+    declared_in(turns[-1], turns[-1], cache=cache)
+    assert len(cache) == kept
+    huge = app_turn(Tool(name="huge", description="d" * 50_000))  # past the bound: read, not kept
+    assert declared_in(huge, huge, cache=cache).declared[0].name == "huge"
+    assert cache.held <= cache.limit and len(cache) == kept
+    # What a caller does with the list it got leaves the kept one as it was.
+    got = declared_in(turns[-1], turns[-1], cache=cache).declared
+    got.clear()
+    assert [d.name for d in declared_in(turns[-1], turns[-1], cache=cache).declared] == ["t7"]
 
 
 def test_a_servers_list_is_whole_only_once_read_to_its_last_page() -> None:

@@ -2,6 +2,7 @@
 where it is and what tags spell; visible text in any script (joiners in Persian words and
 Indic conjuncts, emoji sequences, variation selectors, subdivision flags) never is."""
 
+import json
 from typing import Any
 
 import pytest
@@ -116,6 +117,19 @@ def test_scan_names_the_path_of_each_string_and_key() -> None:
         "$.properties.city.description",
         "$.properties['n\\u{200B}ote'] (key)",
     ]
+
+
+def test_a_value_written_in_ascii_is_still_read_for_what_its_escapes_say() -> None:
+    # A body of ASCII bytes can carry any character as a JSON escape: what is checked at C
+    # speed is the parsed value's text, and a value orjson cannot write is walked as before.
+    value = json.loads('{"a": "plain", "b\\u200bc": [1, {"d": "x\\u2060y"}]}')
+    found, _ = scan(value)
+    assert [h.where for h in found] == ["$['b\\u{200B}c'] (key)", "$['b\\u{200B}c'][1].d"]
+    assert scan({"a": "plain", "b": [1, 2.5, None, True]}) == ([], 0)
+    assert scan("plain") == ([], 0) and scan(None) == ([], 0)
+    for odd in ({"n": 2**70, "t": "x\u2060y"}, {"t": "\ud800x\u2060y"}):
+        assert [h.chars for h in scan(odd)[0]] == [["U+2060"]]
+    assert scan({"n": 2**70, "t": "plain \ud800"}) == ([], 0)
 
 
 # --- properties ------------------------------------------------------------------------------

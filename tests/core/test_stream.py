@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import re
 import zlib
 
 import brotli
@@ -479,6 +480,62 @@ def test_a_crlf_split_between_chunks_is_one_line_end():
     assert decoder.feed(b"data: a\r") == []
     assert decoder.feed(b"") == []
     assert decoder.feed(b"\ndata: b\r\n\r\n") == [Event("message", "a\nb", None)]
+
+
+def whatwg_events(body: bytes) -> list[Event]:
+    """The events of a whole stream as the WHATWG algorithm reads them, line by line, and a
+    last event the stream did not end with a blank line (tooltap reads it, a browser would not):
+    a plain reading to hold the decoder's quick paths to."""
+    events, event, data, last_id, lossy = [], "", [], None, False
+    lines = re.split(rb"\r\n|\r|\n", body.removeprefix(b"\xef\xbb\xbf"))
+    if lines[-1] == b"":  # the end of the last line
+        lines.pop()
+    for raw in [*lines, b""]:
+        if raw == b"":
+            if data not in ([], [""]):
+                events.append(Event(event or "message", "\n".join(data), last_id, lossy))
+            event, data, lossy = "", [], False
+            continue
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            line, lossy = raw.decode("utf-8", "replace"), True
+        if line.startswith(":"):
+            continue
+        field, colon, value = line.partition(":")
+        value = value[1:] if colon and value.startswith(" ") else value
+        if field == "data":
+            data.append(value)
+        elif field == "event":
+            event = value
+        elif field == "id" and "\0" not in value:
+            last_id = value
+    return events
+
+
+SSE_LINE = st.sampled_from(
+    [b"data: {\"a\": 1}", b"data:{\"b\":2}", b"data:", b"data", b"data: x\xff", b"data:  two",
+     b"event: ping", b"event:", b"event:x\xfe", b"id: 7", b"id: a\0b", b": comment", b":", b"retry: 5",
+     b"\xef\xbb\xbfdata: bom", b"dat", b"data: \xc3\xa9", b""]
+)  # fmt: skip
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.tuples(SSE_LINE, st.sampled_from([b"\n", b"\r\n", b"\r"])), max_size=12),
+    st.lists(st.integers(0, 400), max_size=6),
+    st.booleans(),
+)
+def test_any_stream_cut_anywhere_reads_as_the_whatwg_algorithm_reads_it(lines, cuts, at_cr):
+    body = b"".join(line + end for line, end in lines)
+    if at_cr:  # a cut between the two bytes of every \r\n, and after every lone \r
+        cuts = cuts + [m.end() for m in re.finditer(rb"\r", body)]
+    decoder, events, start = SSEDecoder(), [], 0
+    for cut in sorted(min(c, len(body)) for c in cuts):
+        events += decoder.feed(body[start:cut])
+        start = cut
+    events += decoder.feed(body[start:]) + decoder.close()
+    assert events == whatwg_events(body)
 
 
 def test_a_long_line_in_tiny_chunks_stays_linear():

@@ -23,9 +23,11 @@ ROOT = Path(__file__).parents[2]
 STEPS = tuple(
     [
         "json",
+        "throughput",
         "stream",
         "memory",
         "core",
+        "realworld",
         "profile",
         "websocket",
         "live",
