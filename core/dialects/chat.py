@@ -116,16 +116,17 @@ class Assembler(StreamAssembler):
         )
 
     def event(self, chunk: Mapping[str, Any]) -> None:
+        # The tokens spent are said even beside an error (OpenRouter's last chunk has both).
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        elif as_dict(chunk.get("x_groq")).get("usage"):  # Groq's last chunk says it there
+            self.usage = as_dict(chunk.get("x_groq"))["usage"]
         if chunk.get("error"):
             self.error(chunk)
             return
         for key in ("id", "model", "created", "system_fingerprint"):
             if chunk.get(key) and key not in self.head:
                 self.head[key] = chunk[key]
-        if chunk.get("usage"):
-            self.usage = chunk["usage"]
-        elif as_dict(chunk.get("x_groq")).get("usage"):  # Groq's last chunk says it there
-            self.usage = as_dict(chunk.get("x_groq"))["usage"]
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
             if isinstance(choice, dict):
