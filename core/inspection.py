@@ -167,6 +167,8 @@ def _ms(start: float | None, end: float | None) -> float | None:
 
 def _blockers(turn: Turn, limits: Limits) -> list[str]:
     """Why strict tools or a strict format could have been refused, by the API's own rules. Pure."""
+    if turn.schemas_held:  # a provider with its own subset: the API's rules are not its
+        return []
     found: list[str] = []
     for tool in turn.tools:
         if tool.strict is True and tool.parameters is not None:
@@ -181,6 +183,22 @@ def _blockers(turn: Turn, limits: Limits) -> list[str]:
             f"{label}: {b}" for b in subsets.blockers(turn.api, declared, limits, tool=False)
         )
     return found
+
+
+def _held_details(
+    state: str, detail: str, format_state: str, format_detail: str
+) -> tuple[str, str]:
+    """The states' explanations where the provider holds schemas whatever strict says: no tool
+    or format declared strict for it to hold. Pure."""
+    holds = "the provider holds every call to its tool's schema, strict or not"
+    if state == "strict-serialised":
+        detail = f"{holds}, and documents no conflict with parallel calls. The guarantee holds."
+    if format_state == "enforced":
+        format_detail = (
+            "the provider holds a json_schema format to its schema, strict or not, and every "
+            "call to its tool's schema."
+        )
+    return detail, format_detail
 
 
 def _lost_arguments(calls: list[Call]) -> list[Call]:
@@ -481,7 +499,7 @@ def inspect(
     projection = turn.as_response()
     reading = dialect(api)
     state, detail = parallel.classify(
-        projection, parallel_voids_strict=reading.parallel_voids_strict
+        projection, parallel_voids_strict=reading.parallel_voids_strict and not turn.schemas_held
     )
     if state == "no-tools" and turn.tools and not turn.callable_tools():
         detail = (
@@ -489,6 +507,8 @@ def inspect(
             "so no call could be at risk"
         )
     format_state, format_detail = schema.classify(projection)
+    if turn.schemas_held:
+        detail, format_detail = _held_details(state, detail, format_state, format_detail)
     loose = [
         (t.name, t.parameters)
         for t in turn.callable_tools()

@@ -6,6 +6,7 @@ alternative completions, not parallel calls, so choice 0 is read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +15,12 @@ from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import Tool, ToolCall, Turn, callable_names, make_call
 from .base import Dialect, Prior, role_text
+
+# xAI's Grok models, asked directly or through a gateway (OpenRouter's x-ai/...): xAI holds every
+# tool call and a json_schema format to its schema, `strict` or not ("the strict flag is
+# implicitly always true", its Structured Outputs guide), and documents no conflict with
+# parallel calls.
+_HELD = re.compile(r"(?:x-ai/)?grok-")
 
 
 def recognise(method: str, path: str) -> bool:
@@ -69,9 +76,10 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         )
         if present
     ]
+    model = as_str(response.get("model")) or as_str(request.get("model"))
     return Turn(
         api="chat",
-        model=as_str(response.get("model")) or as_str(request.get("model")) or None,
+        model=model or None,
         response_id=as_str(response.get("id")) or None,
         tools=_tools(request),
         parallel_tool_calls=as_bool(request.get("parallel_tool_calls")),
@@ -80,6 +88,7 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         awaiting=[c.call_id for c in calls if c.call_id],
         output_types=types,
         callable_names=callable_names(_tool_choice(request)),
+        schemas_held=_HELD.match(model) is not None,
     )
 
 
