@@ -20,7 +20,11 @@ from .base import Dialect, Prior, role_text
 # tool call and a json_schema format to its schema, `strict` or not ("the strict flag is
 # implicitly always true", its Structured Outputs guide), and documents no conflict with
 # parallel calls.
-_HELD = re.compile(r"(?:x-ai/)?grok-")
+_XAI = re.compile(r"(?:x-ai/)?grok-")
+# Servers that sample under a grammar built from a json_schema format's schema, `strict` or
+# not, named by the system_fingerprint they answer with: Ollama's OpenAI-compatible API
+# ("fp_ollama") and llama.cpp's server (its build, "b5379-360a9c98").
+_GRAMMAR = re.compile(r"fp_ollama|b\d+-[0-9a-f]+")
 
 
 def recognise(method: str, path: str) -> bool:
@@ -77,6 +81,8 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         if present
     ]
     model = as_str(response.get("model")) or as_str(request.get("model"))
+    xai = _XAI.match(model) is not None
+    grammar = _GRAMMAR.fullmatch(as_str(response.get("system_fingerprint"))) is not None
     return Turn(
         api="chat",
         model=model or None,
@@ -88,7 +94,8 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         awaiting=[c.call_id for c in calls if c.call_id],
         output_types=types,
         callable_names=callable_names(_tool_choice(request)),
-        schemas_held=_HELD.match(model) is not None,
+        calls_held=xai,
+        format_held=xai or grammar,
     )
 
 

@@ -41,7 +41,7 @@ PER_RUN = {"inspect_ms"}
 # chat, a deleted response). Then what tooltap says of it: the exchanges it does not read, by
 # its reason, and the calls the reader finds in them; the 2xx recorded without their request
 # body (nothing to read the turn against); and every hard loop error on a 2xx, each read in
-# its recording and true.
+# its recording and true; then every finding on a 2xx, by the name --fail-on gives it.
 FIGURES = {
     "exchanges.jsonl": {
         "exchanges": 1182, "2xx": 1139, "4xx": 42, "5xx": 1,
@@ -53,6 +53,9 @@ FIGURES = {
         "not read": {}, "calls not read": 0, "without a request": 0,
         # Ollama's compatible API: both results sent in one tool message, under the first id.
         "loop errors": [(484, "unanswered-call", ["call_vialglfv"])],
+        "findings": {"advisory-tools": 7, "argument-parse": 4, "argument-schema": 1,
+                     "empty-result": 1, "no-schema": 1, "strict-void": 28, "tool-changed": 1,
+                     "unanswered-call": 1},
     },
     "exchanges-2.jsonl": {
         "exchanges": 484, "2xx": 458, "4xx": 26, "5xx": 0,
@@ -62,6 +65,7 @@ FIGURES = {
         "exchanges with calls": 223, "calls": 248, "exchanges with 2+ calls": 19,
         "exchanges with hosted calls": 14, "hosted calls": 15,
         "not read": {}, "calls not read": 0, "without a request": 0, "loop errors": [],
+        "findings": {"argument-schema": 1, "strict-void": 7},
     },
     "exchanges-3.jsonl": {
         "exchanges": 913, "2xx": 902, "4xx": 9, "5xx": 2,
@@ -77,6 +81,19 @@ FIGURES = {
         # llmrb/llm on Ollama: the assistant message sent back without its tool_calls, then a
         # tool message answering nothing; Ollama accepts it.
         "loop errors": [(295, "orphan-result", []), (297, "orphan-result", [])],
+        "findings": {
+            # json_schema without strict on OpenAI (llmrb/llm, sh0n0/aiba): a hint there.
+            "advisory-schema": 10,
+            # GLM answered `system` with {} for a tool that requires `command`.
+            "argument-schema": 1,
+            # json_object on OpenAI (eidolon-ai/typedai), format "json" on Ollama.
+            "no-schema": 13,
+            "orphan-result": 2,
+            # Two calls under tools the Responses API echoed strict, parallel calls left on.
+            "strict-void": 2,
+            # Adala's two skills each declare their own tool named Output, in one recording.
+            "tool-changed": 1,
+        },
     },
     "exchanges-4.jsonl": {
         "exchanges": 55, "2xx": 55, "4xx": 0, "5xx": 0,
@@ -91,6 +108,8 @@ FIGURES = {
         # groq-ruby answers the call with a legacy `function` message under another id
         # (call_b790): Groq took its text by name, Chat Completions refuses it.
         "loop errors": [(41, "unanswered-call", ["call_6dh1"])],
+        # Two math_operation calls, the tool echoed strict, parallel calls left on.
+        "findings": {"strict-void": 1, "unanswered-call": 1},
     },
 }  # fmt: skip
 
@@ -183,6 +202,17 @@ def test_audit_prints_the_verdict_inspect_gives_for_every_exchange(audit, corpus
             keys = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
             failures.append(f"{where(index)}: differs in {', '.join(keys)}")
     assert not failures, listing(failures, "where audit and inspect disagree")
+
+
+def test_every_finding_on_an_accepted_exchange_is_one_read_true(audit, corpus):
+    *printed, _ = [json.loads(line) for line in audit.stdout.splitlines()]
+    found = Counter(
+        name
+        for line in printed
+        if line["status"] is not None and 200 <= line["status"] < 300
+        for name in line["failing"]
+    )
+    assert found == FIGURES[corpus.path.name]["findings"]
 
 
 def test_every_accepted_exchange_is_inspected_but_those_not_read_or_recorded_without_a_request(
