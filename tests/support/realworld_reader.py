@@ -280,16 +280,19 @@ def _anthropic_tokens(usage: dict[str, Any]) -> dict[str, int]:
 def expected_usage(record: dict[str, Any]) -> dict[str, int]:
     """The tokens a 2xx response says it used: input (cached ones included), output (reasoning
     included), cached input and reasoning, each only where the response gives it. A stream says
-    them in its last chunk with usage (Groq's under x_groq), its final response, or Anthropic's
-    message_start and message_delta."""
+    them in its last chunk with usage (Groq's under x_groq), its final response, Anthropic's
+    message_start and message_delta, or Cohere's message-end."""
     api = dialect(record["url"], record["method"])
     if api == "ollama":
         last = ollama_lines(record)[-1]
         return _tokens(last.get("prompt_eval_count"), last.get("eval_count"))
-    if api not in ("chat", "responses", "messages"):
+    if api is None:
         return {}
     if not is_stream(record):
         body = json.loads(record["response_body"])
+    elif api == "cohere":  # message-end says it
+        ends = [e for e in sse_events(record["response_body"]) if e.get("type") == "message-end"]
+        body = (ends[-1].get("delta") or {}) if ends else {}
     elif api == "chat":
         usage = None
         for chunk in sse_events(record["response_body"]):
@@ -310,6 +313,12 @@ def expected_usage(record: dict[str, Any]) -> dict[str, int]:
         return _openai_tokens(body.get("usage"), "prompt_tokens", "completion_tokens")
     if api == "responses":
         return _openai_tokens(body.get("usage"), "input_tokens", "output_tokens")
+    if api == "cohere":  # tokens is what the model read and wrote; billed_units what was billed
+        usage = body.get("usage") or {}
+        used = usage.get("tokens") or {}
+        return _tokens(
+            used.get("input_tokens"), used.get("output_tokens"), usage.get("cached_tokens")
+        )
     return _anthropic_tokens(body.get("usage") or {})
 
 
