@@ -245,14 +245,10 @@ def _count(value: Any) -> int | None:
     return value if whole else None
 
 
-def _tokens(spent: Any, made: Any, cached: Any = None, reasoning: Any = None) -> dict[str, int]:
-    counts = {
-        "input_tokens": _count(spent),
-        "output_tokens": _count(made),
-        "cached_input_tokens": _count(cached),
-        "reasoning_tokens": _count(reasoning),
-    }
-    return {name: n for name, n in counts.items() if n is not None}
+def _tokens(*counts: Any) -> dict[str, int]:
+    """Input, output, cached input and reasoning tokens, by the log's names, where given."""
+    names = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")
+    return {name: n for name, n in zip(names, map(_count, counts), strict=False) if n is not None}
 
 
 def _openai_tokens(usage: Any, spent: str, made: str) -> dict[str, int]:
