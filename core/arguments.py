@@ -9,6 +9,7 @@ failure layer: the request was accepted and the model still returned them.
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from typing import Any
 
@@ -66,6 +67,30 @@ class Call(BaseModel):
     takes no part in the turn's state."""
     server: str | None = None
     """A hosted MCP call's server: its server_label (Responses) or server_name (Messages)."""
+
+
+def normalised(value: Any) -> Any:
+    """Arguments as runtimes may forward them: nulls and empty objects dropped. Pure."""
+    if isinstance(value, dict):
+        kept = {k: normalised(v) for k, v in value.items() if v is not None}
+        return {k: v for k, v in kept.items() if v != {}}
+    if isinstance(value, list):
+        return [normalised(v) for v in value]
+    return value
+
+
+def unnamed_call(name: str, arguments: Any) -> str:
+    """What stands for a call whose API gave it no id, across the exchange that made it and
+    the one that answers it: its tool and its arguments (parsed; a string is parsed first),
+    normalised, as a digest. Two calls alike in both are one key: never told apart. Pure."""
+    if isinstance(arguments, str):
+        arguments, _ = loads(arguments or "{}")
+    try:
+        text = orjson.dumps(normalised(arguments), option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        text = b""
+    digest = hashlib.sha256(name.encode("utf-8", "replace") + b"\0" + text).hexdigest()
+    return f"unnamed:{digest[:32]}"
 
 
 def _refuse_remote(uri: str) -> Any:

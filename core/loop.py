@@ -125,6 +125,9 @@ class ToolResult(BaseModel):
     after the call that made the task)."""
     hidden: list[Hidden] = Field(default_factory=list, exclude=True)
     """Hidden characters in what the result says (logged as the verdict's hidden_text)."""
+    unnamed: str | None = Field(default=None, exclude=True)
+    """The call it answers, when its API gave that call no id: its tool and arguments, as
+    arguments.unnamed_call makes them (for the caller's tool times). Not logged."""
 
 
 class LoopReport(BaseModel):
@@ -190,13 +193,23 @@ class Checker:
             )
 
     def result(
-        self, call_id: str, index: int, failed: bool, where: str, content: Any = None
+        self,
+        call_id: str,
+        index: int,
+        failed: bool,
+        where: str,
+        content: Any = None,
+        *,
+        unnamed: str | None = None,
     ) -> None:
+        """A result; unnamed: the call it answers, when its API gave that call no id
+        (arguments.unnamed_call)."""
         if index >= self.new_from:
             hidden, _ = scan(content)
+            outcome: Literal["ok", "error"] = "error" if failed else "ok"
             self.report.results.append(
                 ToolResult(
-                    call_id=call_id, where=where, outcome="error" if failed else "ok", hidden=hidden
+                    call_id=call_id, where=where, outcome=outcome, hidden=hidden, unnamed=unnamed
                 )
             )
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .arguments import normalised
 from .jsontext import dumps, loads
 from .loop import REPAIRS, LoopError
 
@@ -79,16 +80,6 @@ def name_matches(model_name: str, tool: str) -> bool:
     """Could the model's name for a call be this MCP tool's, under a runtime's naming? Pure."""
     exact, endings = names_for(tool)
     return model_name in exact or model_name.endswith(endings)
-
-
-def normalised(value: Any) -> Any:
-    """Arguments as runtimes may forward them: nulls and empty objects dropped. Pure."""
-    if isinstance(value, dict):
-        kept = {k: normalised(v) for k, v in value.items() if v is not None}
-        return {k: v for k, v in kept.items() if v != {}}
-    if isinstance(value, list):
-        return [normalised(v) for v in value]
-    return value
 
 
 def _within(small: Any, large: Any) -> bool:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tooltap.core import Exchange, ToolTime, Verdict
+from tooltap.core.arguments import unnamed_call
 from tooltap.core.jsontext import loads
 from tooltap.core.shapes import as_dict, as_str
 from tooltap.core.timing import CLAUDE_CODE_CALL, Issued, Run, link, serial
@@ -96,22 +97,23 @@ class Clock:
     def turn(self, exchange: Exchange, verdict: Verdict) -> None:
         """A model's exchange: the calls it answers, timed (and linked to their runs, and their
         batch judged), then the calls its response issues, remembered."""
-        answered = [r.call_id for r in verdict.tool_results if given_id(r.call_id)]
+        # A call is its id where its API gave one, else its tool and arguments (unnamed).
+        answered = {r.call_id: r.call_id for r in verdict.tool_results if given_id(r.call_id)}
+        answered |= {r.unnamed: r.call_id for r in verdict.tool_results if r.unnamed}
         arrived = exchange.request_start
         if answered and arrived is not None:
             self._answer(answered, arrived, verdict)
         issued_at = exchange.response_end
         if issued_at is None or verdict.outcome != "inspected":
             return
-        calls = [c for c in verdict.calls if not c.hosted and given_id(c.call_id)]
+        calls = {_key(c.call_id, c.name, c.arguments_raw): c for c in verdict.calls if not c.hosted}
         if not calls:
             return
-        self.state.issue({c.call_id: (c.name, issued_at) for c in calls})
+        self.state.issue({key: (c.name, issued_at) for key, c in calls.items()})
         asked = exchange.request_start if exchange.request_start is not None else issued_at
-        batch = Batch(tuple(c.call_id for c in calls), asked)
-        for call in calls:
-            kept = Kept(call.name, call.arguments_raw, batch)
-            self.calls.put(call.call_id, kept, len(call.arguments_raw))
+        batch = Batch(tuple(calls), asked)
+        for key, call in calls.items():
+            self.calls.put(key, Kept(call.name, call.arguments_raw, batch), len(call.arguments_raw))
 
     def tool(self, endpoint: str, exchange: Exchange, verdict: Verdict) -> None:
         """A tool server's exchange (endpoint: where it went, its session included): its
@@ -134,13 +136,14 @@ class Clock:
                       begun.model_call)  # fmt: skip
             self.runs.put(key, run, len(begun.arguments_raw))
 
-    def _answer(self, answered: list[str], arrived: float, verdict: Verdict) -> None:
+    def _answer(self, answered: dict[str, str], arrived: float, verdict: Verdict) -> None:
+        """answered: each call's key -> its id as this request names it."""
         batches: dict[Batch, list[Issued]] = {}
-        for call_id, (name, issued_at) in self.state.answer(answered).items():
+        for key, (name, issued_at) in self.state.answer(list(answered)).items():
             waited = max(0.0, arrived - issued_at)
             verdict.tool_times.append(
                 ToolTime(
-                    call_id=call_id,
+                    call_id=answered[key],
                     name=name,
                     waited_ms=round(waited * 1000, 3),
                     late=waited > self.deadline,
@@ -148,9 +151,9 @@ class Clock:
                     answered_at=arrived,
                 )
             )
-            kept = self.calls.pop(call_id)
+            kept = self.calls.pop(key)
             if kept is not None:
-                issued = Issued(call_id, kept.name, kept.arguments_raw, kept.batch.asked, arrived)
+                issued = Issued(key, kept.name, kept.arguments_raw, kept.batch.asked, arrived)
                 batches.setdefault(kept.batch, []).append(issued)
         verdict.tool_wait_ms = max((t.waited_ms for t in verdict.tool_times), default=None)
         linked: dict[str, Run] = {}
@@ -163,15 +166,23 @@ class Clock:
                 where = f"the tools/call runs of the {len(calls)} calls one response issued"
                 error = serial(batch.calls, found, where)
                 if error is not None:
-                    verdict.loop_errors.append(error)
+                    ids = [answered.get(key, key) for key in error.ids]
+                    verdict.loop_errors.append(error.model_copy(update={"ids": ids}))
+        ran = {answered.get(key, key): run for key, run in linked.items()}
         verdict.tool_times = [
-            t.model_copy(update=_ran(linked[t.call_id])) if t.call_id in linked else t
+            t.model_copy(update=_ran(ran[t.call_id])) if t.call_id in ran else t
             for t in verdict.tool_times
         ]
 
     def running(self) -> Iterator[tuple[str, Begun]]:
         """The tools/calls whose result has not come yet, oldest first."""
         return self.begun.items()
+
+
+def _key(call_id: str, name: str, arguments_raw: str) -> str:
+    """What a call is remembered by: its id, or where its API gave none, its tool and
+    arguments."""
+    return call_id if given_id(call_id) else unnamed_call(name, arguments_raw)
 
 
 def _ran(run: Run) -> dict[str, object]:

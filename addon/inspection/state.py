@@ -30,6 +30,9 @@ logger = logging.getLogger("tooltap")
 
 REMEMBERED = 10_000  # response ids each kind of memory keeps in this process
 ISSUED = 50_000  # calls awaiting their answer kept in this process, the newest
+UNNAMED = "unnamed:"  # a call whose API gave no id, by its tool and arguments
+AMBIGUOUS = ("", -1.0)  # such a call issued twice before an answer: neither is timed
+AMBIGUOUS_VALUE = b"ambiguous"  # ... as Redis holds it
 NAMESPACE = "tooltap:"
 TIMEOUT = 0.1  # seconds a Redis command may take before this exchange does without it
 FIRST_ANSWER = 2.0  # seconds a starting inspector waits for Redis before its first record
@@ -51,7 +54,8 @@ class State(Protocol):
     def issue(self, calls: Mapping[str, tuple[str, float]]) -> None:
         """These calls (call id -> its tool's name, when the response that issued it ended)
         were handed to the client; a call already issued keeps its first time (a background
-        response read again)."""
+        response read again), and a call with no id issued twice (two calls alike) is timed by
+        neither answer."""
 
     def answer(self, call_ids: list[str]) -> dict[str, tuple[str, float]]:
         """The issued calls these ids name, each taken: a call is answered once."""
@@ -104,14 +108,17 @@ class LocalState:
 
     def issue(self, calls: Mapping[str, tuple[str, float]]) -> None:
         for call_id, issued in calls.items():
-            self.issued.setdefault(call_id, issued)
+            if call_id not in self.issued:
+                self.issued[call_id] = issued
+            elif call_id.startswith(UNNAMED):  # two calls alike, neither with an id
+                self.issued[call_id] = AMBIGUOUS  # never told apart: neither is timed
             self.issued.move_to_end(call_id)
         while len(self.issued) > self.issued_size:
             self.issued.popitem(last=False)
 
     def answer(self, call_ids: list[str]) -> dict[str, tuple[str, float]]:
         taken = {c: self.issued.pop(c) for c in call_ids if c in self.issued}
-        return taken
+        return {c: issued for c, issued in taken.items() if issued != AMBIGUOUS}
 
     def close(self) -> None:
         pass
@@ -216,7 +223,17 @@ class RedisState:
         pipe = self.client.pipeline(transaction=False)
         for call_id, (name, at) in calls.items():
             pipe.set(f"{NAMESPACE}issued:{call_id}", f"{at!r} {name}", nx=True, ex=self.ttl)
-        self.shared(pipe.execute)
+        written = self.shared(pipe.execute)
+        if written is FAILED:
+            return
+        alike = [
+            c for c, new in zip(calls, written, strict=True) if not new and c.startswith(UNNAMED)
+        ]
+        if alike:  # issued before, by another conversation: no answer can say which it is
+            pipe = self.client.pipeline(transaction=False)
+            for call_id in alike:
+                pipe.set(f"{NAMESPACE}issued:{call_id}", AMBIGUOUS_VALUE, ex=self.ttl)
+            self.shared(pipe.execute)
 
     def answer(self, call_ids: list[str]) -> dict[str, tuple[str, float]]:
         here = self.local.answer(call_ids)
@@ -228,8 +245,13 @@ class RedisState:
         found = self.shared(pipe.execute)
         if found is FAILED:
             return here
-        shared = {c: _issued(v) for c, v in zip(call_ids, found, strict=True)}
-        return here | {c: i for c, i in shared.items() if i is not None}
+        taken = dict(here)
+        for call_id, value in zip(call_ids, found, strict=True):
+            if value == AMBIGUOUS_VALUE:  # issued by two conversations: neither is timed
+                taken.pop(call_id, None)
+            elif (issued := _issued(value)) is not None:
+                taken[call_id] = issued
+        return taken
 
     def close(self) -> None:
         self._stopping.set()

@@ -37,6 +37,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote
 
+from ..arguments import unnamed_call
 from ..assembly import StreamAssembler
 from ..jsontext import dumps, loads
 from ..loop import Checker, LoopReport, error_payload
@@ -542,11 +543,11 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
     turns = _turns(contents)
     newest = next((first for role, first, _ in reversed(turns) if role == "model"), 0)
     check = Checker("id", "contents", newest)
-    calls: list[tuple[str, str, int]] | None = None  # (id, name, turn) of the turn before
+    calls: list[Called] | None = None  # the calls of the turn before
     for role, first, parts in turns:
         if role == "model":
             calls = [
-                (as_str(call.get("id")), as_str(call.get("name")), first)
+                (as_str(call.get("id")), as_str(call.get("name")), first, call.get("args"))
                 for _, _, part in parts
                 if (call := as_dict(field(part, "functionCall")))
             ] or None
@@ -563,13 +564,14 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
     return check.report
 
 
-def _answer(
-    check: Checker, calls: list[tuple[str, str, int]], answers: list[tuple[int, int, Any]]
-) -> None:
+Called = tuple[str, str, int, Any]  # a call in the history: (id, name, its turn, its args)
+
+
+def _answer(check: Checker, calls: list[Called], answers: list[tuple[int, int, Any]]) -> None:
     """Responses against the calls of the turn right before: by id where both sides carry one,
     else the first open call of the same name."""
     open_calls = list(calls)
-    answered: list[tuple[str, str, int]] = []
+    answered: list[Called] = []
     for index, j, response in answers:
         answer_id, name = as_str(response.get("id")), as_str(response.get("name"))
         where = _where(index, j)
@@ -577,7 +579,9 @@ def _answer(
         by_id = [c for c in open_calls if answer_id and c[0] == answer_id]
         matched = by_id or [c for c in open_calls if c[1] == name and not (answer_id and c[0])]
         said = field(response, "response")
-        check.result(named, index, error_payload(dumps(said)), where, said)
+        # A call with no id is known by its name and arguments, to time its answer by.
+        unnamed = unnamed_call(name, matched[0][3]) if matched and not matched[0][0] else None
+        check.result(named, index, error_payload(dumps(said)), where, said, unnamed=unnamed)
         if matched:
             open_calls.remove(matched[0])
             answered.append(matched[0])
@@ -587,7 +591,7 @@ def _answer(
         else:
             check.error("orphan-result", [named], index, where)
     by_turn: dict[int, list[str]] = {}
-    for call_id, name, index in open_calls:
+    for call_id, name, index, _ in open_calls:
         by_turn.setdefault(index, []).append(call_id or name)
     for index, ids in sorted(by_turn.items()):
         check.error("unanswered-call", ids, index)

@@ -46,6 +46,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ..arguments import unnamed_call
 from ..assembly import StreamAssembler
 from ..jsontext import dumps
 from ..loop import Checker, LoopReport, error_payload, last_index
@@ -258,16 +259,17 @@ class _Turn:
     def __init__(self, check: Checker, index: int, calls: list[Any]) -> None:
         self.check = check
         self.index = index
-        # (id, name, label) of each call; open until a result answers it
+        # (id, name, label, arguments) of each call; open until a result answers it
         self.open = [
             (
                 as_str(as_dict(call).get("id")),
                 as_str(as_dict(as_dict(call).get("function")).get("name")),
                 _label(as_dict(call), f"messages.{index}.tool_calls.{j}"),
+                as_dict(as_dict(call).get("function")).get("arguments"),
             )
             for j, call in enumerate(calls)
         ]
-        self.answered: list[tuple[str, str, str]] = []
+        self.answered: list[tuple[str, str, str, Any]] = []
 
     def answer(self, message: Mapping[str, Any], index: int) -> None:
         result_id = as_str(message.get("tool_call_id"))
@@ -281,7 +283,10 @@ class _Turn:
         if match is not None:
             self.open.remove(match)
             self.answered.append(match)
-            self.check.result(match[2], index, _failed(message), where, message.get("content"))
+            # A call with no id is known by its name and arguments, to time its answer by.
+            unnamed = None if match[0] else unnamed_call(match[1], match[3])
+            content = message.get("content")
+            self.check.result(match[2], index, _failed(message), where, content, unnamed=unnamed)
             return
         own = result_id or name
         self.check.result(own, index, _failed(message), where, message.get("content"))

@@ -7,6 +7,7 @@ its events (answering, a log line), bounded in time.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -410,3 +411,53 @@ def test_issued_calls_in_redis_hold_the_time_and_name_only_and_expire(redis_serv
         client.close()
     assert a.state.answer(["call_2", "call_9"]) == {}  # unreadable or unknown: not timed
     assert a.state.answer(["call_1"]) == {"call_1": ("get_weather", T0 + 1.25)}
+
+
+GEMINI = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent"
+
+
+def gemini(contents: list, parts: list, start: float, end: float) -> Exchange:
+    """A generateContent exchange, its response's parts these."""
+    body = {"candidates": [{"content": {"role": "model", "parts": parts},
+                            "finishReason": "STOP"}], "modelVersion": "gemini-2.5-flash"}  # fmt: skip
+    tools = [{"functionDeclarations": [{"name": "get_weather"}]}]
+    return Exchange(
+        method="POST", url=GEMINI, status=200, response_headers={"content-type": "application/json"},
+        request_body=json.dumps({"contents": contents, "tools": tools}).encode(),
+        response_body=json.dumps(body).encode(), request_start=T0 + start, response_end=T0 + end,
+    )  # fmt: skip
+
+
+ASK = {"role": "user", "parts": [{"text": "Weather in Paris?"}]}
+CALL = {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}}  # no id
+
+
+def answer_by_name(at: float) -> Exchange:
+    response = {"functionResponse": {"name": "get_weather", "response": {"temp": 12}}}
+    history = [ASK, {"role": "model", "parts": [CALL]}, {"role": "user", "parts": [response]}]
+    return gemini(history, [{"text": "12C."}], at, at + 1)
+
+
+def test_a_call_with_no_id_is_timed_by_its_name_and_arguments_in_the_history():
+    session = Session()
+    session.inspect(gemini([ASK], [CALL], 0, 1))
+    verdict = session.inspect(answer_by_name(3.5))
+    assert [(t.call_id, t.name, t.waited_ms) for t in verdict.tool_times] == [
+        ("get_weather", "get_weather", 2500.0)
+    ]
+
+
+def test_two_calls_alike_with_no_id_before_an_answer_are_timed_by_neither():
+    # Two conversations ask the same: no answer can say which call it answers.
+    for state in (LocalState(), None):
+        session = Session(state=state) if state is not None else Session()
+        session.inspect(gemini([ASK], [CALL], 0, 1))
+        session.inspect(gemini([ASK], [CALL], 0.5, 1.5))
+        assert session.inspect(answer_by_name(3.5)).tool_times == []
+
+
+def test_two_replicas_do_not_time_calls_alike_with_no_id(redis_server):
+    a, b = Replica(redis_server.url), Replica(redis_server.url)
+    Session(state=a.state).inspect(gemini([ASK], [CALL], 0, 1))
+    Session(state=b.state).inspect(gemini([ASK], [CALL], 0.5, 1.5))
+    assert Session(state=a.state).inspect(answer_by_name(3.5)).tool_times == []
