@@ -170,20 +170,36 @@ def _ms(start: float | None, end: float | None) -> float | None:
 
 def _blockers(turn: Turn, limits: Limits) -> list[str]:
     """Why strict tools or a strict format could have been refused, by the API's own rules. Pure."""
+    # A server that holds schemas whatever strict says has its own subset, not the API's.
     found: list[str] = []
-    for tool in turn.tools:
+    for tool in [] if turn.calls_held else turn.tools:
         if tool.strict is True and tool.parameters is not None:
             found.extend(
                 f"tool {tool.name}: {b}"
                 for b in subsets.blockers(turn.api, tool.parameters, limits)
             )
     kind, name, strict, declared = schema.declared_format(turn.as_response())
-    if kind == "json_schema" and strict is True:
+    if kind == "json_schema" and strict is True and not turn.format_held:
         label = f"format {name}" if name else "format"
         found.extend(
             f"{label}: {b}" for b in subsets.blockers(turn.api, declared, limits, tool=False)
         )
     return found
+
+
+def _held_details(
+    turn: Turn, state: str, detail: str, format_state: str, format_detail: str
+) -> tuple[str, str]:
+    """The states' explanations where the server holds schemas whatever strict says: no tool
+    or format need be declared strict for it to hold them. Pure."""
+    if turn.calls_held and state == "strict-serialised":
+        detail = (
+            "the provider holds every call to its tool's schema, strict or not, and documents "
+            "no conflict with parallel calls. The guarantee holds."
+        )
+    if turn.format_held and format_state == "enforced":
+        format_detail = "the server holds a json_schema format to its schema, strict or not."
+    return detail, format_detail
 
 
 def _lost_arguments(calls: list[Call]) -> list[Call]:
@@ -491,7 +507,7 @@ def inspect(
     projection = turn.as_response()
     reading = dialect(api)
     state, detail = parallel.classify(
-        projection, parallel_voids_strict=reading.parallel_voids_strict
+        projection, parallel_voids_strict=reading.parallel_voids_strict and not turn.calls_held
     )
     if state == "no-tools" and turn.tools and not turn.callable_tools():
         detail = (
@@ -499,6 +515,7 @@ def inspect(
             "so no call could be at risk"
         )
     format_state, format_detail = schema.classify(projection)
+    detail, format_detail = _held_details(turn, state, detail, format_state, format_detail)
     loose = [
         (t.name, t.parameters)
         for t in turn.callable_tools()

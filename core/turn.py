@@ -120,6 +120,12 @@ class Turn:
     # The tools hosted servers listed (namespace: the server), for those calls' arguments.
     hosted_tools: list[Tool] = field(default_factory=list)
     hosted_results: list[HostedResult] = field(default_factory=list)
+    # The provider holds every call to its tool's schema, `strict` or not, and documents no
+    # conflict with parallel calls (xAI's Grok models).
+    calls_held: bool = False
+    # The server holds a json_schema format to its schema, `strict` or not (xAI's; Ollama's
+    # and llama.cpp's, which sample under a grammar built from it).
+    format_held: bool = False
 
     def tool(self, call: ToolCall) -> Tool | None:
         """The declared tool a call is for: by namespace and name, else by name alone.
@@ -155,7 +161,12 @@ class Turn:
         """
         response: dict[str, Any] = {
             "tools": [
-                {"type": t.type, "name": t.name, "strict": t.strict, "parameters": t.parameters}
+                {
+                    "type": t.type,
+                    "name": t.name,
+                    "strict": True if self.calls_held else t.strict,
+                    "parameters": t.parameters,
+                }
                 for t in self.callable_tools()
             ],
             "output": [
@@ -170,8 +181,18 @@ class Turn:
         if self.parallel_tool_calls is not None:
             response["parallel_tool_calls"] = self.parallel_tool_calls
         if self.output_format:
-            response["text"] = {"format": self.output_format}
+            held = self.format_held
+            response["text"] = {"format": _held(self.output_format) if held else self.output_format}
         return response
+
+
+def _held(output_format: dict[str, Any]) -> dict[str, Any]:
+    """A Chat json_schema format as a server that holds it to its schema applies it: strict.
+    Only where Chat nests it (under json_schema): a schema beside it is read by none. Pure."""
+    nested = output_format.get("json_schema")
+    if output_format.get("type") != "json_schema" or not isinstance(nested, dict):
+        return output_format
+    return {**output_format, "json_schema": {**nested, "strict": True}}
 
 
 _PLACEHOLDER = re.compile(r"\w+\[\d+\]\Z")

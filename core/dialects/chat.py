@@ -6,6 +6,7 @@ alternative completions, not parallel calls, so choice 0 is read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +15,16 @@ from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import Tool, ToolCall, Turn, callable_names, make_call
 from .base import Dialect, Prior, role_text
+
+# xAI's Grok models, asked directly or through a gateway (OpenRouter's x-ai/...): xAI holds every
+# tool call and a json_schema format to its schema, `strict` or not ("the strict flag is
+# implicitly always true", its Structured Outputs guide), and documents no conflict with
+# parallel calls.
+_XAI = re.compile(r"(?:x-ai/)?grok-")
+# Servers that sample under a grammar built from a json_schema format's schema, `strict` or
+# not, named by the system_fingerprint they answer with: Ollama's OpenAI-compatible API
+# ("fp_ollama") and llama.cpp's server (its build, "b5379-360a9c98").
+_GRAMMAR = re.compile(r"fp_ollama|b\d+-[0-9a-f]+")
 
 
 def recognise(method: str, path: str) -> bool:
@@ -69,9 +80,12 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         )
         if present
     ]
+    model = as_str(response.get("model")) or as_str(request.get("model"))
+    xai = _XAI.match(model) is not None
+    grammar = _GRAMMAR.fullmatch(as_str(response.get("system_fingerprint"))) is not None
     return Turn(
         api="chat",
-        model=as_str(response.get("model")) or as_str(request.get("model")) or None,
+        model=model or None,
         response_id=as_str(response.get("id")) or None,
         tools=_tools(request),
         parallel_tool_calls=as_bool(request.get("parallel_tool_calls")),
@@ -80,6 +94,8 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         awaiting=[c.call_id for c in calls if c.call_id],
         output_types=types,
         callable_names=callable_names(_tool_choice(request)),
+        calls_held=xai,
+        format_held=xai or grammar,
     )
 
 
@@ -122,6 +138,12 @@ class Assembler(StreamAssembler):
         )
 
     def event(self, chunk: Mapping[str, Any]) -> None:
+        # The tokens spent are said even beside an error (OpenRouter's last chunk has both).
+        usage, groq = chunk.get("usage"), chunk.get("x_groq")
+        if usage:
+            self.usage = usage
+        elif isinstance(groq, dict) and groq.get("usage"):  # Groq's last chunk says it there
+            self.usage = groq["usage"]
         if chunk.get("error"):
             self.error(chunk)
             return
@@ -129,11 +151,6 @@ class Assembler(StreamAssembler):
             for key in HEAD:
                 if chunk.get(key) and key not in self.head:
                     self.head[key] = chunk[key]
-        usage, groq = chunk.get("usage"), chunk.get("x_groq")
-        if usage:
-            self.usage = usage
-        elif isinstance(groq, dict) and groq.get("usage"):  # Groq's last chunk says it there
-            self.usage = groq["usage"]
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
             if isinstance(choice, dict):

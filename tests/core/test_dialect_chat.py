@@ -5,6 +5,7 @@ import json
 import pytest
 from support.captures import text
 
+from tooltap.core import Exchange, inspect
 from tooltap.core.dialects import chat
 
 
@@ -397,3 +398,90 @@ def test_the_loops_repairs_name_chats_id_field():
         "a tool that failed still gets a result describing the failure, or the API rejects the "
         "request."
     )
+
+
+# --- a provider that holds schemas, strict or not (xAI) -------------------------------------
+
+
+def exchange(model, status=200, calls=2, answered_by=None, fingerprint=None, **strict):
+    """A Chat exchange declaring a tool and a json_schema format without strict (unless given),
+    whose response makes `calls` calls of the tool."""
+    request = {
+        "model": model,
+        "messages": [{"role": "user", "content": "date, then pwd"}],
+        "tools": [{"type": "function", "function": {"name": "system", **strict, "parameters": {
+            "type": "object", "properties": {"command": {"type": "string"}}}}}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "Out", "schema": {
+            "type": "object", "properties": {"answer": {"type": "string"}}}}},
+    }  # fmt: skip
+    made = [{"id": f"call_{i}", "type": "function",
+             "function": {"name": "system", "arguments": '{"command":"date"}'}}
+            for i in range(calls)]  # fmt: skip
+    response = (
+        {"model": answered_by or model, "system_fingerprint": fingerprint, "choices": [{
+            "index": 0, "message": {"role": "assistant", "tool_calls": made},
+            "finish_reason": "tool_calls"}]}
+        if status == 200
+        else {"error": {"message": "Incorrect API key provided", "type": "invalid_request"}}
+    )  # fmt: skip
+    return Exchange(
+        method="POST",
+        url="https://api.x.ai/v1/chat/completions",
+        request_body=json.dumps(request).encode(),
+        status=status,
+        response_headers={"content-type": "application/json"},
+        response_body=json.dumps(response).encode(),
+    )
+
+
+def test_grok_holds_every_call_and_a_json_schema_format_strict_or_not():
+    held = inspect(exchange("grok-4-0709"))
+    assert (held.state, held.format_state) == ("strict-serialised", "enforced")
+    assert "strict or not" in held.detail and "strict or not" in held.format_detail
+    assert not [r for r in held.repairs if "strict" in r]
+    # Through a gateway, named as OpenRouter names it; the response's model is the one read.
+    assert inspect(exchange("x-ai/grok-4")).format_state == "enforced"
+    assert inspect(exchange("grok", answered_by="grok-3-mini")).state == "strict-serialised"
+    # Any other model on Chat Completions: strict absent is no guarantee, as OpenAI's API says.
+    loose = inspect(exchange("gpt-4o"))
+    assert (loose.state, loose.format_state) == ("fanout-no-strict", "advisory-schema")
+    assert inspect(exchange("grok-4-0709", calls=1)).state == "strict-serialised"
+
+
+def test_a_refusal_from_grok_is_not_explained_by_openais_strict_subset():
+    for strict in ({}, {"strict": True}):
+        refused = inspect(exchange("grok-4-0709", status=400, **strict))
+        assert refused.rejected is not None and refused.rejected.blockers == []
+    # OpenAI's own refusal of the same strict tool is explained by OpenAI's subset.
+    blockers = inspect(exchange("gpt-4o", status=400, strict=True)).rejected.blockers
+    assert blockers[0] == "tool system: $: needs additionalProperties: false"
+
+
+@pytest.mark.parametrize("fingerprint", ["fp_ollama", "b5379-360a9c98"])
+def test_ollama_and_llama_cpp_hold_a_json_schema_format_by_grammar_strict_or_not(fingerprint):
+    # Ollama's OpenAI-compatible API and llama.cpp's server, named by their fingerprint, build a
+    # grammar from the format's schema; their tool calls are held to nothing.
+    fanout = inspect(exchange("qwen3", fingerprint=fingerprint))
+    # Beside its loose tools the format is strict and the calls are not, as the server runs them.
+    assert (fanout.state, fanout.format_state) == ("fanout-no-strict", "advisory-tools")
+    alone = exchange("qwen3", fingerprint=fingerprint, calls=0)
+    request = json.loads(alone.request_body)
+    del request["tools"]
+    held = inspect(alone.model_copy(update={"request_body": json.dumps(request).encode()}))
+    assert (held.state, held.format_state) == ("no-tools", "enforced")
+    assert held.format_detail.startswith("the server holds a json_schema format to its schema")
+    for other in (None, "fp_44709d6fcb", "b5379"):
+        assert inspect(exchange("qwen3", fingerprint=other)).format_state == "advisory-schema"
+
+
+def test_a_stream_names_its_server_by_the_fingerprint_its_chunks_carry():
+    assembler = assemble(
+        {"id": "chatcmpl-1", "model": "qwen3", "system_fingerprint": "fp_ollama", **delta(
+            role="assistant", content='{"answer": "Paris"}')},
+        delta(finish="stop"),
+        done=True,
+    )  # fmt: skip
+    request = {"response_format": {"type": "json_schema", "json_schema": {"name": "Out",
+               "schema": {"type": "object"}}}}  # fmt: skip
+    assert chat.read_turn(request, assembler.result()).format_held
+    assert not chat.read_turn(request, {}).format_held

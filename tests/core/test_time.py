@@ -286,6 +286,21 @@ def test_groqs_stream_says_its_usage_under_x_groq_and_it_is_read():
     assert verdict.usage == {"input_tokens": 30, "output_tokens": 2}
 
 
+def test_a_chat_stream_that_ends_in_an_error_still_counts_the_tokens_it_says_were_used():
+    # OpenRouter's last chunk: the upstream's error, and the usage it was billed, together.
+    usage = {"prompt_tokens": 43, "completion_tokens": 10,
+             "completion_tokens_details": {"reasoning_tokens": 11}}  # fmt: skip
+    error = {"error": {"code": 400, "message": "Token limit reached"}, "usage": usage}
+    pieces = [
+        events(chunk({"role": "assistant", "content": "", "reasoning": "Hi"}, "length")),
+        events(chunk({"content": ""}) | error),
+        b"data: [DONE]\n\n",
+    ]
+    verdict = inspect(streamed(CHAT, pieces, [T0 + 0.1, T0 + 0.2, T0 + 0.3]))
+    assert [e.message for e in verdict.stream_errors] == ["Token limit reached"]
+    assert verdict.usage == {"input_tokens": 43, "output_tokens": 10, "reasoning_tokens": 11}
+
+
 # --- overdue: a call a session still owes past the deadline ------------------------------------
 
 

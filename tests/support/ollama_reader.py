@@ -11,12 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from support.realworld_reader import Call, compact
-
-
-def lines(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """The JSON objects the response body holds, in order."""
-    return [json.loads(line) for line in record["response_body"].split("\n") if line.strip()]
+from support.realworld_reader import ollama_calls
+from support.realworld_reader import ollama_lines as lines
 
 
 def streamed(record: dict[str, Any]) -> bool:
@@ -33,14 +29,7 @@ def text(record: dict[str, Any], key: str) -> str:
     return "".join(out)
 
 
-def expected_calls(record: dict[str, Any]) -> list[Call]:
-    calls: list[Call] = []
-    for line in lines(record):
-        for call in (line.get("message") or line).get("tool_calls") or []:
-            function = call["function"]
-            call_id = call.get("id") or f"tool_calls[{len(calls)}]"
-            calls.append((call_id, function["name"], compact(function.get("arguments"))))
-    return calls
+expected_calls = ollama_calls  # read as the real-world corpus reads Ollama's lines
 
 
 def error_message(record: dict[str, Any]) -> str:

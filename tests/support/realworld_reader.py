@@ -1,6 +1,7 @@
 """The client tool calls in one recorded exchange, read without tooltap; or the hosted MCP
-calls the provider ran inside the turn (Responses `mcp_call`, Anthropic `mcp_tool_use`).
-Chat Completions, Responses, Anthropic Messages and Cohere's v2 chat.
+calls the provider ran inside the turn (Responses `mcp_call`, Anthropic `mcp_tool_use`); and the
+tokens the response says it used.
+Chat Completions, Responses, Anthropic Messages, Cohere's v2 chat and Ollama's own API.
 
 Deliberately small and plain: the real-world corpus test compares tooltap's
 calls with what this reader finds, so this must not share any code with
@@ -18,9 +19,10 @@ Call = tuple[str, str, str]
 # The calls read, by item or block type: (the key of its id, the key of its arguments).
 CLIENT = {"function_call": ("call_id", "arguments"), "custom_tool_call": ("call_id", "input")}
 HOSTED = {"mcp_call": ("id", "arguments")}
+RETRIEVED = re.compile(r"/responses/resp_[^/]+$")
 
 
-def dialect(url: str) -> str | None:
+def dialect(url: str, method: str = "POST") -> str | None:
     path = urlsplit(url).path.rstrip("/")
     for suffix, name in (
         ("/chat/completions", "chat"),
@@ -30,6 +32,11 @@ def dialect(url: str) -> str | None:
     ):
         if path.endswith(suffix):
             return name
+
+    if path.endswith(("/api/chat", "/api/generate")):
+        return "ollama"
+    if method == "GET" and RETRIEVED.search(path):
+        return "responses"  # a stored response read back: the same body as the POST's
     return None
 
 
@@ -185,14 +192,34 @@ def cohere_stream(events: list[Any]) -> list[Call]:
     return [(c["id"], c["name"], c["args"]) for _, c in sorted(calls.items())]
 
 
+def ollama_lines(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Ollama's answer: one JSON object, or one per line (a stream)."""
+    return [json.loads(line) for line in record["response_body"].split("\n") if line.strip()]
+
+
+def ollama_calls(record: dict[str, Any]) -> list[Call]:
+    """Each call arrives whole on a line; one with no id is named by its place."""
+    calls: list[Call] = []
+    for line in ollama_lines(record):
+        for call in (line.get("message") or line).get("tool_calls") or []:
+            function = call["function"]
+            call_id = call.get("id") or f"tool_calls[{len(calls)}]"
+            calls.append((call_id, function["name"], compact(function.get("arguments"))))
+    return calls
+
+
 def expected_calls(
     record: dict[str, Any], notes: list[str] | None = None, hosted: bool = False
 ) -> list[Call]:
     """The client tool calls the model made in this exchange's response, in order; with hosted,
     the MCP calls the provider ran in it instead (Chat has none)."""
     notes = [] if notes is None else notes
-    api = dialect(record["url"])
+    api = dialect(record["url"], record["method"])
     kinds, block = (HOSTED, "mcp_tool_use") if hosted else (CLIENT, "tool_use")
+    if api is None:
+        return []
+    if api == "ollama":
+        return [] if hosted else ollama_calls(record)
     if is_stream(record):
         events = sse_events(record["response_body"])
         if api == "responses":
@@ -210,6 +237,85 @@ def expected_calls(
     if api == "cohere":
         return [] if hosted else cohere_body(body)
     return messages_body(body, block) if api == "messages" else []
+
+
+def _count(value: Any) -> int | None:
+    """A token count as the API gave it: a whole number, else none (never 0 for unknown)."""
+    whole = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return value if whole else None
+
+
+def _tokens(*counts: Any) -> dict[str, int]:
+    """Input, output, cached input and reasoning tokens, by the log's names, where given."""
+    names = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")
+    return {name: n for name, n in zip(names, map(_count, counts), strict=False) if n is not None}
+
+
+def _openai_tokens(usage: Any, spent: str, made: str) -> dict[str, int]:
+    """Chat's prompt_tokens and completion_tokens, or Responses' input_tokens and
+    output_tokens, each with its `_details`."""
+    usage = usage or {}
+    return _tokens(
+        usage.get(spent),
+        usage.get(made),
+        (usage.get(f"{spent}_details") or {}).get("cached_tokens"),
+        (usage.get(f"{made}_details") or {}).get("reasoning_tokens"),
+    )
+
+
+def _anthropic_tokens(usage: dict[str, Any]) -> dict[str, int]:
+    """input_tokens counts only what the cache did not hold: the input is it with the cache's
+    reads and writes."""
+    read, written = usage.get("cache_read_input_tokens"), usage.get("cache_creation_input_tokens")
+    spent = usage.get("input_tokens")
+    if _count(spent) is not None:
+        spent += sum(n for n in (read, written) if _count(n) is not None)
+    return _tokens(spent, usage.get("output_tokens"), read)
+
+
+def expected_usage(record: dict[str, Any]) -> dict[str, int]:
+    """The tokens a 2xx response says it used: input (cached ones included), output (reasoning
+    included), cached input and reasoning, each only where the response gives it. A stream says
+    them in its last chunk with usage (Groq's under x_groq), its final response, Anthropic's
+    message_start and message_delta, or Cohere's message-end."""
+    api = dialect(record["url"], record["method"])
+    if api == "ollama":
+        last = ollama_lines(record)[-1]
+        return _tokens(last.get("prompt_eval_count"), last.get("eval_count"))
+    if api is None:
+        return {}
+    if not is_stream(record):
+        body = json.loads(record["response_body"])
+    elif api == "cohere":  # message-end says it
+        ends = [e for e in sse_events(record["response_body"]) if e.get("type") == "message-end"]
+        body = (ends[-1].get("delta") or {}) if ends else {}
+    elif api == "chat":
+        usage = None
+        for chunk in sse_events(record["response_body"]):
+            usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage") or usage
+        body = {"usage": usage}
+    elif api == "responses":
+        final = [e["response"] for e in sse_events(record["response_body"])
+                 if e.get("type") in ("response.completed", "response.incomplete",
+                                      "response.failed")]  # fmt: skip
+        body = final[-1] if final else {}
+    else:
+        usage = {}
+        for event in sse_events(record["response_body"]):
+            said = (event.get("message") or {}).get("usage") or event.get("usage") or {}
+            usage |= {name: n for name, n in said.items() if n is not None}
+        body = {"usage": usage}
+    if api == "chat":
+        return _openai_tokens(body.get("usage"), "prompt_tokens", "completion_tokens")
+    if api == "responses":
+        return _openai_tokens(body.get("usage"), "input_tokens", "output_tokens")
+    if api == "cohere":  # tokens is what the model read and wrote; billed_units what was billed
+        usage = body.get("usage") or {}
+        used = usage.get("tokens") or {}
+        return _tokens(
+            used.get("input_tokens"), used.get("output_tokens"), usage.get("cached_tokens")
+        )
+    return _anthropic_tokens(body.get("usage") or {})
 
 
 def error_message(record: dict[str, Any]) -> str | None:

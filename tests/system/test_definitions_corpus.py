@@ -1,6 +1,6 @@
 """The recorded corpora (tests/corpus: every JSONL file of exchanges, the wire cassettes) read
 for tool definitions as one audit reads them: every definition fingerprinted, the changes that
-are there said (a public MCP server that rewrote its tools; two recordings whose application
+are there said (a public MCP server that rewrote its tools; three recordings whose application
 changed a schema between calls), and no hidden text, which real recordings do not hold."""
 
 from __future__ import annotations
@@ -27,13 +27,14 @@ def test_the_corpus_holds_these_definitions_and_changes_and_no_hidden_text():
     verdicts += [v for _, v in session.finish()]
     declared = [d for v in verdicts if v.definitions for d in v.definitions.declared]
     changes = [c for v in verdicts for c in v.tool_changes]
-    assert len(verdicts) == 3179
-    assert (len(declared), len({d.fingerprint for d in declared})) == (4047, 624)
-    assert Counter(d.origin.kind for d in declared) == {"app": 4014, "mcp": 33}
+    assert len(verdicts) == 4213
+    assert (len(declared), len({d.fingerprint for d in declared})) == (4321, 673)
+    assert Counter(d.origin.kind for d in declared) == {"app": 4288, "mcp": 33}
     assert sorted((c.server or "app", c.tool) for c in changes) == [
         ("DeepWiki", "ask_question"),
         ("DeepWiki", "read_wiki_contents"),
         ("DeepWiki", "read_wiki_structure"),
+        ("app", "Output"),  # Adala's two skills, each its own Output tool, in one recording
         ("app", "_structured_tool_call"),
         ("app", "get_current_weather"),
     ]
