@@ -28,8 +28,8 @@ def test_the_corpus_holds_these_definitions_and_changes_and_no_hidden_text():
     declared = [d for v in verdicts if v.definitions for d in v.definitions.declared]
     changes = [c for v in verdicts for c in v.tool_changes]
     assert len(verdicts) == 4213
-    assert (len(declared), len({d.fingerprint for d in declared})) == (4321, 673)
-    assert Counter(d.origin.kind for d in declared) == {"app": 4288, "mcp": 33}
+    assert (len(declared), len({d.fingerprint for d in declared})) == (4358, 686)
+    assert Counter(d.origin.kind for d in declared) == {"app": 4325, "mcp": 33}
     assert sorted((c.server or "app", c.tool) for c in changes) == [
         ("DeepWiki", "ask_question"),
         ("DeepWiki", "read_wiki_contents"),

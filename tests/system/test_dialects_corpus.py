@@ -84,7 +84,7 @@ FIGURES: dict[str, dict[str, Any]] = {
             ("anthropic", "invoke"): [("messages", 1, 0)],
         },
         "calls": 0, "not whole": [],
-        "unread": {"not a tool-calling endpoint": 1},  # Gemini's embedContent
+        "unread": {"Gemini's token count or embeddings: it makes no tool calls, and is not read": 1},  # Gemini's embedContent
     },
 }  # fmt: skip
 
