@@ -99,8 +99,12 @@ def client(proxy: Proxy, scenario: str) -> ollama.Client:
     return ollama.Client(host=proxy.url, headers={"x-scenario": scenario})
 
 
+PER_RUN = ("timestamp", "inspect_ms", "exchange", "duration_ms", "first_token_ms")
+
+
 def without_clock(event: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in event.items() if k not in ("timestamp", "inspect_ms")}
+    """The line without what differs from run to run (times, the exchange's random id)."""
+    return {k: v for k, v in event.items() if k not in PER_RUN}
 
 
 def test_a_streamed_turn_passes_line_by_line_and_logs_both_calls_and_the_bad_argument(
@@ -120,6 +124,8 @@ def test_a_streamed_turn_passes_line_by_line_and_logs_both_calls_and_the_bad_arg
         "model": MODEL, "response_id": None, "outcome": "inspected", "reason": None,
         "state": "fanout-no-strict", "format_state": "free-text", "calls": 2,
         "duplicates": {"get_weather": 2}, "unchecked": [],
+        "findings": ["fanout-no-strict", "argument-schema"],
+        "input_tokens": 169, "output_tokens": 31,
         "repairs": [
             "no schema guarantee was in place to lose. Validate tool arguments in your own "
             "handler, or where one answer is wanted, ask for it with format (a JSON schema "
@@ -134,11 +140,11 @@ def test_a_streamed_turn_passes_line_by_line_and_logs_both_calls_and_the_bad_arg
     }  # fmt: skip
     assert [without_clock(c) for c in calls] == [
         {"event": "tool_call", "level": "info", "api": "ollama", "transport": "http",
-         "response_id": None, "call_id": "call_ab12cd34", "name": "get_weather",
+         "response_id": None, "model": MODEL, "path": "/api/chat", "call_id": "call_ab12cd34", "name": "get_weather",
          "arguments_raw": '{"city":"Paris","units":"c"}', "parse_error": None,
          "schema_errors": [], "schema_problem": None},
         {"event": "tool_call", "level": "warning", "api": "ollama", "transport": "http",
-         "response_id": None, "call_id": "call_q2m7x0ta", "name": "get_weather",
+         "response_id": None, "model": MODEL, "path": "/api/chat", "call_id": "call_q2m7x0ta", "name": "get_weather",
          "arguments_raw": '{"city":"Rome","units":"kelvin"}', "parse_error": None,
          "schema_errors": [{"path": "$.units", "message": '"kelvin" is not one of "c" or "f"'}],
          "schema_problem": None},
@@ -245,7 +251,7 @@ def test_an_error_line_inside_the_stream_is_logged_with_the_servers_words(proxy)
     (error,) = proxy.wait_for("stream_error", 1, since=mark)
     assert without_clock(error) == {
         "event": "stream_error", "level": "warning", "api": "ollama", "response_id": None,
-        "type": "", "message": MID_STREAM,
+        "model": MODEL, "path": "/api/chat", "type": "", "message": MID_STREAM,
     }  # fmt: skip
     assert (turn["status"], turn["calls"]) == (200, 1)
     # The client raises at the error line and hangs up; whether the proxy saw that before the

@@ -66,7 +66,7 @@ DEMO_FLOWS = [
         " failure(s); no finding (no-strict-declared); no finding (no-strict-declared)",
     ),
     ("/api/chat", RED, "tooltap: fanout-no-strict, argument-schema, unanswered-call"),
-    ("/v2/chat", RED, "tooltap: empty-result"),
+    ("/v2/chat", RED, "tooltap: empty-result, 1 stream error(s)"),
 ]
 # The MCP steps' flows, after the others, each but the GETs that open a session's own event
 # stream: no exchange tooltap reads, left unannotated (a client may open one or more, before or
@@ -423,7 +423,8 @@ def test_in_a_browser_the_strict_void_flow_is_marked_its_view_readable_and_the_f
             page.keyboard.press("Enter")
             expect(rows).to_have_count(2)
             comments = rows.locator(".col-comment").all_inner_texts()
-            assert comments == [
+            # The column shows the comment's lines run together: the findings, then the times.
+            assert [c.split(TIME)[0].rstrip() for c in comments] == [
                 "tooltap: strict-void",
                 "tooltap: strict-void; strict-at-risk, unanswered-call",
             ]
@@ -494,4 +495,5 @@ def test_plain_mitmweb_with_the_script_marks_and_comments_too():
             step = next(s for s in STEPS if s.name == "chat-fanout")
             step.call(Clients(proxy.url, {"x-demo-step": step.name}))
             (flow,) = Web(proxy.web_url or "").annotated(1)
-    assert (flow["marked"], flow["comment"]) == (RED, "tooltap: strict-void")
+    assert (flow["marked"], findings(flow["comment"])) == (RED, "tooltap: strict-void")
+    assert flow["comment"].splitlines()[1].startswith(f"{TIME}model ")
