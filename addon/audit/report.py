@@ -181,9 +181,9 @@ class Report:
         if self.format == "github":
             if over:
                 self._command("error", "tooltap: exposure over budget", exposure, None)
-            self._command("notice", "tooltap audit", self._counts() + "; " + exposure, None)
-            if said := self.times.text():
+            if said := self.times.text():  # before the counts, which stay the last line
                 self._command("notice", "tooltap time", "\n".join(said), None)
+            self._command("notice", "tooltap audit", self._counts() + "; " + exposure, None)
             return
         if rate is None:
             self.line(

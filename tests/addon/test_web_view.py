@@ -103,7 +103,9 @@ async def test_a_200_stream_that_carried_the_apis_error_is_marked_and_says_so(we
                      headers=(("content-type", "text/event-stream"),), host="api.cohere.com")  # fmt: skip
     await annotated(annotations, flow)
     assert flow.marked == ":yellow_circle:"
-    assert flow.comment == "tooltap: no finding (no-tools), 1 stream error(s)"
+    findings, times = flow.comment.splitlines()
+    assert findings == "tooltap: no finding (no-tools), 1 stream error(s)"
+    assert times.startswith("tooltap time: model ")
     lines = pretty(flow).text.splitlines()
     assert "  INVALID_TOOL_GENERATION: invalid tool generation" in lines
 

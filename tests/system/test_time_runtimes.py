@@ -198,7 +198,9 @@ class Ran:
 
 
 def drive(runtime: Runtime, python: Path, proxy: Proxy) -> dict[str, Any]:
-    command = [str(python), str(SUPPORT / "time_drive.py"), runtime.name, f"{proxy.url}/v1",
+    # -P: the script's folder (tests/support, whose agents.py is the tests' own) stays off
+    # sys.path, so `import agents` is the OpenAI Agents SDK.
+    command = [str(python), "-P", str(SUPPORT / "time_drive.py"), runtime.name, f"{proxy.url}/v1",
                f"http://127.0.0.1:{proxy.ports[1]}/mcp"]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
