@@ -14,7 +14,7 @@ from typing import Any
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
 from .definitions import DefinitionCache, HiddenText, declared_in, hidden_in, served_in
-from .dialects import dialect, path_of, shared_path, streamed_path
+from .dialects import detect_on, dialect, path_of, shared_on, streamed_path
 from .dialects.base import Serve
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .eventstream import looks_like_eventstream
@@ -27,7 +27,7 @@ from .shapes import as_dict
 from .stream import ApiError, Framing, StreamReader, api_error
 from .unread import unread_reason
 from .verdict import Outcome, Rejected, Scope, Verdict
-from .wire import Api, Turn, check_loop, detect_api, read_turn
+from .wire import Api, Turn, check_loop, read_turn
 
 __all__ = [
     "REQUEST_HEADERS",
@@ -349,8 +349,9 @@ def inspect(
     definition_cache keep what one exchange compiled or read for the next: the
     verdict is the same without them.
     """
-    path = path_of(exchange.url) or ""
-    shared = None if exchange.api else shared_path(exchange.method, exchange.url)
+    parsed = path_of(exchange.url)  # once: the routing below reads the path, not the URL
+    path = parsed or ""
+    shared = None if exchange.api or parsed is None else shared_on(exchange.method, parsed)
     if shared is not None:  # the model the path names, or the body's shape, says who reads it
         request = _read_request(exchange)
         chosen = shared.reading(path, request.value if isinstance(request.value, dict) else None)
@@ -360,7 +361,9 @@ def inspect(
             return _not_read(exchange, chosen.why, chosen.model)
         api, named = chosen.api, chosen.model
     else:
-        known = exchange.api or detect_api(exchange.method, exchange.url, exchange.request_body)
+        known = exchange.api or (
+            None if parsed is None else detect_on(exchange.method, parsed, exchange.request_body)
+        )
         if known is None:
             return _not_read(exchange, unread_reason(path))
         api = known
@@ -472,10 +475,11 @@ def inspect(
     # What the model read of the tools: the request's declarations (an echo may restate them),
     # with the lists hosted servers gave inside the turn. A retrieval (GET) declares nothing new.
     declared: Turn | None = turn
+    echoed = dialect(api).declared_tools
     if exchange.method.upper() == "GET":
         declared = None
-    elif dialect(api).echoes_tools:
-        declared = read_turn(api, request.value, {})
+    elif echoed is not None:
+        declared = Turn(api=api, tools=echoed(as_dict(request.value)))
     instructions = dialect(api).instructions
     definitions = declared_in(
         declared, turn, url=exchange.url, cache=definition_cache,
