@@ -222,14 +222,14 @@ def tokens(
     output reasoning tokens, as OpenTelemetry's GenAI conventions have them. A count the API
     did not give, or gave as no whole number, is left out: never 0 for unknown. Pure."""
     counted = {}
-    if _count(input) is not None:
-        counted["input_tokens"] = input
-    if _count(output) is not None:
-        counted["output_tokens"] = output
-    if cached is not None and _count(cached) is not None:
-        counted["cached_input_tokens"] = cached
-    if reasoning is not None and _count(reasoning) is not None:
-        counted["reasoning_tokens"] = reasoning
+    for name, value in (
+        ("input_tokens", input),
+        ("output_tokens", output),
+        ("cached_input_tokens", cached),
+        ("reasoning_tokens", reasoning),
+    ):
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:  # as _count
+            counted[name] = value
     return counted
 
 
