@@ -87,7 +87,9 @@ class ToolList:
     names: list[str]
 
 
-@dataclass(frozen=True, slots=True)
+# Read-only once made, not frozen: one is made per exchange, and a frozen dataclass sets each
+# field through object.__setattr__.
+@dataclass(slots=True)
 class ToolDefinitions:
     """The definitions one exchange carried, with what its caller needs to pin them."""
 

@@ -14,7 +14,7 @@ from typing import Any
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
 from .definitions import DefinitionCache, HiddenText, declared_in, hidden_in, served_in
-from .dialects import dialect, path_of, shared_path, streamed_path
+from .dialects import detect_on, dialect, path_of, shared_on, streamed_path
 from .dialects.base import Serve
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .eventstream import looks_like_eventstream
@@ -27,7 +27,7 @@ from .shapes import as_dict
 from .stream import ApiError, Framing, StreamReader, api_error
 from .unread import unread_reason
 from .verdict import Outcome, Rejected, Scope, Verdict
-from .wire import Api, Turn, check_loop, detect_api, read_turn
+from .wire import Api, Turn, read_turn
 
 __all__ = [
     "REQUEST_HEADERS",
@@ -349,8 +349,9 @@ def inspect(
     definition_cache keep what one exchange compiled or read for the next: the
     verdict is the same without them.
     """
-    path = path_of(exchange.url) or ""
-    shared = None if exchange.api else shared_path(exchange.method, exchange.url)
+    parsed = path_of(exchange.url)  # once: the routing below reads the path, not the URL
+    path = parsed or ""
+    shared = None if exchange.api or parsed is None else shared_on(exchange.method, parsed)
     if shared is not None:  # the model the path names, or the body's shape, says who reads it
         request = _read_request(exchange)
         chosen = shared.reading(path, request.value if isinstance(request.value, dict) else None)
@@ -360,7 +361,9 @@ def inspect(
             return _not_read(exchange, chosen.why, chosen.model)
         api, named = chosen.api, chosen.model
     else:
-        known = exchange.api or detect_api(exchange.method, exchange.url, exchange.request_body)
+        known = exchange.api or (
+            None if parsed is None else detect_on(exchange.method, parsed, exchange.request_body)
+        )
         if known is None:
             return _not_read(exchange, unread_reason(path))
         api = known
@@ -375,7 +378,12 @@ def inspect(
         named = in_path(path) if in_path is not None else None
     if named and isinstance(request.value, dict):  # the path says which model, whatever the body
         request.value = {**request.value, "model": named}
-    loop = check_loop(api, request.value, prior) if request.value is not None else LoopReport()
+    reading = dialect(api)  # once: every step below asks the dialect
+    loop = (
+        reading.check_loop(as_dict(request.value), prior)
+        if request.value is not None
+        else LoopReport()
+    )
     # The Verdict's fields are gathered here and validated once, at the end:
     # cheaper than a pydantic __setattr__ for each field as it is found.
     found: dict[str, Any] = {
@@ -412,7 +420,7 @@ def inspect(
             reason = f"{exchange.status} {error.type}: {error.message}".strip()
             return Verdict(**found | {"outcome": "upstream_error", "reason": reason})
         turn = read_turn(api, request.value, {})
-        explain = dialect(api).request_blockers
+        explain = reading.request_blockers
         rejected = Rejected(
             status=exchange.status,
             type=error.type,
@@ -434,7 +442,7 @@ def inspect(
         "finish_reasons": turn.finish_reasons,
         "usage": turn.usage,
     }
-    unfinished = dialect(api).unfinished
+    unfinished = reading.unfinished
     if unfinished and unfinished(
         exchange.method, request.value, turn.status, response.stream, response.complete
     ):
@@ -462,7 +470,12 @@ def inspect(
     ]
     if response.dropped:
         calls = _lost_arguments(calls)
-    duplicates = parallel.duplicate_names({"name": c.name} for c in turn.calls)
+    # A name is called twice only in a turn of two calls or more.
+    duplicates = (
+        parallel.duplicate_names({"name": c.name} for c in turn.calls)
+        if len(turn.calls) > 1
+        else {}
+    )
     hosted_results = [
         ToolResult(
             call_id=r.call_id, where=r.where, outcome="error" if r.failed else "ok", hidden=r.hidden
@@ -472,11 +485,12 @@ def inspect(
     # What the model read of the tools: the request's declarations (an echo may restate them),
     # with the lists hosted servers gave inside the turn. A retrieval (GET) declares nothing new.
     declared: Turn | None = turn
+    echoed = reading.declared_tools
     if exchange.method.upper() == "GET":
         declared = None
-    elif dialect(api).echoes_tools:
-        declared = read_turn(api, request.value, {})
-    instructions = dialect(api).instructions
+    elif echoed is not None:
+        declared = Turn(api=api, tools=echoed(as_dict(request.value)))
+    instructions = reading.instructions
     definitions = declared_in(
         declared, turn, url=exchange.url, cache=definition_cache,
         instructions=lambda: instructions(as_dict(request.value)),
@@ -505,7 +519,6 @@ def inspect(
         return Verdict(**found | {"outcome": "unparseable", "reason": request.problem})
 
     projection = turn.as_response()
-    reading = dialect(api)
     state, detail = parallel.classify(
         projection, parallel_voids_strict=reading.parallel_voids_strict and not turn.calls_held
     )

@@ -72,10 +72,23 @@ def tool_name(tool: Any) -> str | None:
     return text or None
 
 
+def _named(response: Any) -> tuple[set[str], set[str]]:
+    """The named tools declared, and those of them declaring strict: true, in one pass."""
+    names: set[str] = set()
+    strict: set[str] = set()
+    for tool in as_list(as_dict(response).get("tools")):
+        name = tool_name(tool)
+        if name is None:
+            continue
+        names.add(name)
+        if tool.get("strict") is True or as_dict(tool.get("function")).get("strict") is True:
+            strict.add(name)
+    return names, strict
+
+
 def declared_names(response: Any) -> list[str]:
     """Every named tool the request declared. Pure. Sorted."""
-    names = {tool_name(tool) for tool in as_list(as_dict(response).get("tools"))}
-    return sorted(name for name in names if name)
+    return sorted(_named(response)[0])
 
 
 def strict_tools(response: Any) -> list[str]:
@@ -84,17 +97,7 @@ def strict_tools(response: Any) -> list[str]:
     strict false and strict absent are the same thing here and neither counts.
     A note about a voided guarantee has to be certain the guarantee was claimed.
     """
-    out: set[str] = set()
-    for tool in as_list(as_dict(response).get("tools")):
-        if not isinstance(tool, dict):
-            continue
-        strict = tool.get("strict")
-        if strict is not True:
-            strict = as_dict(tool.get("function")).get("strict")
-        name = tool_name(tool)
-        if strict is True and name:
-            out.add(name)
-    return sorted(out)
+    return sorted(_named(response)[1])
 
 
 def parallel_allowed(response: Any) -> bool:
@@ -145,11 +148,10 @@ def classify(response: Any, *, parallel_voids_strict: bool = True) -> tuple[str,
     parallel_voids_strict is False for providers that do not document the
     limitation (Anthropic): a voided guarantee nobody documented is not reported.
     """
-    declared = declared_names(response)
+    declared, strict = _named(response)
     if not declared:
         return ("no-tools", "no named tools declared in this turn")
 
-    strict = strict_tools(response)
     calls = function_calls(response)
     names = ", ".join(c["name"] for c in calls)  # only shown for two calls or more
 

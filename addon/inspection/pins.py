@@ -292,12 +292,12 @@ class Pins:
         """The changes these definitions make against their pins, said for the first time."""
         if definitions is None:
             return []
-        sources: dict[Origin, str] = {}  # one source for the many tools of one list
         changes: list[ToolChange] = []
+        origin, source = None, ""
         for declared in definitions.declared:
-            source = sources.get(declared.origin)
-            if source is None:
-                source = sources[declared.origin] = source_of(declared.origin, application)
+            if declared.origin is not origin:  # the many tools of one list share one origin
+                origin = declared.origin
+                source = source_of(origin, application)
             changes += self._definition(declared, source, application, definitions.announced)
         if definitions.whole is not None:
             changes += self._list(definitions.whole, application, definitions.announced)

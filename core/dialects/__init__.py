@@ -40,9 +40,11 @@ __all__ = [
     "Reading",
     "SharedPath",
     "detect_api",
+    "detect_on",
     "detect_socket",
     "dialect",
     "path_of",
+    "shared_on",
     "shared_path",
     "socket_reader",
     "socket_reading",
@@ -86,9 +88,15 @@ def shared_path(method: str, url: str) -> SharedPath | None:
     """The path several dialects share that a request is on (Bedrock InvokeModel), if any.
     Pure."""
     path = path_of(url)
-    if path is None:
-        return None
-    return next((s for s in SHARED if s.recognise(method, path)), None)
+    return None if path is None else shared_on(method, path)
+
+
+def shared_on(method: str, path: str) -> SharedPath | None:
+    """shared_path, given the URL's path (path_of). Pure."""
+    for shared in SHARED:
+        if shared.recognise(method, path):
+            return shared
+    return None
 
 
 def detect_api(method: str, url: str, body: bytes | None = None) -> Api | None:
@@ -96,8 +104,11 @@ def detect_api(method: str, url: str, body: bytes | None = None) -> Api | None:
     the path names or (given the body) the body's shape; else (given its body) from the body of
     a request no path names (MCP's JSON-RPC). Pure."""
     path = path_of(url)
-    if path is None:
-        return None
+    return None if path is None else detect_on(method, path, body)
+
+
+def detect_on(method: str, path: str, body: bytes | None = None) -> Api | None:
+    """detect_api, given the URL's path (path_of): inspect parses the URL once. Pure."""
     by_path = None
     for reading in DIALECTS.values():
         if reading.recognise(method, path):
@@ -107,7 +118,7 @@ def detect_api(method: str, url: str, body: bytes | None = None) -> Api | None:
         return "mcp"  # JSON-RPC is MCP's wherever it is POSTed (the legacy /messages/)
     if by_path is not None:
         return by_path
-    shared = shared_path(method, url)
+    shared = shared_on(method, path)
     if shared is not None:
         request = loads(body)[0] if body else None
         return shared.reading(path, request if isinstance(request, dict) else None).api

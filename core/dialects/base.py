@@ -20,7 +20,7 @@ from ..schema import SEED_LIMITS, Limits
 from ..served import Served, ToolServer
 from ..shapes import as_dict, as_list
 from ..sockets import SocketReading
-from ..turn import Api, Turn, tokens
+from ..turn import Api, Tool, Turn, tokens
 
 
 def openai_blockers(value: Any, limits: Limits = SEED_LIMITS, *, tool: bool = True) -> list[str]:
@@ -107,7 +107,9 @@ def openai_usage(response: Mapping[str, Any]) -> dict[str, int]:
     """The usage OpenAI's APIs state, in the Responses spelling (input_tokens and their
     `_details`; the Realtime API's `_token_details`) or the Chat one (prompt_tokens,
     completion_tokens and their `_details`). Pure."""
-    usage = as_dict(response.get("usage"))
+    usage = response.get("usage")
+    if not isinstance(usage, dict) or not usage:  # most turns of a stream, every error body
+        return {}
     input_details = as_dict(
         usage.get("input_tokens_details", usage.get("input_token_details"))
         or usage.get("prompt_tokens_details")
@@ -191,9 +193,9 @@ class Dialect:
     instructions: Callable[[Mapping[str, Any]], str] = no_instructions
     # The tokens the response counts (tooltap.core.turn.tokens), as the API states them.
     usage: Callable[[Mapping[str, Any]], dict[str, int]] = openai_usage
-    # The response restates the request's tools, and its Turn reads them from there (the
-    # Responses echo): the definitions the model read are then read from the request again.
-    echoes_tools: bool = False
+    # Where the response restates the request's tools and its Turn reads them from there (the
+    # Responses echo): the tools the request itself declared, the definitions the model read.
+    declared_tools: Callable[[Mapping[str, Any]], list[Tool]] | None = None
 
     @classmethod
     def from_names(cls, names: Mapping[str, Any], **given: Any) -> Dialect:

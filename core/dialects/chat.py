@@ -47,10 +47,18 @@ def _tools(request: Mapping[str, Any]) -> list[Tool]:
     return out
 
 
+# A message's output types, each by the key that holds it, in order (then function_call).
+OUTPUT_TYPES = (("content", "text"), ("refusal", "refusal"), ("tool_calls", "tool_calls"))
+
+
 def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     # n > 1 gives alternative completions, not parallel calls: read choice 0.
     choices = [c for c in as_list(response.get("choices")) if isinstance(c, dict)]
-    first = next((c for c in choices if c.get("index", 0) == 0), choices[0] if choices else {})
+    first: Mapping[str, Any] = choices[0] if choices else {}
+    for choice in choices:
+        if choice.get("index", 0) == 0:
+            first = choice
+            break
     message = as_dict(first.get("message"))
     calls: list[ToolCall] = []
     for call in map(as_dict, as_list(message.get("tool_calls"))):
@@ -70,16 +78,9 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         calls.append(
             make_call("", as_str(legacy.get("name")).strip(), "function_call", legacy, "arguments")
         )
-    types = [
-        kind
-        for kind, present in (
-            ("text", message.get("content")),
-            ("refusal", message.get("refusal")),
-            ("tool_calls", message.get("tool_calls")),
-            ("function_call", legacy),
-        )
-        if present
-    ]
+    types = [kind for key, kind in OUTPUT_TYPES if message.get(key)]
+    if legacy:
+        types.append("function_call")
     model = as_str(response.get("model")) or as_str(request.get("model"))
     xai = _XAI.match(model) is not None
     grammar = _GRAMMAR.fullmatch(as_str(response.get("system_fingerprint"))) is not None

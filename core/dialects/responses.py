@@ -76,8 +76,10 @@ def result_call_ids(item: Mapping[str, Any]) -> list[str]:
 
 def is_retrieval(method: str, path: str) -> bool:
     """GET .../responses/{id}: a stored or background response read back (or resumed). Pure."""
+    if method.upper() != "GET":  # the method first: most requests are POSTs
+        return False
     head, _, last = path.rstrip("/").rpartition("/")
-    return method.upper() == "GET" and head.endswith("/responses") and bool(last)
+    return head.endswith("/responses") and bool(last)
 
 
 def recognise(method: str, path: str) -> bool:
@@ -155,6 +157,13 @@ def _hosted(output: list[Mapping[str, Any]]) -> tuple[list[ToolCall], list[Hoste
                 HostedResult(call_id=call_id, where=f"output.{index}", failed=failed, hidden=hidden)
             )
     return calls, results
+
+
+def declared_tools(request: Mapping[str, Any]) -> list[Tool]:
+    """The tools a request declares (its tools, and those its input delivers), as read_turn
+    reads them from a response that restates none. Pure."""
+    delivered = _delivered_tools(as_list(request.get("input")))
+    return _unique(_tools(request.get("tools")) + _tools(delivered))
 
 
 def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
@@ -429,6 +438,5 @@ def instructions(request: Mapping[str, Any]) -> str:
 DIALECT = Dialect.from_names(
     globals(),
     api="responses",
-    echoes_tools=True,
     socket=SOCKET,
 )
