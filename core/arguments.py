@@ -17,6 +17,7 @@ import jsonschema_rs
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from .built import builder
 from .jsontext import ParseError, loads
 from .turn import Tool, ToolCall
 
@@ -67,6 +68,9 @@ class Call(BaseModel):
     takes no part in the turn's state."""
     server: str | None = None
     """A hosted MCP call's server: its server_label (Responses) or server_name (Messages)."""
+
+
+build_call = builder(Call)  # from values diagnose() typed itself (core/built.py)
 
 
 def normalised(value: Any) -> Any:
@@ -162,7 +166,7 @@ def diagnose(
         if parse_error is None:
             schema = tool.parameters if tool is not None else None
             schema_errors, schema_problem = validate(value, schema, cache)
-    return Call(
+    return build_call(
         call_id=call.call_id,
         name=call.name,
         type=call.type,

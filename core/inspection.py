@@ -26,7 +26,7 @@ from .served import SESSION_HEADER, ToolServer, query_session, session_tag
 from .shapes import as_dict
 from .stream import ApiError, Framing, StreamReader, api_error
 from .unread import unread_reason
-from .verdict import Outcome, Rejected, Scope, Verdict
+from .verdict import Outcome, Rejected, Scope, Verdict, build_verdict
 from .wire import Api, Turn, read_turn
 
 __all__ = [
@@ -270,9 +270,9 @@ def _inspect_served(
     }
     request = _read_request(exchange, batch=True)
     if request.problem is not None:
-        return Verdict(**found | {"outcome": "unparseable", "reason": request.problem})
+        return build_verdict(**found | {"outcome": "unparseable", "reason": request.problem})
     if exchange.status is None:
-        return Verdict(
+        return build_verdict(
             **found | {"outcome": "upstream_error", "reason": "no response from the upstream"}
         )
     # 202 Accepted is the whole answer to a notification, and to a legacy POST whose response
@@ -286,7 +286,7 @@ def _inspect_served(
     if exchange.status >= 500:
         error = api_error(response.value)
         reason = f"{exchange.status} {error.type}: {error.message}".strip()
-        return Verdict(**found | {"outcome": "upstream_error", "reason": reason})
+        return build_verdict(**found | {"outcome": "upstream_error", "reason": reason})
     served = serve(request.value, response.value, server, validators, found["session"])
     definitions = served_in(served, exchange.url, definition_cache)
     found |= {
@@ -314,13 +314,13 @@ def _inspect_served(
         found |= {"outcome": "unparseable", "reason": response.problem}
     elif not response.complete:
         found["reason"] = "the stream ended before its response"
-    return Verdict(**found)
+    return build_verdict(**found)
 
 
 def _not_read(exchange: Exchange, why: str | None, model: str | None = None) -> Verdict:
     """An exchange no dialect reads: said, with why, and counted; its bodies are not read."""
     content_type = header(exchange.response_headers, "content-type").lower()
-    return Verdict(
+    return build_verdict(
         api=None,
         outcome="not_read",
         reason=why,
@@ -356,7 +356,7 @@ def inspect(
         request = _read_request(exchange)
         chosen = shared.reading(path, request.value if isinstance(request.value, dict) else None)
         if chosen.api is None and chosen.why is None:
-            return Verdict(api=None, outcome="unparseable", reason=request.problem)
+            return build_verdict(api=None, outcome="unparseable", reason=request.problem)
         if chosen.api is None:
             return _not_read(exchange, chosen.why, chosen.model)
         api, named = chosen.api, chosen.model
@@ -398,7 +398,7 @@ def inspect(
         "duration_ms": _ms(exchange.request_start, exchange.response_end),
     }
     if exchange.status is None:
-        return Verdict(
+        return build_verdict(
             **found | {"outcome": "upstream_error", "reason": "no response from the upstream"}
         )
 
@@ -418,7 +418,7 @@ def inspect(
             error = error.model_copy(update={"type": aws_type})
         if exchange.status >= 500:
             reason = f"{exchange.status} {error.type}: {error.message}".strip()
-            return Verdict(**found | {"outcome": "upstream_error", "reason": reason})
+            return build_verdict(**found | {"outcome": "upstream_error", "reason": reason})
         turn = read_turn(api, request.value, {})
         explain = reading.request_blockers
         rejected = Rejected(
@@ -428,11 +428,11 @@ def inspect(
             blockers=explain(as_dict(request.value), path) if explain else _blockers(turn, limits),
         )
         found["request_model"] = turn.request_model
-        return Verdict(**found | {"model": turn.model, "rejected": rejected})
+        return build_verdict(**found | {"model": turn.model, "rejected": rejected})
 
     if response.problem is not None or not isinstance(response.value, dict):
         reason = response.problem or "response body is not a JSON object"
-        return Verdict(**found | {"outcome": "unparseable", "reason": reason})
+        return build_verdict(**found | {"outcome": "unparseable", "reason": reason})
 
     turn = read_turn(api, request.value, response.value)
     found |= {
@@ -452,7 +452,7 @@ def inspect(
             else "the stream ended before the response reached a final status"
         )
         reason += ": a background response is classified once, when it reaches a final status"
-        return Verdict(**found | {"reason": reason, "stream_errors": response.errors})
+        return build_verdict(**found | {"reason": reason, "stream_errors": response.errors})
     listed = turn.calls[:MAX_CALLS]
     calls = [diagnose(call, turn.tool(call), validators) for call in listed]
     if len(turn.calls) > MAX_CALLS:
@@ -516,7 +516,7 @@ def inspect(
     if reasons:
         found["reason"] = "; ".join(reasons)
     if request.problem is not None:
-        return Verdict(**found | {"outcome": "unparseable", "reason": request.problem})
+        return build_verdict(**found | {"outcome": "unparseable", "reason": request.problem})
 
     projection = turn.as_response()
     state, detail = parallel.classify(
@@ -541,7 +541,7 @@ def inspect(
         *([duplicate] if duplicate else []),
         *_argument_repair(calls, api),
     ]
-    return Verdict(
+    return build_verdict(
         **found,
         state=state,
         detail=detail,

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from .arguments import Call
+from .built import builder
 from .definitions import HiddenText, ToolChange, ToolDefinitions
 from .errors import ApiError
 from .exchange import Transport
@@ -176,3 +177,7 @@ class Verdict(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+
+# A Verdict from the values inspect() typed itself: not validated again (core/built.py).
+build_verdict = builder(Verdict)
