@@ -20,7 +20,7 @@ from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .eventstream import looks_like_eventstream
 from .exchange import REQUEST_HEADERS, RESPONSE_HEADERS, Exchange, Transport, header
 from .jsontext import ParseError, loads
-from .loop import LoopReport, ToolResult
+from .loop import LoopReport, ToolResult, build_result
 from .schema import SEED_LIMITS, Limits
 from .served import SESSION_HEADER, ToolServer, query_session, session_tag
 from .shapes import as_dict
@@ -477,7 +477,7 @@ def inspect(
         else {}
     )
     hosted_results = [
-        ToolResult(
+        build_result(
             call_id=r.call_id, where=r.where, outcome="error" if r.failed else "ok", hidden=r.hidden
         )
         for r in turn.hosted_results

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .arguments import SchemaError
+from .built import builder
 from .hidden import Hidden, scan
 from .jsontext import loads
 from .shapes import as_dict, as_list, as_str
@@ -131,6 +132,11 @@ class ToolResult(BaseModel):
     arguments.unnamed_call makes them (for the caller's tool times). Not logged."""
 
 
+# From values the dialects' loop readings typed themselves (core/built.py).
+build_error = builder(LoopError)
+build_result = builder(ToolResult)
+
+
 @dataclass(slots=True)
 class LoopReport:
     errors: list[LoopError] = field(default_factory=list)
@@ -186,7 +192,7 @@ class Checker:
     def error(self, rule: str, ids: Sequence[str], index: int, where: str | None = None) -> None:
         if index >= self.new_from:
             self.report.errors.append(
-                LoopError(
+                build_error(
                     rule=rule,
                     ids=list(ids),
                     where=where or self.where(index),
@@ -210,7 +216,7 @@ class Checker:
             hidden, _ = scan(content)
             outcome: Literal["ok", "error"] = "error" if failed else "ok"
             self.report.results.append(
-                ToolResult(
+                build_result(
                     call_id=call_id, where=where, outcome=outcome, hidden=hidden, unnamed=unnamed
                 )
             )
