@@ -129,3 +129,27 @@ def test_the_profile_reaches_the_addons_own_worker_handler(smoke):
     assert profile["stages_us"]["worker_handler_as_shipped"] > 0
     functions = " ".join(row["function"] for row in profile["top_total"])
     assert "tooltap/addon/inspection/inspector.py" in functions
+
+
+def test_the_instruction_count_compares_a_commit_with_this_tree(tmp_path):
+    """bench.instructions on 60 small recorded exchanges: each version's row, and the two
+    alike for a commit whose core and addon are this tree's (a count, not a timing: what moves
+    it is a process's own start, tens of thousands of instructions against millions a pass)."""
+    lines = (ROOT / "tests/corpus/realworld/exchanges.jsonl").read_text().splitlines()
+    small = [line for line in lines if json.loads(line).get("status") == 200 and len(line) < 2500]
+    small = small[:60]  # under 3 kB of bodies: the small group
+    (tmp_path / "exchanges.jsonl").write_text("\n".join(small) + "\n")
+    head = subprocess.run(
+        ["git", "stash", "create"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip() or "HEAD"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.instructions", "--groups", "small", "--against", head],
+        cwd=ROOT, env={**os.environ, "TOOLTAP_BENCH_CORPUS": str(tmp_path)},
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = [line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| small")]
+    assert [row[2] for row in rows] == [head, "this tree"]
+    assert all(row[1] == "60" and int(row[3].replace(",", "")) > 1_000_000 for row in rows)
+    ratios = [float(row[4].rstrip("x")) for row in rows]
+    assert ratios[0] > 1 and abs(ratios[0] - ratios[1]) < 0.03 * ratios[1]

@@ -1,0 +1,147 @@
+"""Inspection on the real corpus counted in instructions, not timed: an A/B that a busy machine
+cannot move.
+
+    python -m bench.instructions                     # this tree, by size group
+    python -m bench.instructions --against a6df61f   # ... and a commit's core/ and addon/
+    python -m bench.instructions --groups small
+
+On a shared two-core machine a timed ratio moves by 10-20% from one run to the next, more than
+most single changes to the hot path are worth. Valgrind's cachegrind counts the instructions a
+process executes, and the count barely moves with the load around it. For each version and
+group, three measures (json.loads of the bodies, core `inspect`, the worker's `Session.read`;
+the same exchanges, warm caches, as `bench/realworld.py` has them) run in processes of their
+own under cachegrind, each once with no pass over the group and once with two; the difference,
+halved, is one pass. What it cannot see is how fast each instruction runs: json.loads is
+compact C, inspection is interpreted Python, so the timed ratios (`python -m bench --only
+realworld`) stay the targets, and run 1.3-1.5 times these.
+
+Needs valgrind (`apt-get install valgrind`); a run takes 2-5 minutes per version and group, up
+to two processes at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+MEASURES = ("loads", "inspect", "read")
+PASSES = 2
+
+
+def _child(cases_file: str, measure: str, passes: int) -> None:
+    """One measure over one group, `passes` times, after a warm pass of each (run under
+    cachegrind; nothing printed)."""
+    # Only what is measured is imported: under cachegrind every import is slow.
+    from tooltap.addon.inspection.session import Session
+    from tooltap.core import Exchange, ValidatorCache, inspect
+    from tooltap.core.definitions import DefinitionCache
+
+    with open(cases_file, "rb") as handle:
+        raw = pickle.load(handle)
+    cases = [(Exchange.model_validate(e), app, payloads) for e, app, payloads in raw]
+    caches = {"validators": ValidatorCache(), "definition_cache": DefinitionCache()}
+    session = Session()
+
+    def loads() -> None:
+        for _, _, payloads in cases:
+            for text in payloads:
+                json.loads(text)
+
+    def inspected() -> None:
+        for exchange, _, _ in cases:
+            inspect(exchange, {}, **caches)
+
+    def read() -> None:
+        for exchange, app, _ in cases:
+            session.read(exchange, app)
+
+    chosen = {"loads": loads, "inspect": inspected, "read": read}[measure]
+    loads(), inspected(), read()  # the same warm start whatever is counted
+    gc.disable()
+    for _ in range(passes):
+        chosen()
+
+
+def _count(python_path: str | None, cases_file: Path, measure: str, passes: int) -> int:
+    """Instructions a child process executed, start to end."""
+    with tempfile.NamedTemporaryFile(suffix=".cg") as out:
+        # One hash seed for every child: what differs between two of them is the measure.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONHASHSEED": "0"}
+        if python_path:
+            env["PYTHONPATH"] = python_path
+        subprocess.run(
+            [
+                "valgrind", "--tool=cachegrind", "--cache-sim=no",
+                f"--cachegrind-out-file={out.name}",
+                sys.executable, "-m", "bench.instructions", "--child",
+                str(cases_file), measure, str(passes),
+            ],
+            cwd=Path(__file__).resolve().parent.parent, env=env, check=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=1800,
+        )  # fmt: skip
+        for line in Path(out.name).read_text().splitlines():
+            if line.startswith("summary:"):
+                return int(line.split()[1])
+    raise RuntimeError("cachegrind wrote no summary")
+
+
+def per_pass(python_path: str | None, cases_file: Path) -> dict[str, int]:
+    """Instructions per pass of each measure, for one version and one group."""
+    runs = [("loads", 0)] + [(m, PASSES) for m in MEASURES]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        counts = dict(
+            zip(runs, pool.map(lambda r: _count(python_path, cases_file, *r), runs), strict=True)
+        )
+    start = counts[("loads", 0)]
+    return {m: (counts[(m, PASSES)] - start) // PASSES for m in MEASURES}
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--child"]:
+        _child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
+    from .realworld import GROUPS, corpus_folder, read_corpus
+    from .verdicts import snapshot
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--against", help="a commit whose core/ and addon/ are counted too")
+    parser.add_argument("--groups", default=",".join(name for name, _, _ in GROUPS))
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        sys.exit("bench.instructions needs valgrind: apt-get install valgrind")
+    wanted = args.groups.split(",")
+    groups, _ = read_corpus(corpus_folder())
+    with tempfile.TemporaryDirectory() as work:
+        versions: dict[str, str | None] = {"this tree": None}
+        if args.against:
+            snapshot(args.against, Path(work) / "code")
+            versions = {args.against: str(Path(work) / "code"), **versions}
+        print("| group | exchanges | version | json.loads /pass | inspect | Session.read |")
+        print("|---|---|---|---|---|---|")
+        for group in groups:
+            if group.name not in wanted:
+                continue
+            cases_file = Path(work) / f"{group.name}.pickle"
+            cases = [(c.exchange.model_dump(), c.application, c.payloads) for c in group.cases]
+            cases_file.write_bytes(pickle.dumps(cases))
+            for version, python_path in versions.items():
+                counts = per_pass(python_path, cases_file)
+                loads = counts["loads"]
+                print(
+                    f"| {group.name} | {len(cases)} | {version} | {loads:,} "
+                    f"| {counts['inspect'] / loads:.3f}x | {counts['read'] / loads:.3f}x |",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()
