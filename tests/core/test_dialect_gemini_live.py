@@ -560,7 +560,7 @@ def test_a_server_close_with_an_error_code_is_a_session_error_with_its_reason():
 @pytest.mark.parametrize(
     ("code", "kind"),
     [(1007, "invalid_frame_payload_data"), (1011, "internal_error"), (1006, "abnormal_closure"),
-     (4003, "4003"), (1016, "1016"), (999, "invalid")],
+     (4003, "4003"), (1016, "1016"), (4999, "4999"), (5000, "invalid"), (999, "invalid")],
 )  # fmt: skip
 def test_every_error_code_is_typed_by_its_name_else_its_number(code, kind):
     s = Session_()
@@ -824,3 +824,277 @@ def test_a_live_session_with_no_generation_config_or_a_text_type_is_free_text(ve
     )
     # A schema beside a text type constrains nothing: the type decides, as on generateContent.
     assert format_of(sent_setup(text, vertex), vertex).format_state == "free-text"
+
+
+# --- what the reader keeps, counts and says -----------------------------------------------------
+
+
+def test_on_vertex_a_call_declared_without_a_behavior_is_non_blocking_to_the_end():
+    s = Session_(VERTEX)
+    s.client(setup(WEATHER))
+    s.client(ask())
+    s.server(live.tool_call(PARIS))
+    s.client(ask("Never mind, tell me a joke."))
+    s.server(*live.answer("Why did the..."))
+    # On the Gemini API the same session is unanswered-call (the test above).
+    assert rules(s.close()) == [("unanswered-at-close", ["fc_paris"])]
+
+
+def test_on_vertex_a_call_declared_blocking_is_one_the_model_went_on_without():
+    s = Session_(VERTEX)
+    s.client(setup({**WEATHER, "behavior": "BLOCKING"}))
+    s.server(live.tool_call(PARIS))
+    s.client(ask("Never mind, tell me a joke."))
+    s.server(*live.answer("Why did the..."))
+    assert rules(s.close()) == [("unanswered-call", ["fc_paris"])]
+
+
+def test_a_call_to_a_function_the_session_never_declared_blocks_on_the_gemini_api():
+    s = Session_()
+    s.client(setup(WEATHER))
+    s.server(live.tool_call(("fc_x", "undeclared", {})))
+    s.client(ask("Never mind."))
+    s.server(*live.answer("Fine."))
+    assert rules(s.close()) == [("unanswered-call", ["fc_x"])]
+
+
+def test_junk_is_counted_each_time():
+    s = Session_()
+    for _ in range(3):
+        s.server(b"not json")
+    assert s.reader.skipped == {"not_json": 3}
+
+
+def test_googles_pretty_json_is_held_as_one_line():
+    s = Session_()
+    s.client(setup())
+    pretty = live.text("Sunny.")
+    s.server(pretty, live.turn_complete())
+    (turn,) = s.turns
+    compact = json.dumps(json.loads(pretty), separators=(",", ":")).encode()
+    assert turn.exchange.response_body.startswith(b"data: " + compact + b"\n\n")
+
+
+def test_go_away_without_a_time_left_and_an_error_without_a_type_say_so():
+    s = Session_()
+    s.client(setup())
+    s.server(live.frame({"goAway": {}}), live.frame({"error": {"message": "Something broke."}}))
+    away, error = s.close()
+    assert [(e.type, e.message) for e in away.session_errors] == [("goAway", "time left: ?")]
+    assert away.reason == "the server will close the socket (goAway)"
+    assert [(e.type, e.message) for e in error.session_errors] == [("error", "Something broke.")]
+    assert error.reason == "the session sent an error: error"
+
+
+def test_usage_sent_in_a_message_of_its_own_counts_in_the_running_turn():
+    s = Session_()
+    s.client(setup())
+    s.client(ask())
+    usage = {"promptTokenCount": 7, "responseTokenCount": 3, "totalTokenCount": 10}
+    s.server(live.text("Sunny."), live.frame({"usageMetadata": usage}), live.turn_complete())
+    (verdict,) = s.close()
+    assert verdict.usage == {"input_tokens": 7, "output_tokens": 3}
+
+
+def test_a_turn_cut_by_the_close_says_so_and_a_response_no_turn_took_is_judged_there():
+    s = Session_()
+    s.client(setup())
+    s.server(live.tool_call(PARIS))
+    s.client(respond(PARIS, ("fc_nowhere", "get_weather", {})))
+    s.server(live.text("It is"))  # a turn opens, takes both responses, and is cut
+    s.client(respond(("fc_ghost", "get_weather", {})))  # after it: no turn takes this one
+    s.turns += s.reader.close()
+    assert [t.cut for t in s.turns if t.said is None] == [False, True]
+    said = s.turns[-1].said
+    assert said.reason == "what the session's close left: calls owed, responses no turn took"
+    assert [(e.rule, e.ids) for e in said.loop_errors] == [("orphan-result", ["fc_ghost"])]
+
+
+def test_what_a_session_holds_is_let_go_as_each_turn_ends():
+    s = Session_()
+    s.client(setup())
+    for call in (PARIS, ROME):
+        s.client(ask())
+        s.server(live.tool_call(call))
+        assert s.reader.held == 0
+        s.client(respond(call))
+        assert s.reader.held > 0  # the response, until a turn takes it
+        s.server(*live.answer("Done."))
+        assert s.reader.held == 0
+    assert s.reader.skipped == {}
+
+
+def test_a_turn_is_timed_from_what_the_client_last_said_else_from_its_first_message():
+    reader = socket_reader("gemini_live", URL, 8 << 20)
+    reader.feed(json.dumps(setup()).encode(), True, 10.0)
+    reader.feed(json.dumps(ask()).encode(), True, 100.0)
+    (asked,) = [t for m, at in ((live.text("Hi."), 101.0), (live.turn_complete(), 102.0))
+                for t in reader.feed(m, False, at)]  # fmt: skip
+    (spoke,) = [t for m, at in ((live.text("Still there?"), 200.0), (live.turn_complete(), 201.0))
+                for t in reader.feed(m, False, at)]  # fmt: skip
+    assert (asked.exchange.request_start, asked.exchange.response_end) == (100.0, 102.0)
+    assert (spoke.exchange.request_start, spoke.exchange.response_end) == (200.0, 201.0)
+
+
+def test_a_call_replayed_in_the_clients_history_may_be_answered_without_being_owed():
+    s = Session_()
+    s.client(setup())
+    replayed = {"role": "model", "parts": [{"functionCall": {"id": "fc_old", "name": "get_weather", "args": {}}}]}  # fmt: skip
+    s.client({"clientContent": {"turns": [replayed]}})
+    s.client(respond(("fc_old", "get_weather", {"t": 1})))
+    s.server(*live.answer("1C."))
+    verdicts = s.close()
+    assert (rules(verdicts), results(verdicts)) == ([], [("fc_old", "ok")])
+
+
+def test_vertex_calls_without_ids_never_answered_are_each_named_at_the_close():
+    s = Session_(VERTEX)
+    s.client(setup(WEATHER))
+    unnamed = {"name": "get_weather", "args": {"city": "Oslo"}}
+    s.server(live.frame({"toolCall": {"functionCalls": [unnamed, unnamed]}}))
+    assert rules(s.close()) == [("unanswered-at-close", ["get_weather", "get_weather"])]
+
+
+def test_a_voice_turn_that_shows_only_its_end_is_a_turn():
+    s = Session_()
+    s.client(setup())
+    s.client(ask())
+    s.server(live.turn_complete(5, 2))  # its audio not held: only its end
+    (verdict,) = s.close()
+    assert (verdict.scope, verdict.usage) == ("turn", {"input_tokens": 5, "output_tokens": 2})
+
+
+def test_a_live_turns_usage_counts_its_thoughts_and_its_cached_input():
+    s = Session_()
+    s.client(setup())
+    s.client(ask())
+    usage = {"promptTokenCount": 7, "responseTokenCount": 3, "thoughtsTokenCount": 4,
+             "cachedContentTokenCount": 2, "totalTokenCount": 14}  # fmt: skip
+    s.server(live.text("Hi."), live.frame({"serverContent": {"turnComplete": True}, "usageMetadata": usage}))  # fmt: skip
+    (verdict,) = s.close()
+    # Output counts the thoughts, as OpenTelemetry's GenAI conventions say.
+    assert verdict.usage == {"input_tokens": 7, "output_tokens": 7, "cached_input_tokens": 2,
+                             "reasoning_tokens": 4}  # fmt: skip
+
+
+def test_an_interrupted_voice_turn_shows_only_its_signs_and_ends_interrupted():
+    s = Session_()
+    s.client(setup())
+    s.client(ask())
+    s.server(live.interrupted(), live.turn_complete())  # its audio not held
+    (verdict,) = s.close()
+    assert verdict.finish_reasons == ["interrupted"]
+
+
+def test_a_voice_turn_the_model_starts_is_timed_from_its_generation_complete():
+    reader = socket_reader("gemini_live", URL, 8 << 20)
+    reader.feed(json.dumps(setup()).encode(), True, 10.0)
+    turns = reader.feed(live.generation_complete(), False, 101.0)
+    turns += reader.feed(live.turn_complete(), False, 105.0)
+    (turn,) = turns
+    assert (turn.exchange.request_start, turn.exchange.response_end) == (101.0, 105.0)
+
+
+def test_a_call_answered_again_later_by_id_or_by_name_is_no_orphan():
+    for url, call, answer in (
+        (URL, {"id": "fc_gen", "name": "get_weather", "args": {}}, {"id": "fc_gen"}),
+        (VERTEX, {"name": "get_weather", "args": {}}, {}),
+    ):
+        s = Session_(url)
+        s.client(setup(WEATHER))
+        s.server(live.frame({"toolCall": {"functionCalls": [call]}}))
+        for _ in range(2):  # a generator's further results (willContinue)
+            s.client({"tool_response": {"functionResponses": [answer | {"name": "get_weather", "response": {"t": 1}}]}})  # fmt: skip
+            s.server(*live.answer("1C."))
+        assert rules(s.close()) == []
+
+
+def test_a_response_by_name_to_a_call_never_made_is_an_orphan():
+    s = Session_(VERTEX)
+    s.client(setup(WEATHER))
+    s.client({"tool_response": {"functionResponses": [{"name": "get_weather", "response": {}}]}})
+    s.server(*live.answer("Hm."))
+    assert rules(s.close()) == [("orphan-result", ["get_weather"])]
+
+
+def test_responses_past_the_byte_bound_are_counted_and_still_answer_their_calls():
+    answer = lambda n: respond((f"fc_{n}", "get_weather", {"t": 1}))  # noqa: E731
+    size = len(json.dumps(answer(1)).encode())
+    s = Session_(max_turn=2 * size)
+    s.client(setup(WEATHER))
+    s.server(live.frame({"toolCall": {"functionCalls": [{"id": f"fc_{n}", "name": "get_weather", "args": {}} for n in range(1, 5)]}}))  # fmt: skip
+    for n, count in ((1, 0), (2, 0), (3, 1), (4, 2)):  # two fit the bound exactly
+        s.client(answer(n))
+        assert s.reader.skipped["too_many_items"] == count
+    assert s.reader.held == 2 * size
+    verdicts = s.close()
+    assert (rules(verdicts), results(verdicts)) == ([], [("fc_1", "ok"), ("fc_2", "ok")])
+
+
+def test_messages_lost_with_no_turn_running_count_the_responses_that_waited():
+    s = Session_()
+    s.client(setup())
+    s.server(live.tool_call(PARIS, ROME))
+    for expected in (1, 2):
+        s.client(respond(PARIS if expected == 1 else ROME))
+        assert s.reader.lost() == [] and s.reader.skipped == {"lost": expected}
+        assert s.reader.held == 0
+
+
+def test_a_context_update_without_tools_leaves_the_sessions_tools():
+    s = Session_()
+    s.client(setup(WEATHER))
+    s.client({"contextUpdate": {"turns": []}})
+    s.client(ask())
+    s.server(live.tool_call(ROME))  # kelvin: off the setup's schema
+    (verdict, *_) = s.close()
+    assert [bool(c.schema_errors) for c in verdict.calls] == [True]
+
+
+def test_on_vertex_a_context_updates_declaration_without_a_behavior_is_non_blocking():
+    s = Session_(VERTEX)
+    s.client(setup({**WEATHER, "behavior": "BLOCKING"}))
+    update = {"contextUpdate": {"tools": {"tools": [{"functionDeclarations": [WEATHER]}]}}}
+    s.client(update)
+    s.server(live.tool_call(PARIS))
+    s.client(ask("Never mind."))
+    s.server(*live.answer("Fine."))
+    assert rules(s.close()) == [("unanswered-at-close", ["fc_paris"])]
+
+
+def test_a_nameless_call_is_passed_over_and_the_calls_after_it_are_owed():
+    s = Session_()
+    s.client(setup(WEATHER))
+    calls = [{"id": "fc_blank", "name": " ", "args": {}}, {"id": "fc_paris", "name": "get_weather", "args": {}}]  # fmt: skip
+    for _ in range(3):
+        s.server(live.frame({"toolCall": {"functionCalls": calls}}))
+    said = s.close()[-1]
+    assert rules([said]) == [("unanswered-at-close", ["fc_paris"])]
+    assert said.loop_errors[0].where == "the socket's close, after 3 turn(s)"
+
+
+def test_only_a_turns_first_text_piece_is_held_whatever_comes_between():
+    s = Session_()
+    s.client(setup())
+    code = live.frame(
+        {"serverContent": {"modelTurn": {"parts": [{"executableCode": {"code": "1"}}]}}}
+    )
+    s.server(live.text("One"), code, live.text("two"), live.turn_complete())
+    (turn,) = s.turns
+    assert turn.exchange.response_body.count(b"data: ") == 3
+
+
+def test_a_session_remembers_the_newest_calls_owed_up_to_its_bound():
+    from tooltap.core.sockets import MAX_OPEN
+
+    reader = socket_reader("gemini_live", URL, 64 << 20)
+    reader.feed(json.dumps(setup(WEATHER)).encode(), True, 100.0)
+    calls = [{"id": f"fc_{n}", "name": "get_weather", "args": {}} for n in range(MAX_OPEN + 1)]
+    reader.feed(json.dumps({"toolCall": {"functionCalls": calls}}).encode(), False, 101.0)
+    owed = reader.owed_calls()
+    assert len(owed) == MAX_OPEN and "fc_0" not in owed and f"fc_{MAX_OPEN}" in owed
+    # The one forgotten while owed may still be answered: its response is no orphan.
+    reader.feed(json.dumps(respond(("fc_0", "get_weather", {"t": 1}))).encode(), True, 102.0)
+    turns = [t for m in live.answer("1C.") for t in reader.feed(m, False, 103.0)]
+    (turn,) = turns
+    assert turn.prior == {"answers": ["fc_0"]}

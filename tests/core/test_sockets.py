@@ -9,6 +9,7 @@ raising and without a finding that is not true.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 
 import pytest
 from hypothesis import given, settings
@@ -34,10 +35,13 @@ from tooltap.core.dialects import socket_reader, socket_reading
 from tooltap.core.findings import DEFAULT, findings
 from tooltap.core.sockets import (
     MAX_LANES,
+    MAX_OPEN,
     MAX_WAITING,
     SocketClose,
     SocketTurn,
+    framed,
     leading_type,
+    remember,
     sse,
 )
 
@@ -996,3 +1000,703 @@ def test_a_call_cut_off_by_a_cancelled_realtime_response_is_not_an_argument_erro
     turns, session = feed(reader, messages)
     (verdict,) = verdicts(turns, session)
     assert verdict.calls == [] and verdict.finish_reasons == ["cancelled"]
+
+
+# --- the readers' shared parts, and the bounds of what they read ------------------------------
+
+
+def test_a_type_is_read_from_the_head_only_and_any_bytes_in_it_without_raising():
+    assert leading_type(b" " * 300 + b'{"type":"response.done"}') is None
+    assert leading_type(b'{"type":"r\xc3\xa9ponse.done"}') == "r\ufffd\ufffdponse.done"
+
+
+def test_a_reading_wants_a_message_only_in_a_frame_that_can_hold_its_json():
+    done = b'{"type":"response.done"}'
+    assert socket_reading("realtime").wanted(done, True)
+    assert not socket_reading("realtime").wanted(done, False)
+    assert socket_reading("responses").wanted(b'{"type":"response.completed"}', True)
+
+
+def test_the_events_a_turn_needs_are_held_and_its_end_hands_the_batch_over():
+    responses, realtime = socket_reading("responses"), socket_reading("realtime")
+    for kind in ("response.created", "response.completed", "error"):
+        assert responses.needed(b"{}", kind)
+    assert responses.needed(b"{}", None)  # the type not first: the reader decides
+    for kind in ("response.completed", "response.incomplete", "response.failed", "error"):
+        assert responses.ends_turn(b"{}", kind)
+    assert not responses.ends_turn(b"{}", "response.output_item.done")
+    for kind in ("session.updated", "response.create", "response.done", "error"):
+        assert realtime.needed(b"{}", kind)
+    assert realtime.ends_turn(b"{}", "response.done") and realtime.ends_turn(b"{}", "error")
+    assert not realtime.ends_turn(b"{}", "response.output_item.done")
+
+
+def test_a_refused_request_reads_as_the_json_error_the_same_request_gets_over_http():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    create = frame({"type": "response.create", "model": "m", "input": "a"}).encode()
+    refusal = responses_error(400, "invalid_value", "Invalid value.", "input").encode()
+    turns = reader.feed(create, True, 100.0)
+    turns += reader.feed(refusal, False, 100.25)
+    (turn,) = turns
+    exchange = turn.exchange
+    assert (exchange.status, exchange.response_headers, exchange.response_body) == (
+        400,
+        {"content-type": "application/json"},
+        refusal,
+    )
+    assert (exchange.request_body, exchange.request_start, exchange.response_end) == (
+        create,
+        100.0,
+        100.25,
+    )
+
+
+def test_an_error_of_a_type_with_no_http_status_is_an_error_in_the_refused_requests_stream():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    create = frame({"type": "response.create", "model": "m", "input": "a"}).encode()
+    error = {"type": "error", "error": {"type": "overloaded", "message": "try later"}}
+    turns = reader.feed(create, True, 100.0)
+    turns += reader.feed(frame(error).encode(), False, 101.5)
+    (turn,) = turns
+    assert (turn.exchange.status, turn.exchange.request_body) == (200, create)
+    assert (turn.exchange.request_start, turn.exchange.response_end) == (100.0, 101.5)
+    (verdict,) = verdicts(turns)
+    assert (verdict.rejected, verdict.outcome) == (None, "inspected")
+    assert [(e.type, e.message) for e in verdict.stream_errors] == [("overloaded", "try later")]
+
+
+def test_an_error_no_request_waits_for_is_refused_from_the_moment_it_came():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    refusal = responses_error(429, "rate_limit_exceeded", "Slow down.").encode()
+    (turn,) = reader.feed(refusal, False, 100.0)
+    assert (turn.exchange.request_body, turn.exchange.request_start) == (b"{}", 100.0)
+    (verdict,) = verdicts([turn])
+    assert verdict.rejected is not None
+    assert (verdict.rejected.status, verdict.rejected.type) == (429, "rate_limit_exceeded")
+
+
+def test_an_error_inside_a_running_response_is_its_own_not_the_waiting_requests():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    turns = reader.feed(frame({"type": "response.create", "input": "a"}).encode(), True)
+    second = frame({"type": "response.create", "input": "b"}).encode()
+    turns += reader.feed(second, True)
+    events = responses_turn("resp_a", [text_item("msg_a", "partial")])
+    for m in events[:3]:
+        turns += reader.feed(m.encode(), False)
+    error = {
+        "type": "error",
+        "sequence_number": 3,
+        "error": {"type": "server_error", "message": "x"},
+    }
+    turns += reader.feed(frame(error).encode(), False)
+    assert turns == [] and [c.request for c in reader.waiting[""]] == [second]
+    # Closed there: the error ended the turn, as it ends an HTTP stream; it was not cut.
+    (ended, never) = reader.close()
+    assert (ended.cut, never.cut) == (False, True)
+    assert [e.type for e in verdicts([ended])[0].stream_errors] == ["server_error"]
+
+
+def test_junk_is_counted_each_time():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    for _ in range(3):
+        reader.feed(b"not json", True)
+    assert reader.skipped == {"not_json": 3}
+
+
+def test_requests_in_flight_when_messages_go_by_unread_are_counted_each_time():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    for expected in (2, 4):
+        for lane in ("x", "y"):
+            create = {"type": "response.create", "stream_id": lane, "input": "hi"}
+            reader.feed(frame(create).encode(), True)
+        assert reader.lost() == [] and reader.skipped == {"lost": expected}
+
+
+def test_after_messages_go_by_unread_the_first_response_on_a_lane_is_read_from_its_echo():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    reader.lost()
+    turns = reader.feed(frame({"type": "response.create", "input": "?"}).encode(), True)
+    for m in responses_turn("resp_a", [text_item("msg_a", "ok")]):
+        turns += reader.feed(m.encode(), False)
+    (turn,) = turns
+    assert turn.exchange.request_body == b"{}" and reader.skipped["joined_late"] == 1
+
+
+def test_an_error_alone_is_not_a_lanes_first_response_after_joining_late():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20, late=True)
+    reader.feed(responses_error(500, "server_error", "boom").encode(), False)
+    turns = reader.feed(frame({"type": "response.create", "input": "?"}).encode(), True)
+    for m in responses_turn("resp_a", [text_item("msg_a", "ok")]):
+        turns += reader.feed(m.encode(), False)
+    (turn,) = turns
+    assert turn.exchange.request_body == b"{}" and reader.skipped == {"joined_late": 1}
+
+
+# --- the Realtime socket: its close, its losses, its errors --------------------------------------
+
+
+def test_a_realtime_close_cuts_the_running_turn_and_the_request_left_waiting_keeps_what_was_owed():
+    reader = realtime_started()
+    messages = [
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_first0000001", [PARIS]),
+        (True, {"type": "response.create"}),
+        realtime_events("resp_second000001")[0],  # started, then the socket closes
+        (True, {"type": "response.create", "response": {"conversation": "none"}}),
+    ]
+    feed(reader, messages)
+    running, waiting, owed = reader.close()
+    assert (running.cut, waiting.cut) == (True, True)
+    assert waiting.prior is None  # out of band: it owes nothing and is owed nothing
+    assert running.prior == {"resp_first0000001": ["call_one"]}
+    assert owed.said is not None and loop(owed.said) == [
+        ("unanswered-at-close", ["call_one"], "the socket's close, after resp_first0000001")
+    ]
+
+
+def test_a_realtime_request_cut_by_the_close_keeps_the_calls_owed_when_it_was_made():
+    reader = realtime_started()
+    messages = [
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_first0000001", [PARIS]),
+        (True, {"type": "response.create"}),
+    ]
+    feed(reader, messages)
+    never, _ = reader.close()
+    assert never.cut and never.prior == {"resp_first0000001": ["call_one"]}
+
+
+def test_realtime_requests_in_flight_when_messages_go_by_unread_are_counted_each_time():
+    reader = realtime_started()
+    for expected in (1, 2):
+        reader.feed(frame({"type": "response.create"}).encode(), True)
+        assert reader.lost() == [] and reader.skipped == {"lost": expected}
+    # What was held went with them: a request made now holds only itself.
+    request = frame({"type": "response.create"}).encode()
+    reader.feed(request, True)
+    (waiting,) = reader.waiting
+    assert reader.held == len(waiting.request)
+
+
+def test_after_messages_go_by_unread_the_realtime_tools_are_unknown_until_the_session_says_them():
+    reader = realtime_started()
+    reader.lost()
+    turns, _ = feed(
+        reader, [(True, {"type": "response.create"}), *realtime_events("resp_after0000001")]
+    )
+    (turn,) = turns
+    assert turn.skipped == "the session's tools were set before tooltap followed this socket"
+    _, updated = realtime_session([WEATHER])
+    reader.feed(updated.encode(), False)
+    turns, _ = feed(
+        reader, [(True, {"type": "response.create"}), *realtime_events("resp_after0000002")]
+    )
+    assert [t.skipped for t in turns] == [None]
+
+
+def test_a_result_for_a_call_made_while_messages_went_by_unread_is_no_orphan():
+    reader = realtime_started()
+    reader.lost()
+    _, updated = realtime_session([WEATHER])
+    messages = [
+        (False, updated.encode()),  # the tools said again
+        realtime_output("call_unseen"),  # its call was among the messages unread
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_after0000001"),
+    ]
+    turns, session = feed(reader, messages)
+    (after,) = verdicts(turns, session)
+    assert after.loop_errors == []
+
+
+def test_a_call_owed_when_messages_went_by_unread_is_owed_nothing_after():
+    reader = realtime_started()
+    messages = [
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_first0000001", [PARIS]),
+    ]
+    feed(reader, messages)
+    reader.lost()  # its result may have been among them
+    _, updated = realtime_session([WEATHER])
+    messages = [
+        (False, updated.encode()),  # the tools said again
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_after0000001"),
+        realtime_output("call_one"),  # late, or again: no orphan either way
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_after0000002"),
+    ]
+    turns, session = feed(reader, messages)
+    assert [v.loop_errors for v in verdicts(turns + reader.close(), session)] == [[], []]
+
+
+def realtime_error(code, param=None, event_id=None, message="refused"):
+    error = {"type": "invalid_request_error", "code": code, "message": message,
+             "param": param, "event_id": event_id}  # fmt: skip
+    return (False, {"type": "error", "event_id": "event_err", "error": error})
+
+
+@pytest.mark.parametrize(
+    ("code", "param"),
+    [("conversation_already_has_active_response", None), ("invalid_value", "response.tools")],
+)
+def test_an_error_naming_no_event_that_refuses_a_new_response_refuses_the_oldest_request(
+    code, param
+):
+    reader = realtime_started()
+    second = {
+        "type": "response.create",
+        "event_id": "second",
+        "response": {"tool_choice": "required"},
+    }
+    messages = [
+        (True, {"type": "response.create", "event_id": "first"}),
+        (True, second),
+        realtime_error(code, param),
+    ]
+    turns, session = feed(reader, messages)
+    (refused,) = verdicts(turns, session)
+    assert refused.scope == "turn" and refused.rejected is not None
+    assert (refused.rejected.status, refused.rejected.message) == (400, "refused")
+    assert [c.event_id for c in reader.waiting] == ["second"]
+    assert reader.held == len(reader.waiting[0].request)
+
+
+def test_a_refused_realtime_request_keeps_the_calls_owed_when_it_was_made():
+    reader = realtime_started()
+    messages = [
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_first0000001", [PARIS]),
+        (True, {"type": "response.create", "event_id": "again"}),
+    ]
+    feed(reader, messages)
+    for kind in ("invalid_request_error", "unknown_error"):  # a 400, and an error in its stream
+        reader.feed(frame({"type": "response.create", "event_id": "again"}).encode(), True)
+        error = {"type": kind, "code": "x", "message": "no", "event_id": "again"}
+        (refused,) = reader.feed(frame({"type": "error", "error": error}).encode(), False)
+        assert refused.prior == {"resp_first0000001": ["call_one"]}
+
+
+def test_a_refused_tool_result_is_timed_from_the_refusal_and_reads_the_sessions_settings():
+    reader = realtime_started()
+    output = {"type": "function_call_output", "call_id": "call_nowhere", "output": "x"}
+    reader.feed(frame({"type": "conversation.item.create", "event_id": "out_1",
+                       "item": output}).encode(), True, 100.0)  # fmt: skip
+    error = {"type": "invalid_request_error", "code": "invalid_value", "message": "no",
+             "event_id": "out_1"}  # fmt: skip
+    (refused,) = reader.feed(frame({"type": "error", "error": error}).encode(), False, 100.5)
+    assert refused.exchange.request_start == 100.5
+    assert json.loads(refused.exchange.request_body)["tools"] == [WEATHER]
+
+
+def test_a_session_error_says_its_code_in_its_reason():
+    reader = realtime_started()
+    turns, session = feed(reader, [realtime_error("input_audio_buffer_commit_empty")])
+    (said,) = verdicts(turns, session)
+    assert said.reason == (
+        "the session sent an error that refused no request: input_audio_buffer_commit_empty"
+    )
+
+
+def test_a_call_the_client_wrote_itself_may_be_answered_without_being_owed():
+    reader = realtime_started()
+    replayed = {"type": "function_call", "call_id": "call_old", "name": "get_weather",
+                "arguments": "{}"}  # fmt: skip
+    messages = [
+        (True, {"type": "conversation.item.create", "item": replayed}),
+        realtime_output("call_old"),
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_after0000001"),
+    ]
+    turns, session = feed(reader, messages)
+    (after,) = verdicts(turns, session)
+    assert after.loop_errors == [] and [r.call_id for r in after.tool_results] == []
+
+
+def test_results_past_the_byte_bound_are_counted_and_the_next_request_calls_none_an_orphan():
+    output = frame(realtime_output("call_ghost")[1]).encode()
+    reader = socket_reader("realtime", REALTIME_URL, 2 * len(output))
+    _, updated = realtime_session([WEATHER])
+    reader.feed(updated.encode(), False)
+    for count in (0, 0, 1, 2):  # two fit the bound exactly; each past it is counted
+        reader.feed(output, True)
+        assert reader.skipped["too_many_items"] == count
+    reader.feed(frame({"type": "response.create"}).encode(), True)
+    (waiting,) = reader.waiting
+    assert waiting.prior == {}  # results went uncounted: none can be called an orphan
+
+
+def test_a_response_with_its_own_input_or_out_of_band_owes_nothing_and_is_owed_nothing():
+    for params in ({"input": []}, {"conversation": "none"}):
+        reader = realtime_started()
+        messages = [
+            (True, {"type": "response.create", "response": params}),
+            *realtime_events("resp_aside0000001", [PARIS]),
+        ]
+        turns, _ = feed(reader, messages)
+        (turn,) = turns
+        assert turn.prior is None
+        assert reader.close() == []  # its call is owed nothing at the close
+
+
+def test_a_response_that_did_not_complete_in_the_conversation_owes_nothing():
+    reader = realtime_started()
+    events = [json.loads(m) for m in realtime_turn("resp_failed000001", [PARIS])]
+    events[-1]["response"]["status"] = "failed"
+    feed(reader, [(True, {"type": "response.create"}), *((False, e) for e in events)])
+    assert reader.close() == []
+
+
+def test_realtime_requests_waiting_past_the_bound_are_counted_and_let_go():
+    reader = realtime_started()
+    for _ in range(MAX_WAITING + 2):
+        reader.feed(frame({"type": "response.create"}).encode(), True)
+    assert len(reader.waiting) == MAX_WAITING
+    assert reader.skipped == {"too_many_waiting": 2}
+    assert reader.held == sum(len(c.request) for c in reader.waiting)
+
+
+def test_past_64_realtime_responses_running_a_new_one_is_skipped():
+    reader = realtime_started()
+    for n in range(MAX_LANES + 2):
+        reader.feed(
+            frame({"type": "response.created", "response": {"id": f"resp_{n}"}}).encode(), False
+        )
+    assert len(reader.turns) == MAX_LANES
+    assert reader.skipped == {"too_many_lanes": 2}
+
+
+def test_two_realtime_responses_running_hold_both_their_requests():
+    reader = realtime_started()
+    conversation = realtime_events("resp_conv00000001", [PARIS])
+    out_of_band = realtime_events("resp_oob000000001")
+    oob = {"type": "response.create", "response": {"conversation": "none"}}
+    feed(reader, [(True, {"type": "response.create"}), (True, oob)])
+    requests = sum(len(c.request) for c in reader.waiting)
+    feed(reader, [conversation[0], out_of_band[0]])
+    assert reader.held == requests + len(conversation[0][1]) + len(out_of_band[0][1])
+
+
+def test_a_realtime_turn_is_timed_from_its_request_or_from_its_first_event():
+    reader = realtime_started()
+    reader.feed(frame({"type": "response.create"}).encode(), True, 100.0)
+    asked = []
+    for at, m in zip((101.0, 102.0), realtime_turn("resp_asked0000001", []), strict=True):
+        asked += reader.feed(m.encode(), False, at)
+    voiced = []  # started by the server (voice activity): no request
+    for at, m in zip((200.0, 201.0), realtime_turn("resp_voice0000001", []), strict=True):
+        voiced += reader.feed(m.encode(), False, at)
+    assert [t.exchange.request_start for t in asked + voiced] == [100.0, 200.0]
+    assert json.loads(voiced[0].exchange.request_body)["tools"] == [WEATHER]
+
+
+def test_a_realtime_close_owing_calls_says_why_and_after_which_response():
+    reader = realtime_started()
+    feed(
+        reader,
+        [(True, {"type": "response.create"}), *realtime_events("resp_hang00000001", [PARIS])],
+    )
+    (said,) = reader.close()
+    assert said.said.reason == "calls still owed at the close"
+    # A result written but never sent with a request still answers its call.
+    reader = realtime_started()
+    feed(reader, [(True, {"type": "response.create"}), *realtime_events("resp_hang00000001", [PARIS]),
+                  realtime_output("call_one")])  # fmt: skip
+    assert reader.close() == []
+
+
+def test_a_table_of_ids_keeps_the_newest_up_to_its_bound():
+    table: OrderedDict[str, None] = OrderedDict()
+    for n in range(MAX_OPEN):
+        remember(table, f"call_{n}")
+    assert len(table) == MAX_OPEN and next(iter(table)) == "call_0"
+    remember(table, "call_0")  # again: newest now
+    remember(table, "call_new")
+    assert len(table) == MAX_OPEN
+    assert ("call_1" in table, "call_0" in table, "call_new" in table) == (False, True, True)
+
+
+def test_a_session_finding_is_the_sockets_own():
+    reader = realtime_started()
+    turns, _ = feed(reader, [realtime_error("input_audio_buffer_commit_empty")])
+    (said,) = verdicts(turns)
+    assert (said.api, said.transport, said.scope) == ("realtime", "websocket", "session")
+
+
+def test_frames_end_where_each_events_sse_ends():
+    body, ends = framed([b'{"a":1}', b"", b"x\ny"])
+    assert body == b'data: {"a":1}\n\ndata: \n\ndata: x\ndata: y\n\n'
+    assert ends == [15, 23, len(body)]
+    assert sse([b""]) == b"data: \n\n"
+
+
+def test_a_turn_at_the_byte_bound_exactly_is_kept_and_each_past_it_counted():
+    events = [m.encode() for m in responses_turn("resp_a", [text_item("msg_a", "ok")])]
+    size = sum(len(m) for m in events)
+    for bound, skipped in ((size, {}), (size - 1, {"turn_too_large": 2})):
+        reader = socket_reader("responses", RESPONSES_URL, bound)
+        for _ in range(2):
+            reader.feed(frame({"type": "response.create", "input": "a"}).encode(), True)
+            turns = [t for m in events for t in reader.feed(m, False)]
+            assert [t.skipped is None for t in turns] == [not skipped]
+        assert reader.skipped == skipped
+
+
+def test_a_turn_cut_by_the_close_ends_at_its_last_event_and_its_request_was_sent_when_asked():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    reader.feed(frame({"type": "response.create", "input": "a"}).encode(), True, 100.0)
+    reader.feed(responses_turn("resp_a", [])[0].encode(), False, 101.0)
+    reader.feed(frame({"type": "response.create", "input": "b"}).encode(), True, 150.0)
+    cut, _ = reader.close()
+    assert (cut.exchange.request_start, cut.exchange.request_end) == (100.0, 100.0)
+    assert cut.exchange.response_end == 101.0
+
+
+def test_a_new_response_on_a_lane_ends_the_one_left_open_there():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    turns = reader.feed(frame({"type": "response.create", "input": "a"}).encode(), True)
+    turns += reader.feed(responses_turn("resp_a", [])[0].encode(), False)  # no final event
+    turns += reader.feed(frame({"type": "response.create", "input": "b"}).encode(), True)
+    for m in responses_turn("resp_b", [text_item("msg_b", "ok")]):
+        turns += reader.feed(m.encode(), False)
+    left_open, answered = verdicts(turns)
+    assert left_open.reason == "the turn ended before its final event"
+    assert (answered.response_id, answered.reason) == ("resp_b", None)
+
+
+def test_an_automatic_successor_is_not_matched_to_a_request_that_names_another_response():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    create = {"type": "response.create", "previous_response_id": "resp_1", "input": "x"}
+    reader.feed(frame(create).encode(), True)
+    turns = [
+        t for m in responses_turn("resp_auto", [], "resp_0") for t in reader.feed(m.encode(), False)
+    ]
+    (turn,) = turns
+    assert turn.exchange.request_body == b"{}" and len(reader.waiting[""]) == 1
+
+
+def test_a_request_past_the_byte_bound_still_names_the_response_it_continues():
+    reader = socket_reader("responses", RESPONSES_URL, 20_000)
+    create = {"type": "response.create", "previous_response_id": "resp_0", "input": "x" * 30_000}
+    reader.feed(frame(create).encode(), True)
+    assert reader.held == 2  # its place in the line, not its bytes
+    turns = [
+        t for m in responses_turn("resp_1", [], "resp_0") for t in reader.feed(m.encode(), False)
+    ]
+    (turn,) = turns
+    assert turn.skipped == "the request passed tooltap_max_body"
+
+
+def test_two_lanes_running_hold_both_their_requests():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    sizes = 0
+    for lane in ("x", "y"):
+        create = frame({"type": "response.create", "stream_id": lane, "input": lane}).encode()
+        started = responses_turn(f"resp_{lane}", [], stream_id=lane)[0].encode()
+        reader.feed(create, True)
+        reader.feed(started, False)
+        sizes += len(create) + len(started)
+    assert reader.held == sizes
+
+
+def test_json_that_is_no_object_is_counted_as_junk():
+    for api in ("responses", "realtime"):
+        reader = socket_reader(api, REALTIME_URL, 8 << 20)
+        assert reader.feed(b"[1]", True) + reader.feed(b'"x"', False) == []
+        assert reader.skipped == {"not_json": 2}
+
+
+def test_a_realtime_session_update_sets_the_tools_without_its_echo():
+    reader = socket_reader("realtime", REALTIME_URL, 8 << 20, late=True)
+    update = {"type": "session.update", "session": {"type": "realtime", "tools": [WEATHER]}}
+    messages = [
+        (True, update),
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_upd000000001"),
+    ]
+    (turn,), _ = feed(reader, messages)
+    assert turn.skipped is None
+    assert json.loads(turn.exchange.request_body) | {"input": []} == {
+        "model": "gpt-realtime", "tools": [WEATHER], "previous_response_id": "(the session's start)",
+        "input": [],
+    }  # fmt: skip
+
+
+def test_a_realtime_session_echo_says_the_whole_session_tools_or_none():
+    created, _ = realtime_session([WEATHER])
+    for echo in (json.loads(created), {"type": "session.updated", "session": {"model": "m"}}):
+        reader = socket_reader("realtime", "wss://api.openai.com/v1/realtime", 8 << 20, late=True)
+        messages = [
+            (False, echo),
+            (True, {"type": "response.create"}),
+            *realtime_events("resp_echo00000001"),
+        ]
+        (turn,), _ = feed(reader, messages)
+        assert turn.skipped is None
+
+
+def test_a_realtime_session_with_no_settings_seen_reads_the_model_from_its_address():
+    reader = socket_reader("realtime", REALTIME_URL, 8 << 20)
+    messages = [(True, {"type": "response.create"}), *realtime_events("resp_bare00000001")]
+    (turn,), _ = feed(reader, messages)
+    assert (
+        turn.skipped is None and json.loads(turn.exchange.request_body)["model"] == "gpt-realtime"
+    )
+
+
+def test_an_error_naming_an_item_that_is_no_tool_result_is_the_sessions():
+    reader = realtime_started()
+    item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+    messages = [
+        (True, {"type": "conversation.item.create", "event_id": "msg_1", "item": item}),
+        realtime_error("invalid_value", "item.content", event_id="msg_1"),
+    ]
+    turns, session = feed(reader, messages)
+    (said,) = verdicts(turns, session)
+    assert (said.scope, said.rejected) == ("session", None)
+
+
+def test_each_realtime_event_goes_to_the_response_it_names():
+    reader = realtime_started()
+    conversation = realtime_events("resp_conv00000001", [PARIS])
+    out_of_band = realtime_events("resp_oob000000001", [("call_oob", "get_weather", "{}")])
+    oob = {"type": "response.create", "response": {"conversation": "none"}}
+    messages = [(True, {"type": "response.create"}), (True, oob)]
+    messages += [m for pair in zip(conversation, out_of_band, strict=False) for m in pair]
+    messages += conversation[len(out_of_band) :]  # interleaved, then the longer one's rest
+    turns, _ = feed(reader, messages)
+    assert sorted(t.exchange.response_body.count(b"data: ") for t in turns) == [
+        len(out_of_band), len(conversation)
+    ]  # fmt: skip
+
+
+def test_a_call_of_a_response_not_followed_is_owed_nothing_at_the_close():
+    reader = realtime_started()
+    feed(reader, realtime_events("resp_unseen000001", [PARIS])[-1:])  # its start went unread
+    assert reader.close() == []
+
+
+def test_a_result_sent_again_for_a_call_already_answered_is_not_read_again():
+    reader = realtime_started()
+    messages = [
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_first0000001", [PARIS]),
+        realtime_output("call_one"),
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_second000001"),
+        realtime_output("call_one"),  # again
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_third0000001"),
+    ]
+    turns, session = feed(reader, messages)
+    assert [loop(v) for v in verdicts(turns, session)] == [[], [], []]
+
+
+def test_a_socket_turn_is_the_post_and_sse_stream_the_same_request_makes_over_http():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    turns = reader.feed(frame({"type": "response.create", "input": "a"}).encode(), True)
+    for m in responses_turn("resp_a", []):
+        turns += reader.feed(m.encode(), False)
+    (turn,) = turns
+    exchange = turn.exchange
+    assert (exchange.method, exchange.url, exchange.status) == ("POST", RESPONSES_URL, 200)
+    assert exchange.response_headers == {"content-type": "text/event-stream"}
+    assert (exchange.api, exchange.transport, turn.cut) == ("responses", "websocket", False)
+
+
+def test_a_responses_socket_owes_only_a_completed_responses_client_calls():
+    custom = {"type": "custom_tool_call", "call_id": "call_c", "name": "run", "input": "ls"}
+    call = {"type": "function_call", "call_id": "call_f", "name": "f", "arguments": "{}"}
+    for status, owed in (("completed", {"call_c", "call_f"}), ("incomplete", set())):
+        reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+        response = {"id": "resp_1", "status": "in_progress", "output": []}
+        final = response | {"status": status, "output": [custom, call]}
+        for message, from_client in (
+            ({"type": "response.create", "input": "hi"}, True),
+            ({"type": "response.created", "response": response}, False),
+            ({"type": f"response.{status}", "response": final}, False),
+        ):
+            reader.feed(frame(message).encode(), from_client, 100.0)
+        assert set(reader.owed_calls()) == owed
+
+
+def test_a_socket_remembers_the_newest_calls_owed_up_to_its_bound():
+    calls = [{"type": "function_call", "call_id": f"call_{n}", "name": "f", "arguments": "{}"}
+             for n in range(MAX_OPEN + 1)]  # fmt: skip
+    reader = socket_reader("responses", RESPONSES_URL, 64 << 20)
+    response = {"id": "resp_1", "status": "in_progress", "output": []}
+    for message, from_client in (
+        ({"type": "response.create", "input": "hi"}, True),
+        ({"type": "response.created", "response": response}, False),
+        ({"type": "response.completed", "response": response | {"status": "completed", "output": calls}}, False),
+    ):  # fmt: skip
+        reader.feed(frame(message).encode(), from_client, 100.0)
+    owed = reader.owed_calls()
+    assert len(owed) == MAX_OPEN and "call_0" not in owed and f"call_{MAX_OPEN}" in owed
+
+
+def test_a_realtime_session_remembers_the_newest_calls_owed_up_to_its_bound():
+    reader = realtime_started()
+    calls = [{"type": "function_call", "call_id": f"call_{n}", "name": "get_weather",
+              "arguments": "{}", "status": "completed"} for n in range(MAX_OPEN + 1)]  # fmt: skip
+    response = {"id": "resp_many", "status": "in_progress", "output": []}
+    for message, from_client in (
+        ({"type": "response.create"}, True),
+        ({"type": "response.created", "response": response}, False),
+        ({"type": "response.done", "response": response | {"status": "completed", "output": calls}}, False),
+    ):  # fmt: skip
+        reader.feed(frame(message).encode(), from_client, 100.0)
+    owed = reader.owed_calls()
+    assert len(owed) == MAX_OPEN and "call_0" not in owed and f"call_{MAX_OPEN}" in owed
+    # One was forgotten while owed: its result could look like an orphan, so none is called one.
+    reader.feed(frame({"type": "response.create"}).encode(), True)
+    (waiting,) = reader.waiting
+    assert waiting.prior == {}
+
+
+def test_a_result_for_a_call_never_made_written_before_the_close_raises_nothing_there():
+    reader = realtime_started()
+    feed(reader, [realtime_output("call_ghost")])
+    assert reader.close() == [] and reader.held == 0
+
+
+def test_a_realtime_session_update_without_tools_leaves_them_unknown_after_joining_late():
+    reader = socket_reader("realtime", REALTIME_URL, 8 << 20, late=True)
+    update = {
+        "type": "session.update",
+        "session": {"type": "realtime", "instructions": "Be brief."},
+    }
+    messages = [
+        (True, update),
+        (True, {"type": "response.create"}),
+        *realtime_events("resp_late00000001"),
+    ]
+    (turn,), _ = feed(reader, messages)
+    assert turn.skipped == "the session's tools were set before tooltap followed this socket"
+
+
+def test_a_clients_junk_is_counted_and_never_read_into_the_running_turn():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    turns = reader.feed(frame({"type": "response.create", "input": "a"}).encode(), True)
+    events = responses_turn("resp_a", [text_item("msg_a", "ok")])
+    turns += reader.feed(events[0].encode(), False)
+    turns += reader.feed(b"\x00garbage{", True)
+    for m in events[1:]:
+        turns += reader.feed(m.encode(), False)
+    assert reader.skipped == {"not_json": 1}
+    (verdict,) = verdicts(turns)
+    assert verdict.stream_errors == []
+
+
+def test_a_response_on_a_lane_no_request_waits_on_after_joining_late_is_read_from_its_echo():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20, late=True)
+    turns = [t for m in responses_turn("resp_a", []) for t in reader.feed(m.encode(), False)]
+    (turn,) = turns
+    assert turn.exchange.request_body == b"{}" and not reader.skipped
+
+
+def test_requests_let_go_past_the_waiting_bound_are_no_longer_held():
+    reader = socket_reader("responses", RESPONSES_URL, 8 << 20)
+    for n in range(MAX_WAITING + 2):
+        reader.feed(frame({"type": "response.create", "input": "x" * n}).encode(), True)
+    assert reader.held == sum(len(c.request) for q in reader.waiting.values() for c in q)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from support.captures import SSE, URLS, pairs, stream_bytes, stream_exchange, text
 
 from tooltap.core import Exchange, StreamReader, inspect
+from tooltap.core.assembly import Blocks
 from tooltap.core.encoding import DecodeError, Decoder, decode
 from tooltap.core.sse import Event, SSEDecoder
 from tooltap.core.stream import ApiError
@@ -622,3 +623,17 @@ def test_a_zstd_body_of_two_frames_decodes_and_a_truncated_one_is_an_error():
     assert decode(compress(b"one ") + compress(b"two"), "zstd") == b"one two"
     with pytest.raises(DecodeError, match="ended early"):
         decode(compress(BODY)[:-5], "zstd")
+
+
+def test_blocks_keep_their_pieces_by_index_and_a_block_started_again_loses_what_came_before():
+    blocks = Blocks()
+    blocks.open(1, {"name": "b"})
+    blocks.open(0, {"name": "a"})
+    blocks.add(0, '{"city":')
+    blocks.add(0, 7)  # no string: dropped
+    blocks.add(2, "never opened")
+    blocks.add(0, '"Paris"}')
+    assert list(blocks) == [(0, {"name": "a"}, '{"city":"Paris"}'), (1, {"name": "b"}, None)]
+    blocks.open(0, {"name": "a2"})  # restarted by the API
+    blocks.add(0, "{}")
+    assert next(iter(blocks)) == (0, {"name": "a2"}, "{}")

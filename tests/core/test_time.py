@@ -323,8 +323,10 @@ def test_a_call_a_realtime_session_owes_past_the_deadline_is_overdue_once():
     reader = socket_reader("realtime", "wss://api.openai.com/v1/realtime?model=m", 8 << 20)
     realtime_call(reader, "call_1", T0)
     assert reader.overdue(T0 + 59, 60) == []
+    assert reader.overdue(T0 + 60, 60) == []  # at the deadline, not past it
     (late,) = reader.overdue(T0 + 61, 60)
     assert (late.call_id, late.name, round(late.waited)) == ("call_1", "get_weather", 61)
+    assert late.response_id == "resp_call_1"
     assert reader.overdue(T0 + 120, 60) == []  # said once
     output = {"type": "function_call_output", "call_id": "call_1", "output": "12C"}
     reader.feed(json.dumps({"type": "conversation.item.create", "item": output}).encode(),
@@ -343,7 +345,8 @@ def test_a_gemini_live_call_cancelled_or_answered_is_never_overdue():
                                            {"id": "b", "name": "book", "args": {}}]}}  # fmt: skip
     reader.feed(json.dumps(call).encode(), False, T0 + 1)
     reader.feed(json.dumps({"toolCallCancellation": {"ids": ["a"]}}).encode(), False, T0 + 2)
-    assert [o.call_id for o in reader.overdue(T0 + 100, 60)] == ["b"]
+    # A Live call is answered by its id alone: no response names it.
+    assert [(o.call_id, o.response_id) for o in reader.overdue(T0 + 100, 60)] == [("b", "")]
     answer = {"toolResponse": {"functionResponses": [{"id": "b", "name": "book",
                                                       "response": {}}]}}  # fmt: skip
     reader.feed(json.dumps(answer).encode(), True, T0 + 101)
