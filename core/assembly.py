@@ -60,9 +60,6 @@ class Blocks:
     def __len__(self) -> int:
         return len(self._blocks)
 
-    def __contains__(self, index: int) -> bool:
-        return index in self._blocks
-
     def open(self, index: int, block: Mapping[str, Any]) -> dict[str, Any]:
         """Start the block at this index (again, if it had started: what came before is lost,
         as the API restarted it)."""
