@@ -139,9 +139,12 @@ def test_the_instruction_count_compares_a_commit_with_this_tree(tmp_path):
     small = [line for line in lines if json.loads(line).get("status") == 200 and len(line) < 2500]
     small = small[:60]  # under 3 kB of bodies: the small group
     (tmp_path / "exchanges.jsonl").write_text("\n".join(small) + "\n")
-    head = subprocess.run(
-        ["git", "stash", "create"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.strip() or "HEAD"
+    head = (
+        subprocess.run(
+            ["git", "stash", "create"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        or "HEAD"
+    )
     done = subprocess.run(
         [sys.executable, "-m", "bench.instructions", "--groups", "small", "--against", head],
         cwd=ROOT, env={**os.environ, "TOOLTAP_BENCH_CORPUS": str(tmp_path)},
