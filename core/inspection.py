@@ -384,8 +384,8 @@ def inspect(
         if request.value is not None
         else LoopReport()
     )
-    # The Verdict's fields are gathered here and validated once, at the end:
-    # cheaper than a pydantic __setattr__ for each field as it is found.
+    # The Verdict's fields are gathered here and made into one at the end (build_verdict:
+    # each value typed here, not validated again), not set one by one as they are found.
     found: dict[str, Any] = {
         "api": api,
         "outcome": "inspected",
