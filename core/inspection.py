@@ -178,7 +178,7 @@ def _blockers(turn: Turn, limits: Limits) -> list[str]:
                 f"tool {tool.name}: {b}"
                 for b in subsets.blockers(turn.api, tool.parameters, limits)
             )
-    kind, name, strict, declared = schema.declared_format(turn.as_response())
+    kind, name, strict, declared = schema.format_declared(turn.applied_format())
     if kind == "json_schema" and strict is True and not turn.format_held:
         label = f"format {name}" if name else "format"
         found.extend(
@@ -518,16 +518,16 @@ def inspect(
     if request.problem is not None:
         return build_verdict(**found | {"outcome": "unparseable", "reason": request.problem})
 
-    projection = turn.as_response()
-    state, detail = parallel.classify(
-        projection, parallel_voids_strict=reading.parallel_voids_strict and not turn.calls_held
+    state, detail = parallel.classify_turn(
+        turn, parallel_voids_strict=reading.parallel_voids_strict and not turn.calls_held
     )
     if state == "no-tools" and turn.tools and not turn.callable_tools():
         detail = (
             f"tool_choice leaves none of the {len(turn.tools)} declared tool(s) callable, "
             "so no call could be at risk"
         )
-    format_state, format_detail = schema.classify(projection)
+    applied = turn.applied_format()
+    format_state, format_detail = schema.judge(schema.format_declared(applied), turn.loose_tools)
     detail, format_detail = _held_details(turn, state, detail, format_state, format_detail)
     loose = [
         (t.name, t.parameters)
@@ -537,7 +537,7 @@ def inspect(
     duplicate = parallel.duplicate_line(duplicates)
     repairs = [
         *subsets.state_repairs(api, state),
-        *subsets.format_repairs(api, projection, format_state, loose, limits),
+        *subsets.format_repairs(api, {"text": {"format": applied}}, format_state, loose, limits),
         *([duplicate] if duplicate else []),
         *_argument_repair(calls, api),
     ]

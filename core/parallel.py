@@ -5,9 +5,9 @@ and parallel_tool_calls defaults to true. A turn that returns more than one
 tool call while any tool declares strict: true came back without the guarantee
 the parser relies on, and it did so with an HTTP 200.
 
-Every function takes the Responses-API response shape (a dict, as
-GET /v1/responses/{id} returns it). Other dialects reach these rules through
-`Turn.as_response()` in `tooltap.core.wire`.
+The functions on dicts take the Responses-API response shape (as
+GET /v1/responses/{id} returns it: what `tooltap audit` reads of stored responses);
+`classify_turn` reads a Turn of any dialect (tooltap.core.turn). Both come to `judge`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .shapes import as_dict, as_list
+from .turn import Turn
 
 CALL_TYPES = ("function_call", "custom_tool_call")
 
@@ -140,7 +141,7 @@ def duplicate_names(calls: Iterable[Any] | None) -> dict[str, int]:
 
 
 def classify(response: Any, *, parallel_voids_strict: bool = True) -> tuple[str, str]:
-    """Classify one turn. Pure. Returns (state, detail).
+    """Classify one turn, in the Responses-API shape. Pure. Returns (state, detail).
 
     The unit is the turn and not the corpus, because the guarantee is voided or
     kept per response and a rate computed over anything else means nothing.
@@ -149,11 +150,42 @@ def classify(response: Any, *, parallel_voids_strict: bool = True) -> tuple[str,
     limitation (Anthropic): a voided guarantee nobody documented is not reported.
     """
     declared, strict = _named(response)
+    calls = [c["name"] for c in function_calls(response)]
+    return judge(
+        len(declared), len(strict), calls, parallel_allowed(response), parallel_voids_strict
+    )
+
+
+def classify_turn(turn: Turn, *, parallel_voids_strict: bool = True) -> tuple[str, str]:
+    """classify, reading a Turn: its tools that tool_choice leaves callable, by name (those of a
+    provider that holds every call to its schema count as strict), and its client's calls.
+    Pure."""
+    declared: set[str] = set()
+    strict: set[str] = set()
+    for tool in turn.callable_tools():
+        name = tool.name.strip()
+        if name:
+            declared.add(name)
+            if tool.strict is True or turn.calls_held:
+                strict.add(name)
+    calls = [name for call in turn.calls if (name := call.name.strip())]
+    allowed = turn.parallel_tool_calls is not False
+    return judge(len(declared), len(strict), calls, allowed, parallel_voids_strict)
+
+
+def judge(
+    declared: int,
+    strict: int,
+    calls: list[str],
+    parallel_allowed: bool,
+    parallel_voids_strict: bool = True,
+) -> tuple[str, str]:
+    """The state of a turn that declared this many named tools, this many of them strict, and
+    returned these calls (by name). Pure. Returns (state, detail)."""
     if not declared:
         return ("no-tools", "no named tools declared in this turn")
 
-    calls = function_calls(response)
-    names = ", ".join(c["name"] for c in calls)  # only shown for two calls or more
+    names = ", ".join(calls)  # only shown for two calls or more
 
     if not strict:
         if len(calls) > 1:
@@ -166,21 +198,21 @@ def classify(response: Any, *, parallel_voids_strict: bool = True) -> tuple[str,
             )
         return (
             "no-strict-declared",
-            f"{len(declared)} tool(s) declared, none of them strict. Nothing in this "
+            f"{declared} tool(s) declared, none of them strict. Nothing in this "
             "turn was schema-guaranteed.",
         )
 
-    if not parallel_allowed(response):
+    if not parallel_allowed:
         return (
             "strict-serialised",
-            f"strict declared on {len(strict)} tool(s) and parallel_tool_calls is "
+            f"strict declared on {strict} tool(s) and parallel_tool_calls is "
             "false. The guarantee holds.",
         )
 
     if not parallel_voids_strict:
         return (
             "strict-serialised",
-            f"strict declared on {len(strict)} tool(s); this provider documents no "
+            f"strict declared on {strict} tool(s); this provider documents no "
             "conflict between strict tools and parallel calls. The guarantee holds.",
         )
 
@@ -195,7 +227,7 @@ def classify(response: Any, *, parallel_voids_strict: bool = True) -> tuple[str,
 
     return (
         "strict-at-risk",
-        f"strict declared on {len(strict)} tool(s) with parallel_tool_calls left on, "
+        f"strict declared on {strict} tool(s) with parallel_tool_calls left on, "
         f"and this turn happened to return {len(calls)} call(s). The configuration "
         "is loaded; it did not fire here.",
     )

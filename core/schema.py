@@ -13,7 +13,7 @@ Functions take the response shape (Responses `text.format` or Chat
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -115,7 +115,12 @@ def declared_format(response: Any) -> tuple[str, Any, Any, Any]:
     is not necessarily what the running deploy sent.
     """
     body = as_dict(response)
-    fmt = as_dict(body.get("text")).get("format") or body.get("response_format") or {}
+    return format_declared(as_dict(body.get("text")).get("format") or body.get("response_format"))
+
+
+def format_declared(fmt: Any) -> tuple[str, Any, Any, Any]:
+    """declared_format, given the format object itself (Responses' text.format, Chat's
+    response_format). Pure."""
     if not isinstance(fmt, dict) or not fmt:
         return ("none", None, None, None)
     kind = str(fmt.get("type") or "none")
@@ -364,7 +369,15 @@ def classify(response: Any) -> tuple[str, str]:
     to produce a well-shaped object is not the point: the point is that no call
     made under this format was ever obliged to.
     """
-    kind, name, strict, _schema = declared_format(response)
+    return judge(declared_format(response), lambda: loose_tools(response))
+
+
+def judge(
+    declared: tuple[str, Any, Any, Any], loose_tools: Callable[[], list[str]]
+) -> tuple[str, str]:
+    """The state of a declared format (declared_format), with the names of the loose tools
+    beside it (asked only of a strict format). Pure. Returns (state, detail)."""
+    kind, name, strict, _schema = declared
     state = strict_state(kind, strict)
     label = f"schema {name!r}" if name else "the declared schema"
 
@@ -393,7 +406,7 @@ def classify(response: Any) -> tuple[str, str]:
             f"Format type {kind!r} is not one tooltap knows. Read the raw record "
             "before drawing a conclusion.",
         )
-    loose = loose_tools(response)
+    loose = loose_tools()
     if loose:
         return (
             "advisory-tools",

@@ -153,37 +153,20 @@ class Turn:
             return self.tools
         return [t for t in self.tools if t.name in self.callable_names]
 
-    def as_response(self) -> dict[str, Any]:
-        """This turn in the Responses-API shape that the rules of parallel and schema read.
+    def applied_format(self) -> dict[str, Any]:
+        """The output format as the server applies it: one a server holds to its schema reads
+        as strict."""
+        return _held(self.output_format) if self.format_held else self.output_format
 
-        Only the tools tool_choice left callable are shown: a tool that cannot be
-        called cannot put a turn at risk.
-        """
-        response: dict[str, Any] = {
-            "tools": [
-                {
-                    "type": t.type,
-                    "name": t.name,
-                    "strict": True if self.calls_held else t.strict,
-                    "parameters": t.parameters,
-                }
-                for t in self.callable_tools()
-            ],
-            "output": [
-                {
-                    "type": "custom_tool_call" if c.type == "custom_tool_call" else "function_call",
-                    "name": c.name,
-                    "call_id": c.call_id,
-                }
-                for c in self.calls
-            ],
-        }
-        if self.parallel_tool_calls is not None:
-            response["parallel_tool_calls"] = self.parallel_tool_calls
-        if self.output_format:
-            held = self.format_held
-            response["text"] = {"format": _held(self.output_format) if held else self.output_format}
-        return response
+    def loose_tools(self) -> list[str]:
+        """The callable function tools not held to their schemas, by name (schema.judge)."""
+        if self.calls_held:
+            return []
+        return [
+            t.name or "unnamed"
+            for t in self.callable_tools()
+            if (t.type or "function") == "function" and t.strict is not True
+        ]
 
 
 def _held(output_format: dict[str, Any]) -> dict[str, Any]:

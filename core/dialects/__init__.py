@@ -44,6 +44,7 @@ __all__ = [
     "detect_socket",
     "dialect",
     "path_of",
+    "route",
     "shared_on",
     "shared_path",
     "socket_reader",
@@ -93,10 +94,30 @@ def shared_path(method: str, url: str) -> SharedPath | None:
 
 def shared_on(method: str, path: str) -> SharedPath | None:
     """shared_path, given the URL's path (path_of). Pure."""
-    for shared in SHARED:
-        if shared.recognise(method, path):
-            return shared
-    return None
+    return route(method, path)[0]
+
+
+# What the table says of a method and path, remembered: an application calls a few paths over
+# and over. Bounded in entries and in the length of the paths it keeps.
+_ROUTES: dict[tuple[str, str], tuple[SharedPath | None, Api | None]] = {}
+ROUTES_KEPT = 1024
+ROUTE_PATH_KEPT = 512  # characters
+
+
+def route(method: str, path: str) -> tuple[SharedPath | None, Api | None]:
+    """The shared path a request is on, and the dialect that recognises its path, by the
+    table alone (no body read). Pure: what is remembered is what the table would say again."""
+    key = (method, path)
+    found = _ROUTES.get(key)
+    if found is None:
+        shared = next((s for s in SHARED if s.recognise(method, path)), None)
+        by_path = next((d.api for d in DIALECTS.values() if d.recognise(method, path)), None)
+        found = (shared, by_path)
+        if len(path) <= ROUTE_PATH_KEPT:
+            if len(_ROUTES) >= ROUTES_KEPT:
+                _ROUTES.clear()
+            _ROUTES[key] = found
+    return found
 
 
 def detect_api(method: str, url: str, body: bytes | None = None) -> Api | None:
@@ -109,16 +130,11 @@ def detect_api(method: str, url: str, body: bytes | None = None) -> Api | None:
 
 def detect_on(method: str, path: str, body: bytes | None = None) -> Api | None:
     """detect_api, given the URL's path (path_of): inspect parses the URL once. Pure."""
-    by_path = None
-    for reading in DIALECTS.values():
-        if reading.recognise(method, path):
-            by_path = reading.api
-            break
+    shared, by_path = route(method, path)
     if body is not None and by_path is not None and mcp.is_jsonrpc(method, body):
         return "mcp"  # JSON-RPC is MCP's wherever it is POSTed (the legacy /messages/)
     if by_path is not None:
         return by_path
-    shared = shared_on(method, path)
     if shared is not None:
         request = loads(body)[0] if body else None
         return shared.reading(path, request if isinstance(request, dict) else None).api

@@ -190,7 +190,9 @@ def test_inspect_never_raises_on_any_json(api, request, response, status, header
     first = inspect(exchange, {"resp_1": ["call_1"]})
     assert first == inspect(exchange, {"resp_1": ["call_1"]})
     json.dumps(first.to_dict())
-    read_turn(api, request, response).as_response()
+    turn = read_turn(api, request, response)
+    parallel.classify_turn(turn)
+    schema.judge(schema.format_declared(turn.applied_format()), turn.loose_tools)
     check_loop(api, request)
 
 

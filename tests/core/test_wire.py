@@ -5,7 +5,7 @@ import json
 import pytest
 from support.captures import JSON, URLS, Pair, pairs, spec_pair, text
 
-from tooltap.core import detect_api, inspect, read_turn
+from tooltap.core import detect_api, inspect, parallel, read_turn
 
 
 def calls(verdict):
@@ -243,7 +243,7 @@ def test_disable_parallel_tool_use_is_anthropics_parallel_tool_calls_false():
     }
     turn = read_turn("messages", request, {"content": []})
     assert turn.parallel_tool_calls is False
-    assert turn.as_response()["parallel_tool_calls"] is False
+    assert parallel.classify_turn(turn)[0] == "strict-serialised"
 
 
 def test_native_output_reads_the_flat_text_format_beside_a_loose_tool():
