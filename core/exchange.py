@@ -64,6 +64,9 @@ class Exchange(BaseModel):
 
 def header(headers: Mapping[str, str], name: str) -> str:
     """A header's value, whatever the case of its name. Pure."""
+    value = headers.get(name)  # the proxy names the headers it keeps in lower case
+    if value is not None:
+        return value
     for key, value in headers.items():
         if key.lower() == name:
             return value

@@ -495,19 +495,18 @@ def inspect(
         declared, turn, url=exchange.url, cache=definition_cache,
         instructions=lambda: instructions(as_dict(request.value)),
     )  # fmt: skip
-    found |= {
-        "definitions": definitions,
-        "hidden_text": [
-            *hidden_in(definitions.declared),
-            *_hidden_results([*loop.results, *hosted_results]),
-        ],
-        "calls": calls,
-        "tool_results": [*loop.results, *hosted_results],
-        "output_types": turn.output_types,
-        "awaiting": turn.awaiting,
-        "stream_errors": response.errors,
-        "duplicates": duplicates,
-    }
+    found["definitions"] = definitions
+    found["hidden_text"] = [
+        *hidden_in(definitions.declared),
+        *found["hidden_text"],  # the loop's results'
+        *_hidden_results(hosted_results),
+    ]
+    found["calls"] = calls
+    found["tool_results"] = [*loop.results, *hosted_results] if hosted_results else loop.results
+    found["output_types"] = turn.output_types
+    found["awaiting"] = turn.awaiting
+    found["stream_errors"] = response.errors
+    found["duplicates"] = duplicates
     ended = "the stream" if exchange.transport == "http" else "the turn"
     reasons = [
         *([] if response.complete else [f"{ended} ended before its final event"]),
@@ -528,16 +527,18 @@ def inspect(
         )
     applied = turn.applied_format()
     format_state, format_detail = schema.judge(schema.format_declared(applied), turn.loose_tools)
-    detail, format_detail = _held_details(turn, state, detail, format_state, format_detail)
-    loose = [
-        (t.name, t.parameters)
-        for t in turn.callable_tools()
-        if t.type == "function" and t.strict is not True
-    ]
+    if turn.calls_held or turn.format_held:
+        detail, format_detail = _held_details(turn, state, detail, format_state, format_detail)
+    loose = (
+        [(t.name, t.parameters) for t in turn.callable_tools()
+         if t.type == "function" and t.strict is not True]
+        if format_state == "advisory-tools"
+        else []
+    )  # fmt: skip
     duplicate = parallel.duplicate_line(duplicates)
     repairs = [
-        *subsets.state_repairs(api, state),
-        *subsets.format_repairs(api, {"text": {"format": applied}}, format_state, loose, limits),
+        *reading.state_repairs(state),
+        *reading.format_repairs({"text": {"format": applied}}, format_state, loose, limits),
         *([duplicate] if duplicate else []),
         *_argument_repair(calls, api),
     ]

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from .hidden import Hidden
 from .jsontext import dumps
-from .shapes import as_bool, as_dict, as_list, as_str
+from .shapes import as_dict, as_list, as_str
 
 Api = Literal[
     "responses",
@@ -57,19 +57,22 @@ class Tool:
         kind: str,
         holder: Mapping[str, Any],
         schema: str = "parameters",
-        **extra: Any,
+        *,
+        namespace: str | None = None,
     ) -> Tool:
         """A tool as a request declares it, its fields in `holder`: a function's strict and
         schema (under `schema`) are read; a custom tool has neither. Pure."""
-        function = kind == "function"
-        return cls(
-            name=name,
-            type=kind,
-            strict=as_bool(holder.get("strict")) if function else None,
-            parameters=holder.get(schema) if function else None,
-            description=holder.get("description"),
-            **extra,
-        )
+        if kind == "function":
+            strict = holder.get("strict")
+            return cls(
+                name=name,
+                type=kind,
+                strict=strict if strict is True or strict is False else None,
+                parameters=holder.get(schema),
+                namespace=namespace,
+                description=holder.get("description"),
+            )
+        return cls(name=name, type=kind, namespace=namespace, description=holder.get("description"))
 
 
 @dataclass(slots=True, kw_only=True)
@@ -204,15 +207,17 @@ def tokens(
     output_tokens, cached_input_tokens, reasoning_tokens): input counts cached tokens and
     output reasoning tokens, as OpenTelemetry's GenAI conventions have them. A count the API
     did not give, or gave as no whole number, is left out: never 0 for unknown. Pure."""
+    # Spelled out rather than looped: every turn comes here. type() is int: JSON's whole
+    # numbers, never a boolean.
     counted = {}
-    for name, value in (
-        ("input_tokens", input),
-        ("output_tokens", output),
-        ("cached_input_tokens", cached),
-        ("reasoning_tokens", reasoning),
-    ):
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:  # as _count
-            counted[name] = value
+    if type(input) is int and input >= 0:
+        counted["input_tokens"] = input
+    if type(output) is int and output >= 0:
+        counted["output_tokens"] = output
+    if type(cached) is int and cached >= 0:
+        counted["cached_input_tokens"] = cached
+    if type(reasoning) is int and reasoning >= 0:
+        counted["reasoning_tokens"] = reasoning
     return counted
 
 
@@ -232,16 +237,25 @@ def raw_arguments(value: Any) -> str:
 
 
 def make_call(
-    call_id: str, name: str, kind: str, holder: Mapping[str, Any], key: str, **extra: Any
+    call_id: str,
+    name: str,
+    kind: str,
+    holder: Mapping[str, Any],
+    key: str,
+    *,
+    namespace: str | None = None,
+    server: str | None = None,
 ) -> ToolCall:
     """A call whose arguments sit under `key` in `holder`: kept as received, absent noted."""
+    value = holder.get(key)
     return ToolCall(
         call_id=call_id,
         name=name,
         type=kind,
-        arguments_raw=raw_arguments(holder.get(key)),
-        arguments_missing=key not in holder,
-        **extra,
+        arguments_raw=value if isinstance(value, str) else raw_arguments(value),
+        arguments_missing=value is None and key not in holder,
+        namespace=namespace,
+        server=server,
     )
 
 

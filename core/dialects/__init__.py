@@ -131,7 +131,12 @@ def detect_api(method: str, url: str, body: bytes | None = None) -> Api | None:
 def detect_on(method: str, path: str, body: bytes | None = None) -> Api | None:
     """detect_api, given the URL's path (path_of): inspect parses the URL once. Pure."""
     shared, by_path = route(method, path)
-    if body is not None and by_path is not None and mcp.is_jsonrpc(method, body):
+    if (
+        by_path is not None
+        and body is not None
+        and body.find(b'"jsonrpc"', 0, mcp.JSONRPC_WITHIN) >= 0  # mcp.is_jsonrpc's first look
+        and mcp.is_jsonrpc(method, body)
+    ):
         return "mcp"  # JSON-RPC is MCP's wherever it is POSTed (the legacy /messages/)
     if by_path is not None:
         return by_path

@@ -73,14 +73,17 @@ CODES = {
 }
 
 
+JSONRPC_WITHIN = 2048  # bytes: where a JSON-RPC body names "jsonrpc", as looks_like_jsonrpc reads
+
+
 def looks_like_jsonrpc(body: bytes) -> bool:
     """Is a request body a JSON-RPC 2.0 message or batch? A cheap look, no parsing. Pure."""
     # A model request opens `{"model"...` and names no "jsonrpc": found by a search of the
     # first 2 kB in place, before any copy (whitespace holds no quote, so an indent moves
     # nothing).
-    if body.find(b'"jsonrpc"', 0, 2048) < 0:
+    if body.find(b'"jsonrpc"', 0, JSONRPC_WITHIN) < 0:
         return False
-    return body[:2048].lstrip()[:1] in (b"{", b"[")
+    return body[:JSONRPC_WITHIN].lstrip()[:1] in (b"{", b"[")
 
 
 def recognise_body(method: str, body: bytes) -> bool:
