@@ -1,6 +1,8 @@
 """The inspector process's loop (tooltap.addon.inspection.__main__), on a real pipe."""
 
 import os
+import threading
+import time
 
 from support.pipes import in_the_pipe
 
@@ -38,3 +40,45 @@ def test_the_inspector_reads_the_next_record_only_once_it_has_handled_this_one(m
         (records[1].path, len(frames[2]), 1_200),
         (records[2].path, 0, 1_200 + 2_400),
     ]
+
+
+class _CountedFolds(SharedCounts):
+    def __init__(self) -> None:
+        super().__init__()
+        self.folds = 0
+
+    def fold_into(self, metrics) -> None:
+        self.folds += 1
+        super().fold_into(metrics)
+
+
+def test_the_proxys_counts_are_folded_in_once_a_second_not_after_every_record(metrics):
+    """A steady load empties the pipe after every record; folding then costs a tenth of
+    inspecting one, so it waits for its second."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    counts = _CountedFolds()
+    handled = threading.Semaphore(0)
+    sent = 20
+
+    def feed() -> None:  # one record at a time, the next once this one is handled
+        for n in range(sent):
+            os.write(
+                write_end, b"".join(encode(Record("chat", path=f"/v1/chat/completions?n={n}")))
+            )
+            handled.acquire(timeout=10)
+        os.close(write_end)
+
+    writer = threading.Thread(target=feed)
+    started = time.monotonic()
+    writer.start()
+    try:
+        serve(FrameReader(read_end), lambda _record: handled.release(), counts, metrics, [])
+        took = time.monotonic() - started
+        writer.join(timeout=10)
+        assert counts.handled_records() == sent
+    finally:
+        counts.close()
+        os.close(read_end)
+    # The first at once, then at most one a second (and one on the way out, by main()).
+    assert 1 <= counts.folds <= 1 + int(took)
