@@ -33,12 +33,21 @@ def recognise(method: str, path: str) -> bool:
 
 
 def _tools(request: Mapping[str, Any]) -> list[Tool]:
+    # The shapes read inline (as_dict, as_str): every request's every tool comes here.
     out: list[Tool] = []
-    for tool in map(as_dict, as_list(request.get("tools"))):
-        kind = as_str(tool.get("type")) or "function"
-        inner = as_dict(tool.get(kind))
-        name = as_str(inner.get("name")).strip()
-        if kind in ("function", "custom") and name:
+    tools = request.get("tools")
+    for tool in tools if isinstance(tools, list) else ():
+        if not isinstance(tool, dict):
+            continue
+        kind = tool.get("type")
+        kind = kind if isinstance(kind, str) and kind else "function"
+        if kind not in {"function", "custom"}:
+            continue
+        inner = tool.get(kind)
+        inner = inner if isinstance(inner, dict) else {}
+        name = inner.get("name")
+        name = name.strip() if isinstance(name, str) else ""
+        if name:
             out.append(Tool.declared(name, kind, inner))
     for legacy in map(as_dict, as_list(request.get("functions"))):
         name = as_str(legacy.get("name")).strip()
@@ -61,15 +70,21 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
             break
     message = as_dict(first.get("message"))
     calls: list[ToolCall] = []
-    for call in map(as_dict, as_list(message.get("tool_calls"))):
-        kind = as_str(call.get("type")) or "function"
+    made = message.get("tool_calls")
+    for call in made if isinstance(made, list) else ():
+        if not isinstance(call, dict):
+            continue
+        kind = call.get("type")
+        kind = kind if isinstance(kind, str) and kind else "function"
+        if kind not in {"function", "custom"}:
+            continue
         inner = as_dict(call.get(kind))
         name = as_str(inner.get("name")).strip()
-        if kind == "function" and name:
+        if name and kind == "function":
             calls.append(
                 make_call(as_str(call.get("id")), name, "function_call", inner, "arguments")
             )
-        elif kind == "custom" and name:
+        elif name:
             calls.append(
                 make_call(as_str(call.get("id")), name, "custom_tool_call", inner, "input")
             )
