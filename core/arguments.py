@@ -128,9 +128,10 @@ class ValidatorCache:
             key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
         except (TypeError, orjson.JSONEncodeError):
             return "the tool schema is not JSON-serialisable"
-        if key in self._compiled:
+        compiled = self._compiled.get(key)
+        if compiled is not None:
             self._compiled.move_to_end(key)
-            return self._compiled[key]
+            return compiled
         compiled = compile_schema(schema)
         self._compiled[key] = compiled
         if len(self._compiled) > self._size:

@@ -15,9 +15,19 @@ from pydantic import BaseModel
 
 
 def builder[M: BaseModel](model: type[M]) -> Callable[..., M]:
-    """A maker of `model` from its fields' values, given by name: the fields not given take
-    their defaults (a fresh one from each default factory), in the model's order, as the log
-    prints them. Nothing is validated. Pure."""
+    """A maker of `model` from its fields' values, given by name (maker's, with keywords)."""
+    make = maker(model)
+
+    def build(**values: Any) -> M:
+        return make(values)
+
+    return build
+
+
+def maker[M: BaseModel](model: type[M]) -> Callable[[dict[str, Any]], M]:
+    """A maker of `model` from a dict of its fields' values (read, not kept): the fields not
+    given take their defaults (a fresh one from each default factory), in the model's order,
+    as the log prints them. Nothing is validated. Pure."""
     fields = model.model_fields
     template = {name: info.default for name, info in fields.items()}  # the fields, in order
     required = [name for name, info in fields.items() if info.is_required()]
@@ -29,7 +39,7 @@ def builder[M: BaseModel](model: type[M]) -> Callable[..., M]:
     new = model.__new__
     set_attribute = object.__setattr__
 
-    def build(**values: Any) -> M:
+    def make(values: dict[str, Any]) -> M:
         for name in required:
             if name not in values:
                 raise TypeError(f"{model.__name__} needs {name}")
@@ -45,4 +55,4 @@ def builder[M: BaseModel](model: type[M]) -> Callable[..., M]:
         set_attribute(made, "__pydantic_private__", None)
         return made
 
-    return build
+    return make

@@ -26,7 +26,7 @@ from .served import SESSION_HEADER, ToolServer, query_session, session_tag
 from .shapes import as_dict
 from .stream import ApiError, Framing, StreamReader, api_error
 from .unread import unread_reason
-from .verdict import Outcome, Rejected, Scope, Verdict, build_verdict
+from .verdict import Outcome, Rejected, Scope, Verdict, build_verdict, verdict_of
 from .wire import Api, Turn, read_turn
 
 __all__ = [
@@ -270,10 +270,10 @@ def _inspect_served(
     }
     request = _read_request(exchange, batch=True)
     if request.problem is not None:
-        return build_verdict(**found | {"outcome": "unparseable", "reason": request.problem})
+        return verdict_of(found | {"outcome": "unparseable", "reason": request.problem})
     if exchange.status is None:
-        return build_verdict(
-            **found | {"outcome": "upstream_error", "reason": "no response from the upstream"}
+        return verdict_of(
+            found | {"outcome": "upstream_error", "reason": "no response from the upstream"}
         )
     # 202 Accepted is the whole answer to a notification, and to a legacy POST whose response
     # comes on the session's stream; its short body ("Accepted") is no JSON-RPC to read.
@@ -286,7 +286,7 @@ def _inspect_served(
     if exchange.status >= 500:
         error = api_error(response.value)
         reason = f"{exchange.status} {error.type}: {error.message}".strip()
-        return build_verdict(**found | {"outcome": "upstream_error", "reason": reason})
+        return verdict_of(found | {"outcome": "upstream_error", "reason": reason})
     served = serve(request.value, response.value, server, validators, found["session"])
     definitions = served_in(served, exchange.url, definition_cache)
     found |= {
@@ -314,7 +314,7 @@ def _inspect_served(
         found |= {"outcome": "unparseable", "reason": response.problem}
     elif not response.complete:
         found["reason"] = "the stream ended before its response"
-    return build_verdict(**found)
+    return verdict_of(found)
 
 
 def _not_read(exchange: Exchange, why: str | None, model: str | None = None) -> Verdict:
@@ -384,7 +384,7 @@ def inspect(
         if request.value is not None
         else LoopReport()
     )
-    # The Verdict's fields are gathered here and made into one at the end (build_verdict:
+    # The Verdict's fields are gathered here and made into one at the end (verdict_of:
     # each value typed here, not validated again), not set one by one as they are found.
     found: dict[str, Any] = {
         "api": api,
@@ -398,8 +398,8 @@ def inspect(
         "duration_ms": _ms(exchange.request_start, exchange.response_end),
     }
     if exchange.status is None:
-        return build_verdict(
-            **found | {"outcome": "upstream_error", "reason": "no response from the upstream"}
+        return verdict_of(
+            found | {"outcome": "upstream_error", "reason": "no response from the upstream"}
         )
 
     response = _read_response(api, exchange, max_decoded)
@@ -418,7 +418,7 @@ def inspect(
             error = error.model_copy(update={"type": aws_type})
         if exchange.status >= 500:
             reason = f"{exchange.status} {error.type}: {error.message}".strip()
-            return build_verdict(**found | {"outcome": "upstream_error", "reason": reason})
+            return verdict_of(found | {"outcome": "upstream_error", "reason": reason})
         turn = read_turn(api, request.value, {})
         explain = reading.request_blockers
         rejected = Rejected(
@@ -428,11 +428,11 @@ def inspect(
             blockers=explain(as_dict(request.value), path) if explain else _blockers(turn, limits),
         )
         found["request_model"] = turn.request_model
-        return build_verdict(**found | {"model": turn.model, "rejected": rejected})
+        return verdict_of(found | {"model": turn.model, "rejected": rejected})
 
     if response.problem is not None or not isinstance(response.value, dict):
         reason = response.problem or "response body is not a JSON object"
-        return build_verdict(**found | {"outcome": "unparseable", "reason": reason})
+        return verdict_of(found | {"outcome": "unparseable", "reason": reason})
 
     turn = read_turn(api, request.value, response.value)
     found |= {
@@ -452,7 +452,7 @@ def inspect(
             else "the stream ended before the response reached a final status"
         )
         reason += ": a background response is classified once, when it reaches a final status"
-        return build_verdict(**found | {"reason": reason, "stream_errors": response.errors})
+        return verdict_of(found | {"reason": reason, "stream_errors": response.errors})
     listed = turn.calls[:MAX_CALLS]
     calls = [diagnose(call, turn.tool(call), validators) for call in listed]
     if len(turn.calls) > MAX_CALLS:
@@ -515,7 +515,7 @@ def inspect(
     if reasons:
         found["reason"] = "; ".join(reasons)
     if request.problem is not None:
-        return build_verdict(**found | {"outcome": "unparseable", "reason": request.problem})
+        return verdict_of(found | {"outcome": "unparseable", "reason": request.problem})
 
     state, detail = parallel.classify_turn(
         turn, parallel_voids_strict=reading.parallel_voids_strict and not turn.calls_held
@@ -542,11 +542,7 @@ def inspect(
         *([duplicate] if duplicate else []),
         *_argument_repair(calls, api),
     ]
-    return build_verdict(
-        **found,
-        state=state,
-        detail=detail,
-        format_state=format_state,
-        format_detail=format_detail,
-        repairs=repairs,
-    )
+    found["state"], found["detail"] = state, detail
+    found["format_state"], found["format_detail"] = format_state, format_detail
+    found["repairs"] = repairs
+    return verdict_of(found)

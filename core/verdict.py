@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from .arguments import Call
-from .built import builder
+from .built import builder, maker
 from .definitions import HiddenText, ToolChange, ToolDefinitions
 from .errors import ApiError
 from .exchange import Transport
@@ -181,3 +181,4 @@ class Verdict(BaseModel):
 
 # A Verdict from the values inspect() typed itself: not validated again (core/built.py).
 build_verdict = builder(Verdict)
+verdict_of = maker(Verdict)  # the same, from a dict of the fields (no keywords to gather)
