@@ -66,17 +66,19 @@ class _Body:
     first_output_at: float | None = None  # when the first event carrying output arrived
 
 
-def _read_request(exchange: Exchange, batch: bool = False) -> _Body:
+def _read_request(exchange: Exchange, batch: bool = False) -> tuple[Any, str | None]:
+    """The request body's JSON value, and what kept it from being read (then the value is
+    None)."""
     if exchange.method.upper() == "GET":
-        return _Body(value={})  # a retrieval carries no body; the response echoes the settings
+        return {}, None  # a retrieval carries no body; the response echoes the settings
     try:
         text = decode(exchange.request_body, header(exchange.request_headers, "content-encoding"))
     except DecodeError as exc:
-        return _Body(problem=f"request body could not be decoded: {exc}")
+        return None, f"request body could not be decoded: {exc}"
     value, error = loads(text)
     if error is not None or not isinstance(value, dict | list if batch else dict):
-        return _Body(problem="request body is not a JSON object")
-    return _Body(value=value)
+        return None, "request body is not a JSON object"
+    return value, None
 
 
 def _read_stream(
@@ -268,9 +270,9 @@ def _inspect_served(
         "tool_server": server,
         "duration_ms": _ms(exchange.request_start, exchange.response_end),
     }
-    request = _read_request(exchange, batch=True)
-    if request.problem is not None:
-        return verdict_of(found | {"outcome": "unparseable", "reason": request.problem})
+    request, problem = _read_request(exchange, batch=True)
+    if problem is not None:
+        return verdict_of(found | {"outcome": "unparseable", "reason": problem})
     if exchange.status is None:
         return verdict_of(
             found | {"outcome": "upstream_error", "reason": "no response from the upstream"}
@@ -287,7 +289,7 @@ def _inspect_served(
         error = api_error(response.value)
         reason = f"{exchange.status} {error.type}: {error.message}".strip()
         return verdict_of(found | {"outcome": "upstream_error", "reason": reason})
-    served = serve(request.value, response.value, server, validators, found["session"])
+    served = serve(request, response.value, server, validators, found["session"])
     definitions = served_in(served, exchange.url, definition_cache)
     found |= {
         "definitions": definitions,
@@ -353,10 +355,10 @@ def inspect(
     path = parsed or ""
     shared = None if exchange.api or parsed is None else shared_on(exchange.method, parsed)
     if shared is not None:  # the model the path names, or the body's shape, says who reads it
-        request = _read_request(exchange)
-        chosen = shared.reading(path, request.value if isinstance(request.value, dict) else None)
+        request, problem = _read_request(exchange)
+        chosen = shared.reading(path, request if isinstance(request, dict) else None)
         if chosen.api is None and chosen.why is None:
-            return build_verdict(api=None, outcome="unparseable", reason=request.problem)
+            return build_verdict(api=None, outcome="unparseable", reason=problem)
         if chosen.api is None:
             return _not_read(exchange, chosen.why, chosen.model)
         api, named = chosen.api, chosen.model
@@ -373,15 +375,15 @@ def inspect(
                 api, exchange, serve, server=tool_server, validators=validators,
                 max_decoded=max_decoded, definition_cache=definition_cache,
             )  # fmt: skip
-        request = _read_request(exchange)
+        request, problem = _read_request(exchange)
         in_path = dialect(api).model_in_path
         named = in_path(path) if in_path is not None else None
-    if named and isinstance(request.value, dict):  # the path says which model, whatever the body
-        request.value = {**request.value, "model": named}
+    if named and isinstance(request, dict):  # the path says which model, whatever the body
+        request = {**request, "model": named}
     reading = dialect(api)  # once: every step below asks the dialect
     loop = (
-        reading.check_loop(as_dict(request.value), prior)
-        if request.value is not None
+        reading.check_loop(as_dict(request), prior)
+        if request is not None
         else LoopReport()
     )
     # The Verdict's fields are gathered here and made into one at the end (verdict_of:
@@ -419,13 +421,13 @@ def inspect(
         if exchange.status >= 500:
             reason = f"{exchange.status} {error.type}: {error.message}".strip()
             return verdict_of(found | {"outcome": "upstream_error", "reason": reason})
-        turn = read_turn(api, request.value, {})
+        turn = read_turn(api, request, {})
         explain = reading.request_blockers
         rejected = Rejected(
             status=exchange.status,
             type=error.type,
             message=error.message,
-            blockers=explain(as_dict(request.value), path) if explain else _blockers(turn, limits),
+            blockers=explain(as_dict(request), path) if explain else _blockers(turn, limits),
         )
         found["request_model"] = turn.request_model
         return verdict_of(found | {"model": turn.model, "rejected": rejected})
@@ -434,7 +436,7 @@ def inspect(
         reason = response.problem or "response body is not a JSON object"
         return verdict_of(found | {"outcome": "unparseable", "reason": reason})
 
-    turn = read_turn(api, request.value, response.value)
+    turn = read_turn(api, request, response.value)
     found |= {
         "model": turn.model,
         "response_id": turn.response_id,
@@ -444,7 +446,7 @@ def inspect(
     }
     unfinished = reading.unfinished
     if unfinished and unfinished(
-        exchange.method, request.value, turn.status, response.stream, response.complete
+        exchange.method, request, turn.status, response.stream, response.complete
     ):
         reason = (
             f"the response is {turn.status}"
@@ -489,11 +491,11 @@ def inspect(
     if exchange.method.upper() == "GET":
         declared = None
     elif echoed is not None:
-        declared = Turn(api=api, tools=echoed(as_dict(request.value)))
+        declared = Turn(api=api, tools=echoed(as_dict(request)))
     instructions = reading.instructions
     definitions = declared_in(
         declared, turn, url=exchange.url, cache=definition_cache,
-        instructions=lambda: instructions(as_dict(request.value)),
+        instructions=lambda: instructions(as_dict(request)),
     )  # fmt: skip
     found["definitions"] = definitions
     found["hidden_text"] = [
@@ -514,8 +516,8 @@ def inspect(
     ]
     if reasons:
         found["reason"] = "; ".join(reasons)
-    if request.problem is not None:
-        return verdict_of(found | {"outcome": "unparseable", "reason": request.problem})
+    if problem is not None:
+        return verdict_of(found | {"outcome": "unparseable", "reason": problem})
 
     state, detail = parallel.classify_turn(
         turn, parallel_voids_strict=reading.parallel_voids_strict and not turn.calls_held
