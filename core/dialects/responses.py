@@ -190,9 +190,9 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     # Tools can also arrive in the conversation: items the client appends
     # (additional_tools, a client tool search's output) and a server tool
     # search's output in this response.
-    delivered = _delivered_tools(as_list(request.get("input"))) + _delivered_tools(output)
-    # A hosted call's schema is its server's list: in this output, or in the re-sent history.
     history = [as_dict(item) for item in as_list(request.get("input"))]
+    delivered = _delivered_tools(history) + _delivered_tools(output)
+    # A hosted call's schema is its server's list: in this output, or in the re-sent history.
     hosted_calls, hosted_results = _hosted(output)
     return Turn(
         api="responses",

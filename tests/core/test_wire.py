@@ -354,3 +354,24 @@ def test_anthropic_structured_output_is_enforced_by_construction():
         Pair(URLS["messages"], request, 200, JSON, json.dumps({"content": []}).encode()).exchange()
     )
     assert verdict.format_state == "enforced"
+
+
+def test_the_path_table_is_remembered_within_its_bounds():
+    """What the table says of a path is kept for the next request on it: a bounded number of
+    paths, none longer than the bound, each answered as the table answers it afresh."""
+    from tooltap.core.dialects import _ROUTES, DIALECTS, ROUTE_PATH_KEPT, ROUTES_KEPT, route
+
+    _ROUTES.clear()
+    paths = [f"/v1/responses/resp_{n}" for n in range(ROUTES_KEPT + 10)]
+    for path in paths:
+        assert route("GET", path) == (None, "responses")
+    assert 0 < len(_ROUTES) <= ROUTES_KEPT
+    long = "/" + "v" * ROUTE_PATH_KEPT + "/chat/completions"
+    assert route("POST", long) == (None, "chat")
+    assert ("POST", long) not in _ROUTES
+    for method, path in [("POST", "/v1/chat/completions"), ("POST", "/v1/messages"),
+                         ("POST", "/model/anthropic.claude-3/invoke"), ("GET", "/v1/models"),
+                         ("POST", "/api/chat"), ("POST", "/mcp")]:  # fmt: skip
+        fresh = next((d.api for d in DIALECTS.values() if d.recognise(method, path)), None)
+        assert route(method, path)[1] == fresh
+        assert route(method, path)[1] == fresh  # the second time, from memory
