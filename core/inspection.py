@@ -160,7 +160,7 @@ def _read_response(api: Api, exchange: Exchange, max_decoded: int) -> _Body:
     if error is not None:
         text = body[:300].decode("utf-8", "replace").strip()
         return _Body(value=text or None, problem=f"response body is not JSON ({error.message})")
-    return _Body(value=value)
+    return _Body(value)  # by position: CPython 3.12 gathers a class call's keywords in a dict
 
 
 def _ms(start: float | None, end: float | None) -> float | None:
@@ -381,11 +381,7 @@ def inspect(
     if named and isinstance(request, dict):  # the path says which model, whatever the body
         request = {**request, "model": named}
     reading = dialect(api)  # once: every step below asks the dialect
-    loop = (
-        reading.check_loop(as_dict(request), prior)
-        if request is not None
-        else LoopReport()
-    )
+    loop = reading.check_loop(as_dict(request), prior) if request is not None else LoopReport()
     # The Verdict's fields are gathered here and made into one at the end (verdict_of:
     # each value typed here, not validated again), not set one by one as they are found.
     found: dict[str, Any] = {

@@ -37,8 +37,10 @@ APIS: tuple[Api, ...] = (
 
 # The shapes a reading fills are plain data, not validated models: every turn makes several, and
 # the readers give each field its type (tooltap.core.shapes). Read-only once made (not frozen:
-# a frozen dataclass sets each field through object.__setattr__, three times the cost).
-@dataclass(slots=True, kw_only=True)
+# a frozen dataclass sets each field through object.__setattr__, three times the cost). Tool and
+# ToolCall also take their fields by position: CPython 3.12 gathers a class call's keywords into
+# a dict, and their makers (Tool.declared, make_call) run for every tool and call.
+@dataclass(slots=True)
 class Tool:
     """A tool the client declared. type is function, custom, or a provider's own."""
 
@@ -62,20 +64,15 @@ class Tool:
     ) -> Tool:
         """A tool as a request declares it, its fields in `holder`: a function's strict and
         schema (under `schema`) are read; a custom tool has neither. Pure."""
+        description = holder.get("description")
         if kind == "function":
             strict = holder.get("strict")
-            return cls(
-                name=name,
-                type=kind,
-                strict=strict if strict is True or strict is False else None,
-                parameters=holder.get(schema),
-                namespace=namespace,
-                description=holder.get("description"),
-            )
-        return cls(name=name, type=kind, namespace=namespace, description=holder.get("description"))
+            strict = strict if strict is True or strict is False else None
+            return cls(name, kind, strict, holder.get(schema), namespace, description)
+        return cls(name, kind, None, None, namespace, description)
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class ToolCall:
     """A call the model made that the client executes. arguments_raw is as received."""
 
@@ -248,14 +245,9 @@ def make_call(
 ) -> ToolCall:
     """A call whose arguments sit under `key` in `holder`: kept as received, absent noted."""
     value = holder.get(key)
+    raw = value if isinstance(value, str) else raw_arguments(value)
     return ToolCall(
-        call_id=call_id,
-        name=name,
-        type=kind,
-        arguments_raw=value if isinstance(value, str) else raw_arguments(value),
-        arguments_missing=value is None and key not in holder,
-        namespace=namespace,
-        server=server,
+        call_id, name, kind, raw, namespace, value is None and key not in holder, server
     )
 
 
