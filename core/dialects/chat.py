@@ -20,11 +20,12 @@ from .base import Dialect, Prior, role_text
 # tool call and a json_schema format to its schema, `strict` or not ("the strict flag is
 # implicitly always true", its Structured Outputs guide), and documents no conflict with
 # parallel calls.
-_XAI = re.compile(r"(?:x-ai/)?grok-")
+_XAI = ("grok-", "x-ai/grok-")
 # Servers that sample under a grammar built from a json_schema format's schema, `strict` or
 # not, named by the system_fingerprint they answer with: Ollama's OpenAI-compatible API
 # ("fp_ollama") and llama.cpp's server (its build, "b5379-360a9c98").
-_GRAMMAR = re.compile(r"fp_ollama|b\d+-[0-9a-f]+")
+_OLLAMA = "fp_ollama"
+_LLAMA_CPP = re.compile(r"b\d+-[0-9a-f]+")
 
 
 def recognise(method: str, path: str) -> bool:
@@ -97,8 +98,11 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     if legacy:
         types.append("function_call")
     model = as_str(response.get("model")) or as_str(request.get("model"))
-    xai = _XAI.match(model) is not None
-    grammar = _GRAMMAR.fullmatch(as_str(response.get("system_fingerprint"))) is not None
+    xai = model.startswith(_XAI)
+    fingerprint = as_str(response.get("system_fingerprint"))
+    grammar = fingerprint == _OLLAMA or (
+        fingerprint[:1] == "b" and _LLAMA_CPP.fullmatch(fingerprint) is not None
+    )
     return Turn(
         api="chat",
         model=model or None,
@@ -282,8 +286,13 @@ def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
 
 def finish_reasons(response: Mapping[str, Any]) -> list[str]:
     """Each choice's finish_reason. Pure."""
-    choices = map(as_dict, as_list(response.get("choices")))
-    return [as_str(c.get("finish_reason")) for c in choices if as_str(c.get("finish_reason"))]
+    choices = response.get("choices")
+    return [
+        reason
+        for choice in (choices if isinstance(choices, list) else ())
+        if isinstance(choice, dict) and isinstance(reason := choice.get("finish_reason"), str)
+        and reason
+    ]  # fmt: skip
 
 
 def instructions(request: Mapping[str, Any]) -> str:
