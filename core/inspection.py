@@ -14,7 +14,7 @@ from typing import Any
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
 from .definitions import DefinitionCache, HiddenText, declared_in, hidden_in, served_in
-from .dialects import detect_on, dialect, path_of, shared_on, streamed_path
+from .dialects import detect_routed, dialect, path_of, route, streamed_path
 from .dialects.base import Serve
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .eventstream import looks_like_eventstream
@@ -353,7 +353,8 @@ def inspect(
     """
     parsed = path_of(exchange.url)  # once: the routing below reads the path, not the URL
     path = parsed or ""
-    shared = None if exchange.api or parsed is None else shared_on(exchange.method, parsed)
+    routed = None if exchange.api or parsed is None else route(exchange.method, parsed)
+    shared = routed[0] if routed is not None else None
     if shared is not None:  # the model the path names, or the body's shape, says who reads it
         request, problem = _read_request(exchange)
         chosen = shared.reading(path, request if isinstance(request, dict) else None)
@@ -364,7 +365,9 @@ def inspect(
         api, named = chosen.api, chosen.model
     else:
         known = exchange.api or (
-            None if parsed is None else detect_on(exchange.method, parsed, exchange.request_body)
+            None
+            if routed is None or parsed is None
+            else detect_routed(exchange.method, parsed, exchange.request_body, *routed)
         )
         if known is None:
             return _not_read(exchange, unread_reason(path))

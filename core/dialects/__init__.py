@@ -41,6 +41,7 @@ __all__ = [
     "SharedPath",
     "detect_api",
     "detect_on",
+    "detect_routed",
     "detect_socket",
     "dialect",
     "path_of",
@@ -131,6 +132,13 @@ def detect_api(method: str, url: str, body: bytes | None = None) -> Api | None:
 def detect_on(method: str, path: str, body: bytes | None = None) -> Api | None:
     """detect_api, given the URL's path (path_of): inspect parses the URL once. Pure."""
     shared, by_path = route(method, path)
+    return detect_routed(method, path, body, shared, by_path)
+
+
+def detect_routed(
+    method: str, path: str, body: bytes | None, shared: SharedPath | None, by_path: Api | None
+) -> Api | None:
+    """detect_on, given what route() said of the method and path. Pure."""
     if (
         by_path is not None
         and body is not None

@@ -113,7 +113,12 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
         calls=calls,
         awaiting=[c.call_id for c in calls if c.call_id],
         output_types=types,
-        callable_names=callable_names(_tool_choice(request)),
+        # Most requests choose nothing: then every tool is callable (None).
+        callable_names=(
+            callable_names(_tool_choice(request))
+            if "tool_choice" in request or "function_call" in request
+            else None
+        ),
         calls_held=xai,
         format_held=xai or grammar,
     )
