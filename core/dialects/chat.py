@@ -33,22 +33,29 @@ def recognise(method: str, path: str) -> bool:
     return method.upper() == "POST" and path.endswith("/chat/completions")
 
 
+def _typed(entry: Any) -> tuple[str, Mapping[str, Any], str] | None:
+    """A declared tool or a message's call: its kind (function or custom), the object under that
+    key, and the name it holds; None for any other entry, or one with no name. Pure."""
+    # The shapes read inline (as_dict, as_str): every tool and call of every exchange comes here.
+    if not isinstance(entry, dict):
+        return None
+    kind = entry.get("type")
+    kind = kind if isinstance(kind, str) and kind else "function"
+    if kind not in {"function", "custom"}:
+        return None
+    inner = entry.get(kind)
+    inner = inner if isinstance(inner, dict) else {}
+    name = inner.get("name")
+    name = name.strip() if isinstance(name, str) else ""
+    return (kind, inner, name) if name else None
+
+
 def _tools(request: Mapping[str, Any]) -> list[Tool]:
-    # The shapes read inline (as_dict, as_str): every request's every tool comes here.
     out: list[Tool] = []
     tools = request.get("tools")
     for tool in tools if isinstance(tools, list) else ():
-        if not isinstance(tool, dict):
-            continue
-        kind = tool.get("type")
-        kind = kind if isinstance(kind, str) and kind else "function"
-        if kind not in {"function", "custom"}:
-            continue
-        inner = tool.get(kind)
-        inner = inner if isinstance(inner, dict) else {}
-        name = inner.get("name")
-        name = name.strip() if isinstance(name, str) else ""
-        if name:
+        if (typed := _typed(tool)) is not None:
+            kind, inner, name = typed
             out.append(Tool.declared(name, kind, inner))
     for legacy in map(as_dict, as_list(request.get("functions"))):
         name = as_str(legacy.get("name")).strip()
@@ -73,19 +80,14 @@ def read_turn(request: Mapping[str, Any], response: Mapping[str, Any]) -> Turn:
     calls: list[ToolCall] = []
     made = message.get("tool_calls")
     for call in made if isinstance(made, list) else ():
-        if not isinstance(call, dict):
+        if (typed := _typed(call)) is None:
             continue
-        kind = call.get("type")
-        kind = kind if isinstance(kind, str) and kind else "function"
-        if kind not in {"function", "custom"}:
-            continue
-        inner = as_dict(call.get(kind))
-        name = as_str(inner.get("name")).strip()
-        if name and kind == "function":
+        kind, inner, name = typed
+        if kind == "function":
             calls.append(
                 make_call(as_str(call.get("id")), name, "function_call", inner, "arguments")
             )
-        elif name:
+        else:
             calls.append(
                 make_call(as_str(call.get("id")), name, "custom_tool_call", inner, "input")
             )
