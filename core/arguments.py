@@ -110,6 +110,7 @@ def _path(parts: Any) -> str:
 
 
 Compiled = Any  # jsonschema_rs.Validator, or a str saying why the schema is unusable
+COMPILED_KEPT = 256  # schemas a ValidatorCache keeps compiled, the least recently used out
 
 
 class ValidatorCache:
@@ -119,7 +120,7 @@ class ValidatorCache:
     global state; results are the same with or without it.
     """
 
-    def __init__(self, size: int = 256) -> None:
+    def __init__(self, size: int = COMPILED_KEPT) -> None:
         self._size = size
         self._compiled: OrderedDict[bytes, Compiled] = OrderedDict()
 

@@ -21,7 +21,17 @@ from tooltap.addon.proxy import addon
 from tooltap.addon.sinks import metrics, traces
 from tooltap.addon.sinks.log import JOIN_KEYS, SOCKET_KEYS, ExchangeIds, LogSink
 from tooltap.addon.sinks.metrics import Metrics
-from tooltap.core import Verdict, arguments, encoding, inspection, loop, parallel, schema
+from tooltap.core import (
+    Verdict,
+    arguments,
+    definitions,
+    dialects,
+    encoding,
+    inspection,
+    loop,
+    parallel,
+    schema,
+)
 from tooltap.core.findings import DEFAULT, NAMES
 from tooltap.core.inspection import Outcome
 from tooltap.core.loop import RULES as LOOP_RULES
@@ -339,6 +349,9 @@ def test_the_limits_table_says_what_the_code_holds():
         "MCP GET streams followed at once": f"{addon.MAX_CHANNELS:,}",
         "MCP sessions remembered, with their tool lists": f"{session.TOOL_SESSIONS:,} sessions, {session.TOOL_BYTES >> 20} MiB of lists",
         "tool-definition pins kept per process": f"{pins.PINS_BYTES >> 20} MiB",
+        "tool definitions already read, by their bytes, per process": f"{definitions.CACHE_BYTES >> 20} MiB",
+        "compiled argument schemas, per process": f"{arguments.COMPILED_KEPT:,} schemas",
+        "request paths whose dialect is remembered, per process": f"{dialects.ROUTES_KEPT:,} paths of up to {dialects.ROUTE_PATH_KEPT:,} characters",
         "`model` and `server` label values (`tooltap_model_labels`)": f"{option('tooltap_model_labels')}",
         "session error `type` label values": f"{metrics.ERROR_TYPES}",
         "trace spans waiting for the collector": f"{traces.MAX_QUEUE:,}",
