@@ -150,7 +150,7 @@ def _read_response(api: Api, exchange: Exchange, max_decoded: int) -> _Body:
         return _read_stream(api, body, None, max_decoded, "sse", arrivals=arrivals)
     if "json" not in content_type and looks_like_eventstream(body):  # recorded without its type
         return _read_stream(api, body, None, max_decoded, "eventstream", arrivals=arrivals)
-    if streamed_path(api, exchange.url) and body.lstrip()[:1] == b"[":
+    if body.lstrip()[:1] == b"[" and streamed_path(api, exchange.url):
         return _read_stream(api, body, None, max_decoded, "jsonarray", arrivals=arrivals)
     # Strict, as the client's own JSON parser is: a body it cannot read is unparseable.
     value, error = loads(body)
@@ -395,7 +395,7 @@ def inspect(
         "loop_errors": loop.errors,
         "tool_results": loop.results,
         "unchecked": loop.unchecked,
-        "hidden_text": _hidden_results(loop.results),
+        "hidden_text": _hidden_results(loop.results) if loop.results else [],
         "duration_ms": _ms(exchange.request_start, exchange.response_end),
     }
     if exchange.status is None:
@@ -497,10 +497,11 @@ def inspect(
         instructions=lambda: instructions(as_dict(request)),
     )  # fmt: skip
     found["definitions"] = definitions
+    # Most turns hide nothing anywhere: each part is asked only when it has something to scan.
     found["hidden_text"] = [
-        *hidden_in(definitions.declared),
+        *(hidden_in(definitions.declared) if definitions.declared else ()),
         *found["hidden_text"],  # the loop's results'
-        *_hidden_results(hosted_results),
+        *(_hidden_results(hosted_results) if hosted_results else ()),
     ]
     found["calls"] = calls
     found["tool_results"] = [*loop.results, *hosted_results] if hosted_results else loop.results
@@ -536,12 +537,12 @@ def inspect(
         if format_state == "advisory-tools"
         else []
     )  # fmt: skip
-    duplicate = parallel.duplicate_line(duplicates)
+    duplicate = parallel.duplicate_line(duplicates) if duplicates else None
     repairs = [
         *reading.state_repairs(state),
         *reading.format_repairs({"text": {"format": applied}}, format_state, loose, limits),
         *([duplicate] if duplicate else []),
-        *_argument_repair(calls, api),
+        *(_argument_repair(calls, api) if calls else ()),
     ]
     found["state"], found["detail"] = state, detail
     found["format_state"], found["format_detail"] = format_state, format_detail
