@@ -194,6 +194,8 @@ def validate(
         return [], compiled
     errors: list[SchemaError] = []
     try:
+        if compiled.is_valid(value):  # most arguments: a third of the cost of listing no errors
+            return errors, None
         for found in compiled.iter_errors(value):
             if len(errors) == MAX_SCHEMA_ERRORS:
                 errors.append(
