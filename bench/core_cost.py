@@ -27,6 +27,10 @@ try:
     from tooltap.core.definitions import DefinitionCache
 except ImportError:  # a tooltap from before the worker kept its definitions (bench --commit)
     DefinitionCache = None  # type: ignore[assignment,misc]
+try:
+    from tooltap.core.dialects import Routes
+except ImportError:  # a tooltap from before the worker kept the paths it routed (bench --commit)
+    Routes = None  # type: ignore[assignment,misc]
 from tooltap.core.stream import Framing
 
 from . import bodies
@@ -68,10 +72,13 @@ TIMING: dict[Size, Timing] = {
 
 def warm_caches() -> dict[str, Any]:
     """What the worker keeps warm from one exchange to the next, as inspect() takes it: the
-    validators, and the tool definitions read (where this tooltap keeps them)."""
+    validators, and the tool definitions read and the paths routed (where this tooltap keeps
+    them)."""
     caches: dict[str, Any] = {"validators": ValidatorCache()}
     if DefinitionCache is not None:
         caches["definition_cache"] = DefinitionCache()
+    if Routes is not None:
+        caches["routes"] = Routes()
     return caches
 
 

@@ -32,6 +32,7 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 MEASURES = ("loads", "inspect", "read")
 PASSES = 2
@@ -48,7 +49,13 @@ def _child(cases_file: str, measure: str, passes: int) -> None:
     with open(cases_file, "rb") as handle:
         raw = pickle.load(handle)
     cases = [(Exchange.model_validate(e), app, payloads) for e, app, payloads in raw]
-    caches = {"validators": ValidatorCache(), "definition_cache": DefinitionCache()}
+    caches: dict[str, Any] = {"validators": ValidatorCache(), "definition_cache": DefinitionCache()}
+    try:  # as the worker keeps them, in the version measured
+        from tooltap.core.dialects import Routes
+
+        caches["routes"] = Routes()
+    except ImportError:  # a tooltap from before the worker kept the paths it routed
+        pass
     session = Session()
 
     def loads() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from . import parallel, schema, subsets
 from .arguments import Call, ValidatorCache, diagnose
 from .definitions import DefinitionCache, HiddenText, declared_in, hidden_in, served_in
-from .dialects import detect_routed, dialect, path_of, route, streamed_path
+from .dialects import Routes, detect_routed, dialect, path_of, route, streamed_path
 from .dialects.base import Serve
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .eventstream import looks_like_eventstream
@@ -342,18 +342,23 @@ def inspect(
     max_decoded: int = DEFAULT_MAX_DECODED,
     tool_server: ToolServer | None = None,
     definition_cache: DefinitionCache | None = None,
+    routes: Routes | None = None,
 ) -> Verdict:
     """Classify one exchange. Pure and total: any bytes give a Verdict.
 
     prior maps a response id to the call ids it returned, for requests that
     continue it with previous_response_id; tool_server is what an MCP session said
-    before this exchange (the proxy owns both memories). validators and
-    definition_cache keep what one exchange compiled or read for the next: the
-    verdict is the same without them.
+    before this exchange (the proxy owns both memories). validators,
+    definition_cache and routes keep what one exchange compiled, read or looked up
+    for the next: the verdict is the same without them.
     """
     parsed = path_of(exchange.url)  # once: the routing below reads the path, not the URL
     path = parsed or ""
-    routed = None if exchange.api or parsed is None else route(exchange.method, parsed)
+    routed = (
+        None
+        if exchange.api or parsed is None
+        else (routes.route if routes is not None else route)(exchange.method, parsed)
+    )
     shared = routed[0] if routed is not None else None
     if shared is not None:  # the model the path names, or the body's shape, says who reads it
         request, problem = _read_request(exchange)

@@ -10,12 +10,11 @@ from typing import Any
 
 from .dialects import detect_api, detect_socket, dialect, streamed_path
 from .dialects.base import Prior
-from .dialects.responses import (
+from .dialects.responses import UNFINISHED, is_retrieval
+from .dialects.responses_items import (
     CLIENT_CALL_TYPES,
     RESULT_TYPES,
-    UNFINISHED,
     client_call_id,
-    is_retrieval,
     result_call_ids,
 )
 from .loop import LoopReport

@@ -26,6 +26,7 @@ from tooltap.core import (
     served_session,
 )
 from tooltap.core.definitions import DefinitionCache, endpoint
+from tooltap.core.dialects import Routes
 from tooltap.core.dialects.mcp import list_changed
 from tooltap.core.dialects.mcp_streams import ANSWERED_ON_STREAM, Changed, Channels, Said
 from tooltap.core.jsontext import loads
@@ -111,6 +112,7 @@ class Session:
         self.clock = Clock(self.state, deadline)  # when calls were issued, answered and run
         self.validators = ValidatorCache()
         self.definitions = DefinitionCache()
+        self.routes = Routes()
         self.tool_servers = ToolServers()
         self.pins = pins if pins is not None else Pins()
         self.channels = Channels()  # MCP's legacy sessions: GET streams and their POSTs
@@ -187,6 +189,7 @@ class Session:
             validators=self.validators,
             tool_server=self.tool_servers.get(key) if key is not None else None,
             definition_cache=self.definitions,
+            routes=self.routes,
         )
         changes = self.pins.check(verdict.definitions, application)
         if changes:

@@ -38,6 +38,7 @@ __all__ = [
     "SHARED",
     "Dialect",
     "Reading",
+    "Routes",
     "SharedPath",
     "detect_api",
     "detect_on",
@@ -95,30 +96,42 @@ def shared_path(method: str, url: str) -> SharedPath | None:
 
 def shared_on(method: str, path: str) -> SharedPath | None:
     """shared_path, given the URL's path (path_of). Pure."""
-    return route(method, path)[0]
-
-
-# What the table says of a method and path, remembered: an application calls a few paths over
-# and over. Bounded in entries and in the length of the paths it keeps.
-_ROUTES: dict[tuple[str, str], tuple[SharedPath | None, Api | None]] = {}
-ROUTES_KEPT = 1024
-ROUTE_PATH_KEPT = 512  # characters
+    return next((shared for shared in SHARED if shared.recognise(method, path)), None)
 
 
 def route(method: str, path: str) -> tuple[SharedPath | None, Api | None]:
     """The shared path a request is on, and the dialect that recognises its path, by the
-    table alone (no body read). Pure: what is remembered is what the table would say again."""
-    key = (method, path)
-    found = _ROUTES.get(key)
-    if found is None:
-        shared = next((s for s in SHARED if s.recognise(method, path)), None)
-        by_path = next((d.api for d in DIALECTS.values() if d.recognise(method, path)), None)
-        found = (shared, by_path)
-        if len(path) <= ROUTE_PATH_KEPT:
-            if len(_ROUTES) >= ROUTES_KEPT:
-                _ROUTES.clear()
-            _ROUTES[key] = found
-    return found
+    table alone (no body read). Pure."""
+    by_path = next((d.api for d in DIALECTS.values() if d.recognise(method, path)), None)
+    return shared_on(method, path), by_path
+
+
+ROUTES_KEPT = 1024
+ROUTE_PATH_KEPT = 512  # characters
+
+
+class Routes:
+    """What the table said of each method and path, kept for the next request on it: an
+    application calls a few paths over and over. At most ROUTES_KEPT paths of up to
+    ROUTE_PATH_KEPT characters (when full, all are forgotten at once). The caller owns it (the
+    proxy keeps one per worker), so core holds no global state; the answers are route()'s."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[str, str], tuple[SharedPath | None, Api | None]] = {}
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def route(self, method: str, path: str) -> tuple[SharedPath | None, Api | None]:
+        key = (method, path)
+        found = self._kept.get(key)
+        if found is None:
+            found = route(method, path)
+            if len(path) <= ROUTE_PATH_KEPT:
+                if len(self._kept) >= ROUTES_KEPT:
+                    self._kept.clear()
+                self._kept[key] = found
+        return found
 
 
 def detect_api(method: str, url: str, body: bytes | None = None) -> Api | None:

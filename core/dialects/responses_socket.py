@@ -23,6 +23,7 @@ from ..sockets import (
     Waiting,
 )
 from ..turn import Api
+from .responses_items import client_call_id, result_call_ids
 
 # The events a turn needs. The rest (text deltas, rate limits) is never held: over a long socket
 # it is nearly everything.
@@ -95,7 +96,10 @@ class ResponsesSocket(SocketReader):
             if kind == "response.create":
                 self._wait(lane, message, as_str(value.get("previous_response_id")))
                 for item in map(as_dict, as_list(value.get("input"))):
-                    self.owed.pop(as_str(item.get("call_id")), None)  # answered, or replayed
+                    # Answered (an output, an approval), or the call itself replayed.
+                    for call_id in (as_str(item.get("call_id")), client_call_id(item),
+                                    *result_call_ids(item)):  # fmt: skip
+                        self.owed.pop(call_id, None)
             return []
         done: list[SocketTurn] = []
         turn = self.active.get(lane)
@@ -134,13 +138,12 @@ class ResponsesSocket(SocketReader):
         if response.get("status") != "completed" or self.now is None:
             return
         for item in map(as_dict, as_list(response.get("output"))):
-            call_id = as_str(item.get("call_id"))
-            if item.get("type") in ("function_call", "custom_tool_call") and call_id:
-                self.owed[call_id] = (
-                    as_str(item.get("name")),
-                    self.now,
-                    as_str(response.get("id")),
-                )
+            # Every call the client answers: a function's, a computer's, a local shell's, a
+            # patch, an approval (named by its tool where it has one, else by its kind).
+            call_id = client_call_id(item)
+            if call_id:
+                name = as_str(item.get("name")) or as_str(item.get("type"))
+                self.owed[call_id] = (name, self.now, as_str(response.get("id")))
         while len(self.owed) > MAX_OPEN:
             self.owed.popitem(last=False)
 

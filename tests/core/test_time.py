@@ -371,3 +371,44 @@ def test_a_responses_socket_owes_a_completed_responses_calls_until_an_output_nam
     assert reader.owed_calls() == {}
     reader.lost()
     assert reader.overdue(T0 + 500, 60) == []
+
+
+def test_a_responses_socket_owes_every_call_its_client_answers_and_no_hosted_one():
+    """Computer, local shell, patch and approval calls are owed as function calls are, each
+    until the item that answers it by its own key; a shell call run in a hosted container and
+    a tool search the server ran are the provider's, and owed nothing."""
+    reader = socket_reader("responses", "wss://api.openai.com/v1/responses", 8 << 20)
+    response = {"id": "resp_1", "status": "in_progress", "output": [], "tools": []}
+    issued = [
+        {"type": "computer_call", "call_id": "cu_1", "action": {"type": "screenshot"}},
+        {"type": "local_shell_call", "call_id": "sh_1", "id": "lsc_1", "action": {}},
+        {"type": "apply_patch_call", "call_id": "ap_1", "operation": {}},
+        {"type": "mcp_approval_request", "id": "mcpr_1", "name": "delete", "server_label": "fs"},
+        {"type": "shell_call", "call_id": "sh_2", "environment": {"type": "container_auto"}},
+        {"type": "tool_search_call", "call_id": "ts_1", "execution": "server"},
+    ]
+    for message, from_client, at in (
+        ({"type": "response.create", "model": "m", "input": "hi"}, True, T0),
+        ({"type": "response.created", "response": response}, False, T0 + 0.1),
+        ({"type": "response.completed", "response": response | {"status": "completed",
+                                                                  "output": issued}}, False, T0 + 1),
+    ):  # fmt: skip
+        reader.feed(json.dumps(message).encode(), from_client, at)
+    assert reader.owed_calls() == {
+        "cu_1": ("computer_call", T0 + 1, "resp_1"),
+        "sh_1": ("local_shell_call", T0 + 1, "resp_1"),
+        "ap_1": ("apply_patch_call", T0 + 1, "resp_1"),
+        "mcpr_1": ("delete", T0 + 1, "resp_1"),
+    }
+    assert [o.call_id for o in reader.overdue(T0 + 100, 60)] == ["cu_1", "sh_1", "ap_1", "mcpr_1"]
+    answers = [
+        {"type": "computer_call_output", "call_id": "cu_1", "output": {}},
+        {"type": "local_shell_call_output", "id": "sh_1", "output": "ok"},  # its id is the call's
+        {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": True},
+    ]
+    follow_up = {"type": "response.create", "previous_response_id": "resp_1", "input": answers}
+    reader.feed(json.dumps(follow_up).encode(), True, T0 + 2)
+    assert reader.owed_calls() == {"ap_1": ("apply_patch_call", T0 + 1, "resp_1")}
+    patched = {"type": "apply_patch_call_output", "call_id": "ap_1", "status": "completed"}
+    reader.feed(json.dumps(follow_up | {"input": [patched]}).encode(), True, T0 + 3)
+    assert reader.owed_calls() == {}

@@ -6,6 +6,7 @@ import pytest
 from support.captures import JSON, URLS, Pair, pairs, spec_pair, text
 
 from tooltap.core import detect_api, inspect, parallel, read_turn
+from tooltap.core.dialects import DIALECTS, ROUTE_PATH_KEPT, ROUTES_KEPT, Routes, route
 
 
 def calls(verdict):
@@ -359,19 +360,16 @@ def test_anthropic_structured_output_is_enforced_by_construction():
 def test_the_path_table_is_remembered_within_its_bounds():
     """What the table says of a path is kept for the next request on it: a bounded number of
     paths, none longer than the bound, each answered as the table answers it afresh."""
-    from tooltap.core.dialects import _ROUTES, DIALECTS, ROUTE_PATH_KEPT, ROUTES_KEPT, route
-
-    _ROUTES.clear()
-    paths = [f"/v1/responses/resp_{n}" for n in range(ROUTES_KEPT + 10)]
-    for path in paths:
-        assert route("GET", path) == (None, "responses")
-    assert 0 < len(_ROUTES) <= ROUTES_KEPT
+    routes = Routes()
+    for n in range(ROUTES_KEPT + 10):
+        assert routes.route("GET", f"/v1/responses/resp_{n}") == (None, "responses")
+    assert 0 < len(routes) <= ROUTES_KEPT
     long = "/" + "v" * ROUTE_PATH_KEPT + "/chat/completions"
-    assert route("POST", long) == (None, "chat")
-    assert ("POST", long) not in _ROUTES
+    assert routes.route("POST", long) == (None, "chat")
+    assert len(routes) == 10  # full: forgotten at once, then the ten past it; the long one never
     for method, path in [("POST", "/v1/chat/completions"), ("POST", "/v1/messages"),
                          ("POST", "/model/anthropic.claude-3/invoke"), ("GET", "/v1/models"),
                          ("POST", "/api/chat"), ("POST", "/mcp")]:  # fmt: skip
         fresh = next((d.api for d in DIALECTS.values() if d.recognise(method, path)), None)
-        assert route(method, path)[1] == fresh
-        assert route(method, path)[1] == fresh  # the second time, from memory
+        assert routes.route(method, path) == route(method, path)
+        assert routes.route(method, path)[1] == fresh  # the second time, from memory
