@@ -6,8 +6,8 @@ tool call while any tool declares strict: true came back without the guarantee
 the parser relies on, and it did so with an HTTP 200.
 
 The functions on dicts take the Responses-API response shape (as
-GET /v1/responses/{id} returns it: what `tooltap audit` reads of stored responses);
-`classify_turn` reads a Turn of any dialect (tooltap.core.turn). Both come to `judge`.
+GET /v1/responses/{id} returns it); `classify_turn` reads a Turn of any dialect
+(tooltap.core.turn), as inspect does. Both come to `judge`.
 """
 
 from __future__ import annotations
