@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import (
+    compiled,
     core_cost,
     definitions,
     json_load,
@@ -81,6 +82,7 @@ def machine() -> dict[str, Any]:
     import psutil
 
     import tooltap.core
+    import tooltap.core.inspection
 
     model = platform.processor()
     try:
@@ -91,14 +93,18 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     snapshot = os.environ.get(SNAPSHOT_ENV)
+    pinned = snapshot.removesuffix("-compiled") if snapshot else "working-tree"
+    compiled_core = Path(tooltap.core.inspection.__file__).suffix == ".so"
+    code = f"snapshot of {snapshot}" if snapshot else "working tree (editable install)"
     return {
-        # Measured code: a pinned snapshot (--commit), or the editable install, where
-        # uncommitted edits in core/ and addon/ count too.
-        "code": f"snapshot of {snapshot}" if snapshot else "working tree (editable install)",
-        "commit": snapshot or _git("rev-parse", "--short", "HEAD"),
+        # Measured code: a pinned snapshot (--commit, --compiled), or the editable install,
+        # where uncommitted edits in core/ and addon/ count too.
+        "code": code + (", core's pure modules compiled" if compiled_core else ""),
+        "commit": _git("rev-parse", "--short", "HEAD") if pinned == "working-tree" else pinned,
+        "core_compiled": compiled_core,
         "code_path": str(Path(tooltap.core.__file__).parent.parent),
         "uncommitted_in_core_addon": 0
-        if snapshot
+        if pinned != "working-tree"
         else len(_git("status", "--porcelain", "core", "addon").splitlines()),
         "cpu": model,
         "cores": psutil.cpu_count(logical=True),
@@ -109,21 +115,26 @@ def machine() -> dict[str, Any]:
     }
 
 
-def pin(commit: str, argv: list[str]) -> None:
-    """Re-run this command against core/ and addon/ as of `commit`, copied out of git.
+def pin(commit: str | None, argv: list[str], *, compile_core: bool = False) -> None:
+    """Re-run this command against core/ and addon/ as of `commit`, copied out of git (None:
+    copied from the working tree), with core's pure modules compiled if asked (setup.py).
 
     The package is installed editable, so edits made while a run is going on
     would be measured half-way (and mitmproxy live-reloads a changed addon
     script, which resets its metrics). A snapshot earlier on PYTHONPATH wins
     over the editable install, in this process and in every proxy it starts.
     """
-    rev = _git("rev-parse", "--short", commit)
+    rev = _git("rev-parse", "--short", commit) if commit else "working-tree"
     if not rev:
         raise SystemExit(f"bench: unknown commit {commit!r}")
-    root = OUT / f"code-{rev}"
+    label = f"{rev}-compiled" if compile_core else rev
+    root = OUT / f"code-{label}"
     shutil.rmtree(root, ignore_errors=True)
-    for part in ("core", "addon"):
-        target = root / "tooltap" / part
+    tree = root / "tooltap"
+    if commit is None:
+        compiled.copy_tree(HERE.parent, tree)
+    for part in ("core", "addon") if commit else ():
+        target = tree / part
         target.mkdir(parents=True)
         archive = subprocess.run(
             ["git", "archive", rev, part], cwd=HERE.parent, capture_output=True, check=True
@@ -133,20 +144,25 @@ def pin(commit: str, argv: list[str]) -> None:
                 if member.isfile():
                     member.name = member.name.split("/", 1)[1]
                     tar.extract(member, target, filter="data")
-    env = {**os.environ, SNAPSHOT_ENV: rev}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
-    print(f"bench: measuring {rev} from {root}", flush=True)
+    paths = [root]
+    if compile_core:
+        print(f"bench: compiling core's pure modules of {rev} (setup.py, mypyc)", flush=True)
+        paths = compiled.build(tree)
+    env = {**os.environ, SNAPSHOT_ENV: label}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [*map(str, paths), env.get("PYTHONPATH")]))
+    print(f"bench: measuring {label} from {root}", flush=True)
     os.execve(sys.executable, [sys.executable, "-m", "bench", *argv], env)
 
 
-def _without_commit(argv: list[str]) -> list[str]:
+def _without_pinning(argv: list[str]) -> list[str]:
+    """The arguments without --commit and --compiled (the re-run measures what they made)."""
     out, skip = [], False
     for arg in argv:
         if skip:
             skip = False
         elif arg == "--commit":
             skip = True
-        elif not arg.startswith("--commit="):
+        elif not arg.startswith("--commit=") and arg != "--compiled":
             out.append(arg)
     return out
 
@@ -176,6 +192,12 @@ def main() -> int:
         "--commit",
         help="measure core/ and addon/ as of this commit (e.g. HEAD), not the working tree",
     )
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="measure with core's pure modules compiled by mypyc, as TOOLTAP_COMPILE=1 builds"
+        " tooltap (setup.py); with --commit, that commit's",
+    )
     args = parser.parse_args()
     if args.readme and args.smoke:
         parser.error("--readme publishes the figures, and a smoke run's mean nothing")
@@ -183,8 +205,8 @@ def main() -> int:
         report.write(OUT, HERE, readme=True)
         print((OUT / "results.md").read_text())
         return 0
-    if args.commit and not os.environ.get(SNAPSHOT_ENV):
-        pin(args.commit, _without_commit(sys.argv[1:]))
+    if (args.commit or args.compiled) and not os.environ.get(SNAPSHOT_ENV):
+        pin(args.commit, _without_pinning(sys.argv[1:]), compile_core=args.compiled)
     size: Size = "smoke" if args.smoke else "quick" if args.quick else "full"
     only = args.only or ",".join(QUICK if size == "quick" else ALL)
     wanted = [name for name in only.split(",") if name]

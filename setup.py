@@ -1,0 +1,76 @@
+"""tooltap's build: pure Python, or with core's hottest pure modules compiled.
+
+With TOOLTAP_COMPILE=1 the modules in COMPILED are compiled by mypyc (part of mypy) into
+C extensions, which Python imports in place of their source: a small turn's inspection costs
+about a tenth less (bench/README.md). Nothing else changes. It needs mypy, setuptools and a C
+compiler where the package is built:
+
+    pip install setuptools mypy
+    TOOLTAP_COMPILE=1 pip install --no-build-isolation .
+
+Everything else (the metadata, the packages) is in pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from setuptools import setup
+
+# Pure modules on every turn's path: no pydantic model in them (mypyc compiles none) and no
+# subclass of a class kept interpreted (an interpreted class cannot subclass a compiled one).
+COMPILED = (
+    "core/inspection.py",
+    "core/wire.py",
+    "core/turn.py",
+    "core/shapes.py",
+    "core/parallel.py",
+    "core/sse.py",
+    "core/lines.py",
+    "core/unread.py",
+    "core/dialects/base.py",
+    "core/dialects/responses_items.py",
+    "core/encoding.py",
+    "core/findings.py",
+    "core/subsets.py",
+    "core/eventstream.py",
+    "core/jsonarray.py",
+    "addon/inspection/session.py",
+    "addon/inspection/pins.py",
+    "addon/inspection/clock.py",
+)
+STAGE = Path("build", "mypyc")  # where the tree is seen as the package `tooltap`
+
+
+def compiled() -> list[object]:
+    if os.environ.get("TOOLTAP_COMPILE") != "1":
+        return []
+    try:
+        from mypyc.build import mypycify  # noqa: PLC0415 - only a compiled build needs it
+    except ImportError as exc:
+        raise SystemExit(
+            "TOOLTAP_COMPILE=1 needs mypy where tooltap is built: "
+            "pip install setuptools mypy, then pip install --no-build-isolation ."
+        ) from exc
+    # tooltap is this tree under another name (pyproject's package-dir): mypyc names a module
+    # by its path, so it reads the tree through a link called tooltap.
+    STAGE.mkdir(parents=True, exist_ok=True)
+    link = STAGE / "tooltap"
+    if not link.is_symlink():
+        link.symlink_to(Path.cwd().resolve(), target_is_directory=True)
+    os.environ["MYPYPATH"] = str(STAGE)
+    return mypycify(  # type: ignore[no-any-return]
+        [
+            "--explicit-package-bases",
+            "--namespace-packages",
+            # The build environment may lack the runtime dependencies' types: those read as Any.
+            "--ignore-missing-imports",
+            "--follow-imports=silent",
+            *(str(link / path) for path in COMPILED),
+        ],
+        opt_level="3",
+    )
+
+
+setup(ext_modules=compiled())
