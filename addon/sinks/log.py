@@ -88,6 +88,11 @@ def joined(ids: ExchangeIds, verdict: Verdict, path: str) -> dict[str, Any]:
     return keys
 
 
+def _json(_logger: Any, _level: str, event_dict: EventDict) -> bytes:
+    """The JSON renderer: the event dict as orjson writes it, keys in their order."""
+    return orjson.dumps(event_dict)
+
+
 def _renderer(log_format: str, stream: IO[str]) -> Processor:
     if log_format == "auto":
         log_format = "console" if stream.isatty() else "json"
@@ -95,7 +100,7 @@ def _renderer(log_format: str, stream: IO[str]) -> Processor:
         return structlog.dev.ConsoleRenderer(
             colors=stream.isatty() or os.environ.get("FORCE_COLOR") == "1"
         )
-    return structlog.processors.JSONRenderer(serializer=lambda v, **_: orjson.dumps(v).decode())
+    return _json
 
 
 def _timestamper() -> Processor:
@@ -203,10 +208,14 @@ class LogSink:
 
     def _write(self, lines: list[Any]) -> None:
         """An exchange's lines in one write, so that lines from elsewhere cannot land between
-        them."""
+        them (the JSON renderer's are bytes, decoded once here; the console's are text)."""
         if not lines:
             return  # the processors dropped them (LogCapture)
-        self._stream.write("\n".join(lines) + "\n")
+        if isinstance(lines[0], bytes):
+            text = b"\n".join(lines).decode() + "\n"
+        else:
+            text = "\n".join(lines) + "\n"
+        self._stream.write(text)
         self._stream.flush()
 
     def _events(self, log: _Exchange, verdict: Verdict, host: str, inspect_ms: float) -> None:
