@@ -108,17 +108,18 @@ def _timestamper() -> Processor:
     isoformat in UTC with Z for +00:00, `2026-12-05T18:07:50.123456Z`, and no fraction on the
     second itself. Its date and time are formatted once a second, the microseconds (floored,
     as datetime.now floors them) on each line: a third of TimeStamper's cost."""
-    second = -1
-    whole = fraction = ""
+    cached = (-1, "", "")  # a second, its stamp, and its stamp's format with a fraction
 
     def stamp(_logger: Any, _level: str, event_dict: EventDict) -> EventDict:
-        nonlocal second, whole, fraction
+        nonlocal cached
         now = time.time_ns() // 1000  # µs
+        second, whole, fraction = cached  # one read: never one second with another's stamp
         if now // 1_000_000 != second:
             second = now // 1_000_000
             at = datetime.datetime.fromtimestamp(second, datetime.UTC)
             whole = at.isoformat().replace("+00:00", "Z")
             fraction = whole[:-1] + ".%06dZ"
+            cached = (second, whole, fraction)
         micro = now % 1_000_000
         event_dict["timestamp"] = fraction % micro if micro else whole
         return event_dict
