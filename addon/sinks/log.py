@@ -283,7 +283,7 @@ class LogSink:
                 type=failure.type,
                 message=policy.message(failure.message),
             )
-        names = {call.call_id: call.name for call in verdict.calls}
+        names = {call.call_id: call.name for call in verdict.calls} if verdict.tool_results else {}
         for result in verdict.tool_results:
             if served:
                 errors = [policy.schema_error(e.model_dump()) for e in result.schema_errors]
@@ -312,7 +312,8 @@ class LogSink:
             log.warning("tool_changed", api=verdict.api, **(change.model_dump() | served))
         for hidden in policy.hidden(verdict.hidden_text):
             log.warning("hidden_text", api=verdict.api, **(hidden.model_dump() | served))
-        if verdict.state not in (None, "no-tools") and not verdict.call_count:
+        calls = verdict.call_count  # a sum over the calls: once
+        if verdict.state not in (None, "no-tools") and not calls:
             log.info(
                 "no_tool_call",
                 api=verdict.api,
@@ -340,7 +341,7 @@ class LogSink:
             state=verdict.state,
             format_state=verdict.format_state,
             findings=found,
-            calls=verdict.call_count,
+            calls=calls,
             duplicates=verdict.duplicates,
             repairs=verdict.repairs,
             unchecked=verdict.unchecked,
