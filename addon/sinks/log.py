@@ -134,6 +134,7 @@ def _level(name: str) -> Callable[..., None]:
         event_dict: Any = {**self.keys, **fields}  # as structlog's: the context, then keywords
         event_dict["event"] = event
         try:
+            # No wrapped logger (None): add_log_level, the renderers and LogCapture never read it.
             for processor in self.chain:
                 event_dict = processor(None, name, event_dict)
         except structlog.DropEvent:
