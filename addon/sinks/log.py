@@ -7,23 +7,34 @@ exchange (MCP) `tool_result`, with the server and session on each line. No heade
 ever logged, and with `redact`, `hash` or `omit` neither is anything
 secret-looking in the arguments or in messages that could echo them.
 
-Lines join by their exchange: `emit` binds an exchange's keys (JOIN_KEYS: `exchange`, its
+Lines join by their exchange: `emit` gives an exchange's keys (JOIN_KEYS: `exchange`, its
 `response_id`, `model` and `path`, and on a socket its `session` and `turn`) to the logger
 every line of that exchange is written through, so an event added to `_events` carries them
-with no more code. Lines written outside an exchange must bind the same keys (`joined`).
+with no more code. Lines written outside an exchange must carry the same keys (`joined`).
+
+Each line is a structlog event dict run through one processor chain, made once per sink:
+structlog's `add_log_level`, the timestamp (as structlog's `TimeStamper(fmt="iso",
+utc=True)` writes it), then the renderer, or the processors a test passes (structlog's
+`LogCapture`). The chain is run by `_Exchange`, as structlog's bound loggers run theirs (the
+context, then the call's keywords, then `event`; `DropEvent` drops the line), without their
+cost per line and without a bound logger assembled per exchange: the log is part of the
+inspector's CPU per flow.
 """
 
 from __future__ import annotations
 
-import io
+import datetime
 import os
 import sys
+import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
 import orjson
 import structlog
+from structlog.typing import EventDict, Processor
 
 from tooltap.core import Verdict
 from tooltap.core.findings import DEFAULT, findings
@@ -77,14 +88,74 @@ def joined(ids: ExchangeIds, verdict: Verdict, path: str) -> dict[str, Any]:
     return keys
 
 
-def _renderer(log_format: str, stream: IO[str]) -> Any:
+def _json(_logger: Any, _level: str, event_dict: EventDict) -> bytes:
+    """The JSON renderer: the event dict as orjson writes it, keys in their order."""
+    return orjson.dumps(event_dict)
+
+
+def _renderer(log_format: str, stream: IO[str]) -> Processor:
     if log_format == "auto":
         log_format = "console" if stream.isatty() else "json"
     if log_format == "console":
         return structlog.dev.ConsoleRenderer(
             colors=stream.isatty() or os.environ.get("FORCE_COLOR") == "1"
         )
-    return structlog.processors.JSONRenderer(serializer=lambda v, **_: orjson.dumps(v).decode())
+    return _json
+
+
+def _timestamper() -> Processor:
+    """`timestamp`, as structlog's TimeStamper(fmt="iso", utc=True) writes it: datetime's
+    isoformat in UTC with Z for +00:00, `2026-12-05T18:07:50.123456Z`, and no fraction on the
+    second itself. Its date and time are formatted once a second, the microseconds (floored,
+    as datetime.now floors them) on each line: a third of TimeStamper's cost."""
+    cached = (-1, "", "")  # a second, its stamp, and its stamp's format with a fraction
+
+    def stamp(_logger: Any, _level: str, event_dict: EventDict) -> EventDict:
+        nonlocal cached
+        now = time.time_ns() // 1000  # µs
+        second, whole, fraction = cached  # one read: never one second with another's stamp
+        if now // 1_000_000 != second:
+            second = now // 1_000_000
+            at = datetime.datetime.fromtimestamp(second, datetime.UTC)
+            whole = at.isoformat().replace("+00:00", "Z")
+            fraction = whole[:-1] + ".%06dZ"
+            cached = (second, whole, fraction)
+        micro = now % 1_000_000
+        event_dict["timestamp"] = fraction % micro if micro else whole
+        return event_dict
+
+    return stamp
+
+
+def _level(name: str) -> Callable[..., None]:
+    """A logging method of _Exchange, for one level (structlog's method names: info, warning)."""
+
+    def log(self: _Exchange, event: str, **fields: Any) -> None:
+        event_dict: Any = {**self.keys, **fields}  # as structlog's: the context, then keywords
+        event_dict["event"] = event
+        try:
+            # No wrapped logger (None): add_log_level, the renderers and LogCapture never read it.
+            for processor in self.chain:
+                event_dict = processor(None, name, event_dict)
+        except structlog.DropEvent:
+            return
+        self.lines.append(event_dict)
+
+    log.__name__ = name
+    return log
+
+
+class _Exchange:
+    """The logger of one exchange's lines: each event with the exchange's keys first, through
+    the sink's processor chain; its rendered line kept for the exchange's one write."""
+
+    __slots__ = ("chain", "keys", "lines")
+
+    def __init__(self, keys: dict[str, Any], chain: Sequence[Processor], lines: list[Any]) -> None:
+        self.keys, self.chain, self.lines = keys, chain, lines
+
+    info = _level("info")
+    warning = _level("warning")
 
 
 class LogSink:
@@ -103,17 +174,10 @@ class LogSink:
     ) -> None:
         self._stream = stream or sys.stdout
         self.policy = ArgumentPolicy(arguments)
-        # An exchange's lines are gathered here and written to the stream at once:
-        # one write per exchange, so lines from elsewhere cannot land between them.
-        self._lines = io.StringIO()
-        self._log = structlog.wrap_logger(
-            structlog.PrintLogger(self._lines),
-            processors=[
-                structlog.processors.add_log_level,
-                structlog.processors.TimeStamper(fmt="iso", utc=True),
-                *(processors or [_renderer(log_format, self._stream)]),
-            ],
-            context_class=dict,
+        self._chain: tuple[Processor, ...] = (
+            structlog.processors.add_log_level,
+            _timestamper(),
+            *(processors or [_renderer(log_format, self._stream)]),
         )
 
     def emit(
@@ -127,13 +191,11 @@ class LogSink:
         """Log one exchange: its calls and findings first, then the `turn` line that sums it up,
         every line with the exchange's keys (ids: its flow's; a fresh id when not given)."""
         ids = ids or ExchangeIds(short_id(""))
-        try:
-            self._events(self._log.bind(**joined(ids, verdict, path)), verdict, host, inspect_ms)
-            self._stream.write(self._lines.getvalue())
-            self._stream.flush()
-        finally:
-            self._lines.seek(0)
-            self._lines.truncate()
+        lines: list[Any] = []
+        self._events(
+            _Exchange(joined(ids, verdict, path), self._chain, lines), verdict, host, inspect_ms
+        )
+        self._write(lines)
 
     def tool_overdue(self, ids: ExchangeIds, **fields: Any) -> None:
         """A call still unanswered past tooltap_tool_deadline while something waits for it:
@@ -142,15 +204,23 @@ class LogSink:
         keys: dict[str, Any] = {"exchange": ids.exchange}
         if ids.session is not None:
             keys |= {"session": ids.session, "turn": ids.turn}
-        try:
-            self._log.warning("tool_overdue", **(keys | fields))
-            self._stream.write(self._lines.getvalue())
-            self._stream.flush()
-        finally:
-            self._lines.seek(0)
-            self._lines.truncate()
+        lines: list[Any] = []
+        _Exchange(keys, self._chain, lines).warning("tool_overdue", **fields)
+        self._write(lines)
 
-    def _events(self, log: Any, verdict: Verdict, host: str, inspect_ms: float) -> None:
+    def _write(self, lines: list[Any]) -> None:
+        """An exchange's lines in one write, so that lines from elsewhere cannot land between
+        them (the JSON renderer's are bytes, decoded once here; the console's are text)."""
+        if not lines:
+            return  # the processors dropped them (LogCapture)
+        if isinstance(lines[0], bytes):
+            text = b"\n".join(lines).decode() + "\n"
+        else:
+            text = "\n".join(lines) + "\n"
+        self._stream.write(text)
+        self._stream.flush()
+
+    def _events(self, log: _Exchange, verdict: Verdict, host: str, inspect_ms: float) -> None:
         """The exchange's lines, each through `log`, which carries the exchange's keys."""
         policy = self.policy
         # A tool server's lines say which server and session (a model's say which response).
@@ -214,7 +284,7 @@ class LogSink:
                 type=failure.type,
                 message=policy.message(failure.message),
             )
-        names = {call.call_id: call.name for call in verdict.calls}
+        names = {call.call_id: call.name for call in verdict.calls} if verdict.tool_results else {}
         for result in verdict.tool_results:
             if served:
                 errors = [policy.schema_error(e.model_dump()) for e in result.schema_errors]
@@ -243,7 +313,8 @@ class LogSink:
             log.warning("tool_changed", api=verdict.api, **(change.model_dump() | served))
         for hidden in policy.hidden(verdict.hidden_text):
             log.warning("hidden_text", api=verdict.api, **(hidden.model_dump() | served))
-        if verdict.state not in (None, "no-tools") and not verdict.call_count:
+        calls = verdict.call_count  # a sum over the calls: once
+        if verdict.state not in (None, "no-tools") and not calls:
             log.info(
                 "no_tool_call",
                 api=verdict.api,
@@ -271,7 +342,7 @@ class LogSink:
             state=verdict.state,
             format_state=verdict.format_state,
             findings=found,
-            calls=verdict.call_count,
+            calls=calls,
             duplicates=verdict.duplicates,
             repairs=verdict.repairs,
             unchecked=verdict.unchecked,
