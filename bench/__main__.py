@@ -1,4 +1,4 @@
-"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,throughput,stream,memory,core,realworld,profile,websocket,live,web,traces,state,definitions,timing,stress,why]`.
+"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,throughput,stream,memory,core,realworld,profile,websocket,live,web,traces,state,definitions,timing,stress,why,neighbour]`.
 
 Results go to bench/out/<name>.json (bench/out/quick/ for --quick,
 bench/out/smoke/ for --smoke, or --out); the report step then writes
@@ -29,6 +29,7 @@ from . import (
     json_load,
     live,
     memory,
+    neighbour,
     profile_worker,
     realworld,
     report,
@@ -64,8 +65,9 @@ ALL = (
     "timing",
     "stress",
     "why",
+    "neighbour",
 )
-QUICK = ALL[:14]  # `stress` and `why` (the cause analysis) run in full mode or when asked for
+QUICK = ALL[:14]  # `stress`, `why` and `neighbour` (the causes) run in full mode or when asked for
 
 
 def _git(*args: str) -> str:
@@ -236,6 +238,7 @@ def main() -> int:
         "timing": lambda: timing.run(size),
         "stress": lambda: asyncio.run(stress.run(size)),
         "why": lambda: asyncio.run(why.run(size)),
+        "neighbour": lambda: asyncio.run(neighbour.run(size)),
     }
     for name in wanted:
         if name == "why" and not why.applicable():

@@ -679,6 +679,30 @@ def plot(data: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def neighbour_section(data: dict[str, Any]) -> str:
+    summary = data["summary"]
+    rows = [
+        [label, f"{summary[load]['tooltap']:.3f}", f"{summary[load]['beside']:.3f}",
+         summary[load]["tooltap_cpu_ms"], summary[load]["beside_cpu_ms"]]
+        for load, label in (("sequential", "sequential"), ("c16", "concurrency 16"))
+    ]  # fmt: skip
+    return (
+        "### 7. Plain mitmdump beside a process doing the inspector's work"
+        f" ({data['settings']['rounds']} rounds taking turns, medians; each ratio against"
+        " plain mitmdump alone in the same round)\n\n"
+        + _table(
+            [
+                "load",
+                "tooltap",
+                "mitmdump beside the neighbour",
+                "inspector CPU ms/req",
+                "neighbour CPU ms/req",
+            ],
+            rows,
+        )
+    )
+
+
 def _code(machine: dict[str, Any]) -> str:
     code = machine.get("code", "working tree")
     return code if code.startswith("snapshot") else f"{code} at {machine.get('commit', '?')}"
@@ -711,6 +735,7 @@ def write(out: Path, here: Path, readme: bool) -> None:
         ("timing", timing_section),
         ("stress", stress_section),
         ("why", why_section),
+        ("neighbour", neighbour_section),
     ):
         data = _load(out, name)
         if data is not None:

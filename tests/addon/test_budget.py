@@ -24,3 +24,13 @@ def test_before_refusing_a_take_the_budget_reclaims_what_the_inspector_freed():
     assert not budget.take(30)  # asked, nothing freed yet: refused
     assert budget.take(30)  # asked again: 50 freed, so it fits
     assert (budget.used, budget.peak, freed) == (60, 80, [])
+
+
+def test_socket_reads_stay_below_the_mmap_threshold():
+    # asyncio allocates its receive buffer on every read: at the threshold or above it, each
+    # read would cost the proxy an mmap, an mremap and a munmap.
+    from asyncio.selector_events import _SelectorSocketTransport
+
+    from tooltap.addon.handover.budget import MMAP_THRESHOLD
+
+    assert _SelectorSocketTransport.max_size < MMAP_THRESHOLD

@@ -373,7 +373,8 @@ def test_the_environment_table_says_who_reads_each_name():
         p.read_text(encoding="utf-8") for p in (ROOT / "deploy" / "kubernetes").glob("*.yaml")
     )
     dev = (ROOT / "dev").read_text(encoding="utf-8")
-    for name in set(re.findall(r"\bTOOLTAP_[A-Z_]+", manifests + dev)):
+    build = (ROOT / "setup.py").read_text(encoding="utf-8")
+    for name in set(re.findall(r"\bTOOLTAP_[A-Z_]+", manifests + dev + build)):
         assert name in rows, name
     for name, reader in rows.items():
         read_by_code = re.search(rf"[\"']{name}[\"']", code) is not None
@@ -381,6 +382,8 @@ def test_the_environment_table_says_who_reads_each_name():
             assert not read_by_code and f"$({name})" in manifests, name
         elif reader == "`./dev` only":
             assert not read_by_code and name in dev, name
+        elif reader == "the build (`setup.py`) only":
+            assert not read_by_code and re.search(rf"[\"']{name}[\"']", build), name
         elif name.startswith("TOOLTAP_"):
             assert read_by_code, name
 

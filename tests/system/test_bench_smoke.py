@@ -37,6 +37,7 @@ STEPS = tuple(
         "definitions",
         "timing",
         "stress",
+        "neighbour",
     ]
 )
 SKIPPED = ("why",)
@@ -119,6 +120,10 @@ def test_in_the_smoke_run_every_exchange_arrives_and_tooltap_inspects_in_each_st
     assert state["inspector"]["state_errors"] == 0
     for row in state["flows"].values():
         assert row["errors"] == 0 and row["inspected"] == row["requests"] == 4
+    for row in smoke.result("neighbour")["rounds"]:
+        for load in ("sequential", "c16"):
+            for name in ("alone", "tooltap", "beside"):
+                assert row[f"{load}/{name}"]["rps"] > 0 and row[f"{load}/{name}"]["errors"] == 0
     for scenario in smoke.result("stress")["scenarios"].values():
         runs = [run for run in scenario.values() if isinstance(run, dict)]
         assert runs and all(run["broken"] == 0 and run["intact"] > 0 for run in runs)
