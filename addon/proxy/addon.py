@@ -11,7 +11,6 @@ be the reason a call fails.
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import functools
 import logging
 import time
@@ -22,14 +21,12 @@ from typing import IO, Any
 
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.connection import ConnectionState
-from mitmproxy.net.http.http1.read import expected_http_body_size
 from mitmproxy.proxy.mode_specs import ProxyMode, ReverseMode
 from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 from mitmproxy.utils import asyncio_utils
 
-from tooltap.core import Api, detect_api
-from tooltap.core.dialects import shared_path
-from tooltap.core.dialects.mcp import looks_like_jsonrpc
+from tooltap.core import Api
+from tooltap.core.dialects import Routes, path_of
 from tooltap.core.wire import detect_socket, streamed_path
 
 from .. import options
@@ -46,6 +43,16 @@ from ..sinks.metrics import Metrics
 from ..sinks.redaction import hash_key_problem
 from .calls import CallWatch
 from .channel import ChannelTap
+from .flows import (
+    Framing,
+    HookOptions,
+    mcp_host,
+    mcp_server,
+    mcp_stream,
+    socket_upgrade,
+    unbounded,
+    watched,
+)
 from .health import Health
 from .listener import REFUSED, ListenerTLS
 from .sockets import SocketTap
@@ -54,7 +61,6 @@ from .tap import StreamTap
 logger = logging.getLogger("tooltap")
 
 MAX_TRACKED = 100_000  # flows in flight; past it the oldest is forgotten and counted as dropped
-STREAMED = ("text/event-stream", "application/vnd.amazon.eventstream", "application/x-ndjson")
 MAX_SOCKETS = 10_000  # WebSockets followed at once; past it the oldest is let go
 MAX_CHANNELS = 10_000  # MCP servers' GET streams followed at once; past it the oldest is let go
 MAX_HOSTS = 10_000  # host decisions remembered (regular mode)
@@ -154,81 +160,6 @@ def _guarded(hook: Callable[..., None]) -> Callable[..., None]:
     return guarded
 
 
-def unbounded(flow: http.HTTPFlow) -> bool:
-    """Is a response a stream, or a body whose end only its close says (chunked, no
-    Content-Length, HTTP/2 without a length)? Such a body must flow as it comes: buffered, a
-    server's event stream would reach the client only when it closes. mitmproxy's own reading
-    of the headers decides; framing it finds invalid is left to mitmproxy."""
-    response = flow.response
-    if response is None:
-        return False
-    if any(kind in response.headers.get("content-type", "") for kind in STREAMED):
-        return True
-    try:
-        return expected_http_body_size(flow.request, response) in (None, -1)
-    except ValueError:
-        return False
-
-
-def watched(mode: ProxyMode, host: str, hosts: Sequence[str], port: int = 0) -> bool:
-    """Is a flow followed: every flow of a reverse proxy, and on other modes those to these hosts
-    (a pattern names a host, or a host:port: a user's own Ollama is localhost:11434)."""
-    address = f"{host}:{port}"
-    return isinstance(mode, ReverseMode) or any(
-        fnmatch.fnmatch(host, p) or fnmatch.fnmatch(address, p) for p in hosts
-    )
-
-
-def mcp_host(request: http.Request, hosts: Sequence[str]) -> bool:
-    """Is a request to a host (or host:port) named as an MCP server?"""
-    host, address = request.pretty_host, f"{request.pretty_host}:{request.port}"
-    return any(fnmatch.fnmatch(host, p) or fnmatch.fnmatch(address, p) for p in hosts)
-
-
-def mcp_server(request: http.Request, hosts: Sequence[str]) -> bool:
-    """Is a request MCP: a POST with a JSON-RPC body (or an Mcp-Method header, protocol
-    2026-07-28), to a host in hosts? No path says MCP, and on those hosts MCP wins over any
-    path (the legacy transport POSTs to .../messages). The body is looked at only there."""
-    if not hosts or request.method != "POST" or not mcp_host(request, hosts):
-        return False
-    return "mcp-method" in request.headers or looks_like_jsonrpc(request.raw_content or b"")
-
-
-def mcp_stream(flow: http.HTTPFlow, hosts: Sequence[str]) -> bool:
-    """Is a response an MCP server's GET stream: the legacy transport's session channel, or
-    the server's own messages on Streamable HTTP?"""
-    response = flow.response
-    return (
-        response is not None
-        and response.status_code == 200
-        and flow.request.method == "GET"
-        and "text/event-stream" in response.headers.get("content-type", "")
-        and bool(hosts)
-        and mcp_host(flow.request, hosts)
-    )
-
-
-def socket_upgrade(request: http.Request) -> bool:
-    """Is a request the upgrade of a WebSocket tooltap follows (by its socket hooks)?"""
-    upgrade = request.headers.get("upgrade", "").lower() == "websocket"
-    return upgrade and detect_socket(request.path) is not None
-
-
-def flow_api(flow: http.HTTPFlow, hosts: Sequence[str], mcp_hosts: Sequence[str]) -> Api | None:
-    """The API a flow speaks, if tooltap follows it: a model API's path on a watched host
-    (every host of a reverse proxy; on a shared path, as its body says), or MCP on an MCP
-    host."""
-    request = flow.request
-    if mcp_server(request, mcp_hosts):
-        return "mcp"
-    shared = shared_path(request.method, request.path) is not None
-    api = detect_api(request.method, request.path, (request.raw_content or b"") if shared else None)
-    if api is not None:
-        mode = flow.client_conn.proxy_mode
-        return api if watched(mode, request.pretty_host, hosts, request.port) else None
-    return None
-
-
 class Tooltap:
     name = "tooltap"
 
@@ -242,6 +173,12 @@ class Tooltap:
         self._sockets: OrderedDict[str, SocketTap] = OrderedDict()
         self._channels: OrderedDict[str, ChannelTap] = OrderedDict()  # MCP servers' GET streams
         self._hosts: OrderedDict[str, bool] = OrderedDict()
+        self._routes = Routes()  # what the dialect table said of each path
+        self._options = HookOptions(
+            BY_NAME["tooltap_max_body"].default,
+            tuple(BY_NAME["tooltap_mcp_hosts"].default),
+            tuple(BY_NAME["tooltap_hosts"].default),
+        )
         self._missed: Counter[str] = Counter()  # flows that arrived while inspection restarted
         self.budget = Budget(BY_NAME["tooltap_memory_budget"].default)
         self._bodies = 0  # bytes of bodies that went by, for giving memory back after a burst
@@ -265,6 +202,7 @@ class Tooltap:
             raise exceptions.OptionsError(problem)
         if "tooltap_hosts" in updated:
             self._hosts.clear()
+        self._options = HookOptions.of(ctx.options)
         self.budget.limit = ctx.options.tooltap_memory_budget
         wanted = options.settings(ctx.options)
         if self._settings is None:
@@ -431,13 +369,18 @@ class Tooltap:
         if REFUSED in flow.metadata:
             return  # answered by tooltap itself (cleartext to a TLS listener): not traffic
         request = flow.request
-        mcp_hosts = ctx.options.tooltap_mcp_hosts
+        mcp_hosts = self._options.mcp_hosts
         counted = False
         api: Api | None = "mcp" if mcp_server(request, mcp_hosts) else None
         if api is None:
-            shared = shared_path(request.method, request.path) is not None
-            api = None if shared else detect_api(request.method, request.path)
-            if not self._watched(flow.client_conn.proxy_mode, request.pretty_host, request.port):
+            path = path_of(request.path)
+            on, by_path = (None, None) if path is None else self._routes.route(request.method, path)
+            shared = on is not None
+            api = None if shared else by_path
+            mode = flow.client_conn.proxy_mode  # a reverse proxy's: its Host is not looked up
+            if not isinstance(mode, ReverseMode) and not self._watched(
+                mode, request.pretty_host, request.port
+            ):
                 return
             counted = api is None and not shared
             if counted and (socket_upgrade(request) or mcp_host(request, mcp_hosts)):
@@ -458,9 +401,9 @@ class Tooltap:
             return
         pending = self._flows.get(flow.id)
         if pending is None:
-            if not response.stream and mcp_stream(flow, ctx.options.tooltap_mcp_hosts):
+            if not response.stream and mcp_stream(flow, self._options.mcp_hosts):
                 # The session's channel: read piece by piece while it stays open.
-                keep = ctx.options.tooltap_max_body if _storing_streams() else 0
+                keep = self._options.max_body if _storing_streams() else 0
                 tap = ChannelTap(flow, self._hand_over_part, self.budget, self._tap_error, keep)
                 self._channels[flow.id] = response.stream = tap
                 if len(self._channels) > MAX_CHANNELS:
@@ -470,13 +413,14 @@ class Tooltap:
             elif not response.stream and unbounded(flow):
                 response.stream = True
             return
+        framing = Framing.of(response)
         if pending.counted:
             # Not read: kept for its count only, and never held either.
-            if not response.stream and unbounded(flow):
+            if not response.stream and unbounded(flow, framing):
                 response.stream = True
             return
-        limit = ctx.options.tooltap_max_body
-        length = response.headers.get("content-length", "")
+        limit = self._options.max_body
+        length = framing.length or b""
         if length.isdigit() and int(length) > limit:
             # Too big to inspect: let mitmproxy stream it rather than buffer it.
             pending.too_large = True
@@ -484,7 +428,7 @@ class Tooltap:
                 response.stream = True
         elif not callable(response.stream) and (
             response.stream is True
-            or unbounded(flow)
+            or unbounded(flow, framing)
             or (pending.api is not None and streamed_path(pending.api, flow.request.path))
         ):
             # A stream (SSE, AWS's event stream, NDJSON, any body of unknown length) must flow
@@ -590,7 +534,7 @@ class Tooltap:
             if response is not None
             else 0
         )
-        limit = ctx.options.tooltap_max_body
+        limit = self._options.max_body
         record.request_body = request.raw_content or b""
         if request.raw_content is None:
             record.skipped = "request body streamed by mitmproxy, not inspected"
@@ -655,7 +599,7 @@ class Tooltap:
         address = f"{host}:{port}"
         decision = self._hosts.get(address)
         if decision is None:
-            decision = watched(mode, host, ctx.options.tooltap_hosts, port)
+            decision = watched(mode, host, self._options.hosts, port)
             self._hosts[address] = decision
             if len(self._hosts) > MAX_HOSTS:
                 self._hosts.popitem(last=False)

@@ -34,7 +34,7 @@ from ..inspection.scrub import scrub
 from ..inspection.session import Session
 from ..inspection.sockets import MAX_SOCKETS, socket_verdict
 from ..options import BY_NAME
-from ..proxy.addon import flow_api, watched
+from ..proxy.flows import flow_api, watched
 from ..proxy.tap import StreamTap
 from ..sinks.redaction import ArgumentPolicy
 from ..sinks.timing import time_line

@@ -332,7 +332,7 @@ async def test_an_mcp_server_named_in_tooltap_mcp_hosts_has_its_calls_and_result
 async def test_invoke_model_is_shown_as_its_body_says_nova_by_converse_claude_2_not_at_all(web):
     """Bedrock's InvokeModel: Nova's body is read by the Converse room; Claude 2's Text
     Completions is no model call the view reads, whatever its model id names."""
-    from tooltap.addon.proxy.addon import flow_api
+    from tooltap.addon.proxy.flows import flow_api
 
     annotations, _ = web
     annotations.running()
