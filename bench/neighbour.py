@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -58,26 +57,10 @@ def main(rate: float) -> None:
 
 @contextlib.contextmanager
 def neighbour(rate: float) -> Iterator[psutil.Process]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bench.neighbour", f"{rate:.1f}"],
-        cwd=targets.ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        if process.stdout.readline().strip() != "ready":
+    with targets.helper("bench.neighbour", f"{rate:.1f}") as (process, line):
+        if line.strip() != "ready":
             raise RuntimeError("the neighbour did not start")
         yield psutil.Process(process.pid)
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def _cpu(process: psutil.Process) -> float:

@@ -28,7 +28,6 @@ import hashlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -128,25 +127,8 @@ async def _serve(size: Size) -> None:
 
 @contextlib.contextmanager
 def upstream(size: Size) -> Any:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bench.stress", "--serve", size],
-        cwd=targets.ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
+    with targets.helper("bench.stress", "--serve", size) as (_process, line):
         yield f"http://127.0.0.1:{int(line.split()[1])}"
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 # --- measuring ------------------------------------------------------------------------------

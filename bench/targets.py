@@ -128,26 +128,36 @@ def has_inspector_option() -> bool:
 
 
 @contextlib.contextmanager
-def upstream(replay: bool = False) -> Iterator[tuple[str, int]]:
-    """Start bench.upstream in its own process; yields (url, pid)."""
-    argv = [sys.executable, "-m", "bench.upstream", *(["--replay"] if replay else [])]
+def helper(*module: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`python -m <module...>` in its own process, until its stdin closes; yields the process
+    and the first line it printed (it says there that it is ready)."""
     process = subprocess.Popen(
-        argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", *module],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert process.stdout is not None
-        line = process.stdout.readline()
-        if not line.startswith("port "):
-            raise RuntimeError(f"upstream did not start: {line!r}")
-        yield f"http://127.0.0.1:{int(line.split()[1])}", process.pid
+        yield process, process.stdout.readline()
     finally:
         assert process.stdin is not None
-        process.stdin.close()  # the server exits when its stdin closes
+        process.stdin.close()  # the helper exits when its stdin closes
         try:
             process.wait(10)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@contextlib.contextmanager
+def upstream(replay: bool = False) -> Iterator[tuple[str, int]]:
+    """Start bench.upstream in its own process; yields (url, pid)."""
+    with helper("bench.upstream", *(["--replay"] if replay else [])) as (process, line):
+        if not line.startswith("port "):
+            raise RuntimeError(f"upstream did not start: {line!r}")
+        yield f"http://127.0.0.1:{int(line.split()[1])}", process.pid
 
 
 def mitmdump(upstream_url: str, *extra: str) -> BenchProxy:
