@@ -174,11 +174,7 @@ class Tooltap:
         self._channels: OrderedDict[str, ChannelTap] = OrderedDict()  # MCP servers' GET streams
         self._hosts: OrderedDict[str, bool] = OrderedDict()
         self._routes = Routes()  # what the dialect table said of each path
-        self._options = HookOptions(
-            BY_NAME["tooltap_max_body"].default,
-            tuple(BY_NAME["tooltap_mcp_hosts"].default),
-            tuple(BY_NAME["tooltap_hosts"].default),
-        )
+        self._options = HookOptions.defaults()  # the hooks' options, copied at each configure
         self._missed: Counter[str] = Counter()  # flows that arrived while inspection restarted
         self.budget = Budget(BY_NAME["tooltap_memory_budget"].default)
         self._bodies = 0  # bytes of bodies that went by, for giving memory back after a burst

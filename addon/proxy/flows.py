@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from mitmproxy import http
@@ -16,7 +17,10 @@ from tooltap.core.dialects import shared_path
 from tooltap.core.dialects.mcp import looks_like_jsonrpc
 from tooltap.core.wire import detect_socket
 
+from ..options import BY_NAME
+
 STREAMED = (b"text/event-stream", b"application/vnd.amazon.eventstream", b"application/x-ndjson")
+HOOK_OPTIONS = ("tooltap_max_body", "tooltap_mcp_hosts", "tooltap_hosts")
 
 
 class HookOptions(NamedTuple):
@@ -32,6 +36,11 @@ class HookOptions(NamedTuple):
         return cls(
             options.tooltap_max_body, tuple(options.tooltap_mcp_hosts), tuple(options.tooltap_hosts)
         )
+
+    @classmethod
+    def defaults(cls) -> HookOptions:
+        """Before mitmproxy first configures the addon."""
+        return cls.of(SimpleNamespace(**{name: BY_NAME[name].default for name in HOOK_OPTIONS}))
 
 
 class Framing(NamedTuple):
