@@ -46,6 +46,7 @@ from .channel import ChannelTap
 from .flows import (
     Framing,
     HookOptions,
+    answered_on_stream,
     mcp_host,
     mcp_server,
     mcp_stream,
@@ -544,6 +545,8 @@ class Tooltap:
             elif pending.tap is not None:
                 record.chunks, record.arrived, record.held = pending.tap.hand_over()
                 _recorded(flow, record.chunks)
+            elif response.raw_content is None and answered_on_stream(pending.api, response):
+                pass  # the call's answer comes on the session's stream: its 202 says nothing
             elif response.raw_content is None:
                 # Never kept: the exchange broke off before the body was
                 # complete, or mitmproxy switched to streaming after our

@@ -15,6 +15,7 @@ from mitmproxy.proxy.mode_specs import ProxyMode, ReverseMode
 from tooltap.core import Api, detect_api
 from tooltap.core.dialects import shared_path
 from tooltap.core.dialects.mcp import looks_like_jsonrpc
+from tooltap.core.dialects.mcp_streams import ANSWERED_ON_STREAM
 from tooltap.core.wire import detect_socket
 
 from ..options import BY_NAME
@@ -120,6 +121,12 @@ def mcp_stream(flow: http.HTTPFlow, hosts: Sequence[str]) -> bool:
         and bool(hosts)
         and mcp_host(flow.request, hosts)
     )
+
+
+def answered_on_stream(api: Api | None, response: http.Response) -> bool:
+    """Is a response an MCP server's 202 to a POST of the legacy transport, whose answer comes
+    on the session's GET stream? Its own body is not needed, even cut short."""
+    return api == "mcp" and response.status_code == ANSWERED_ON_STREAM
 
 
 def socket_upgrade(request: http.Request) -> bool:

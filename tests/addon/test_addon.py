@@ -546,6 +546,37 @@ async def test_an_mcp_get_stream_is_read_piece_by_piece_and_pairs_its_posts(harn
     assert len([e for e in harness.events() if e["event"] == "turn"]) == 1  # no flow of its own
 
 
+async def test_a_legacy_post_whose_202_broke_off_is_still_paired_with_its_answer(harness):
+    # A client that exits on its last result hangs up on that call's 202, whose body may then
+    # never arrive; the call's answer came on the session's stream, and it is logged with it.
+    harness.tctx.configure(harness.addon, tooltap_mcp_hosts=["tools.example.com"])
+    stream = make_flow("/sse", None, b"", headers=tuple(SSE.items()), host="tools.example.com",
+                       method="GET")  # fmt: skip
+    harness.addon.request(stream)
+    harness.addon.responseheaders(stream)
+    tap = stream.response.stream
+    tap(b"event: endpoint\ndata: /messages/?session_id=s9\n\n")
+    call = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "t0"}}
+    post = make_flow("/messages/?session_id=s9", call, b"Accepted", host="tools.example.com",
+                     headers=(("content-type", "text/plain"),))  # fmt: skip
+    post.response.status_code = 202
+    harness.addon.request(post)
+    harness.addon.responseheaders(post)
+    tap(b'event: message\ndata: {"jsonrpc":"2.0","id":4,"result":{"content":[]}}\n\n')
+    _cut_response(post)
+    post.error = tflow.terr("Client disconnected.")
+    harness.addon.error(post)
+    assert harness.addon.flush(5)
+    events = harness.events()
+    assert [e["name"] for e in events if e["event"] == "tool_call"] == ["t0"]
+    (turn,) = [e for e in events if e["event"] == "turn"]
+    assert (turn["outcome"], turn["rpc"], turn["path"]) == (
+        "inspected",
+        ["tools/call"],
+        "/messages/",
+    )
+
+
 async def test_on_an_mcp_host_mcp_wins_over_the_path_and_mcp_method_says_mcp(harness):
     harness.tctx.configure(harness.addon, tooltap_mcp_hosts=["tools.example.com"])
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
