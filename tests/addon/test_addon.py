@@ -514,7 +514,9 @@ async def test_a_client_that_hangs_up_before_any_answer_is_client_gone_not_upstr
     assert harness.value("tooltap_flows_total", api="chat", outcome="upstream_error") == 0
 
 
-async def test_an_mcp_get_stream_is_read_piece_by_piece_and_pairs_its_posts(harness):
+def _legacy_session(harness):
+    """An MCP server's legacy GET stream, tapped, past its endpoint event; and a tools/call
+    POSTed to that endpoint, answered 202 (not yet through the hooks)."""
     harness.tctx.configure(harness.addon, tooltap_mcp_hosts=["tools.example.com"])
     stream = make_flow("/sse", None, b"", headers=tuple(SSE.items()), host="tools.example.com",
                        method="GET")  # fmt: skip
@@ -528,6 +530,11 @@ async def test_an_mcp_get_stream_is_read_piece_by_piece_and_pairs_its_posts(harn
     post = make_flow("/messages/?session_id=s9", call, b"Accepted", host="tools.example.com",
                      headers=(("content-type", "text/plain"),))  # fmt: skip
     post.response.status_code = 202
+    return stream, tap, post
+
+
+async def test_an_mcp_get_stream_is_read_piece_by_piece_and_pairs_its_posts(harness):
+    stream, tap, post = _legacy_session(harness)
     await harness.cycle(post)
     answer = b'event: message\ndata: {"jsonrpc":"2.0","id":4,"result":{"content":[]}}\n\n'
     assert tap(answer[:20]) + tap(answer[20:]) == answer  # handed over as it passes
@@ -549,17 +556,7 @@ async def test_an_mcp_get_stream_is_read_piece_by_piece_and_pairs_its_posts(harn
 async def test_a_legacy_post_whose_202_broke_off_is_still_paired_with_its_answer(harness):
     # A client that exits on its last result hangs up on that call's 202, whose body may then
     # never arrive; the call's answer came on the session's stream, and it is logged with it.
-    harness.tctx.configure(harness.addon, tooltap_mcp_hosts=["tools.example.com"])
-    stream = make_flow("/sse", None, b"", headers=tuple(SSE.items()), host="tools.example.com",
-                       method="GET")  # fmt: skip
-    harness.addon.request(stream)
-    harness.addon.responseheaders(stream)
-    tap = stream.response.stream
-    tap(b"event: endpoint\ndata: /messages/?session_id=s9\n\n")
-    call = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "t0"}}
-    post = make_flow("/messages/?session_id=s9", call, b"Accepted", host="tools.example.com",
-                     headers=(("content-type", "text/plain"),))  # fmt: skip
-    post.response.status_code = 202
+    _stream, tap, post = _legacy_session(harness)
     harness.addon.request(post)
     harness.addon.responseheaders(post)
     tap(b'event: message\ndata: {"jsonrpc":"2.0","id":4,"result":{"content":[]}}\n\n')
