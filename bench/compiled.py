@@ -1,4 +1,4 @@
-"""tooltap with core's pure modules compiled, as `TOOLTAP_COMPILE=1` builds it (setup.py).
+"""tooltap with the modules setup.py lists compiled, as `TOOLTAP_COMPILE=1` builds it.
 
 `build(tree)` compiles a copy of the package (a folder holding core/ and addon/) where it
 lies: setup.py, pyproject.toml and README.md are copied beside them from this checkout, and

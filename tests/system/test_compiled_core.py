@@ -1,4 +1,4 @@
-"""tooltap built with its pure modules compiled (TOOLTAP_COMPILE=1, setup.py) reads as it does
+"""tooltap built with the modules setup.py lists compiled (TOOLTAP_COMPILE=1) reads as it does
 interpreted.
 
 A copy of this tree is compiled in place as setup.py builds it (bench/compiled.py), then core's
@@ -34,7 +34,7 @@ SUITES = (
 @pytest.fixture(scope="module")
 def compiled_tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
     if shutil.which("gcc") is None:
-        pytest.fail("install Debian's gcc (./dev test does) to compile core's pure modules")
+        pytest.fail("install Debian's gcc (./dev test does) to compile the modules setup.py lists")
     tree = tmp_path_factory.mktemp("compiled") / "tooltap"
     compiled.copy_tree(ROOT, tree)
     return tree, compiled.build(tree)
