@@ -5,9 +5,10 @@ No Docker engine runs on the test machines, so the image is built and run with D
 trixie root filesystem made by mmdebstrap and passed as the Dockerfile's BASE; users keep the
 default, the official python:3.12-slim. `--format docker` keeps the HEALTHCHECK (OCI drops it).
 
-The image then: runs as uid 10001; starts its default command, compose.yaml's and the Kubernetes
-Deployment's (read-only root, no capabilities), each of which its own HEALTHCHECK finds healthy
-(in a network of its own: 0.0.0.0 never reaches this machine's interfaces); and, as
+The image then: holds the hot modules compiled (its build stage's gcc comes from apt) and not the
+tools that compiled them; runs as uid 10001; starts its default command, compose.yaml's and the
+Kubernetes Deployment's (read-only root, no capabilities), each of which its own HEALTHCHECK finds
+healthy (in a network of its own: 0.0.0.0 never reaches this machine's interfaces); and, as
 `tooltap run` on this machine's loopback, forwards exchanges byte for byte, logs a `turn` line for
 each and counts them on /metrics.
 """
@@ -103,7 +104,8 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
             "mmdebstrap",
             "--quiet",
             "--variant=minbase",
-            "--include=python3,python3-venv,python-is-python3,ca-certificates",
+            # python3-dev: the headers the compiled build needs (python:*-slim carries its own)
+            "--include=python3,python3-venv,python3-dev,python-is-python3,ca-certificates",
             "trixie",
             str(rootfs),
         ],
@@ -144,6 +146,21 @@ def test_the_image_keeps_its_healthcheck_and_user(image):
     assert details["Config"]["User"] == "10001:10001"
     assert details["Config"]["Entrypoint"] == ["tooltap"]
     print(f"built in {image.build_seconds:.0f} s (base included); {image.size / 1e6:.0f} MB")
+
+
+def test_the_images_hot_modules_are_compiled_and_its_build_tools_left_behind(image):
+    """The build stage compiles the modules setup.py lists (its gcc from apt: the base has
+    none); the runtime stage gets the extensions and none of the tools that made them."""
+    shown = image.podman.ok(
+        "run", "--rm", "--network", "none", "--entrypoint", "python", image.name, "-c",
+        "import importlib.util as u, shutil; import tooltap.core.inspection as m, "
+        "tooltap.addon.inspection.session as s; "
+        "print(m.__file__, s.__file__, u.find_spec('mypy'), shutil.which('gcc'))",
+    )  # fmt: skip
+    inspection, session, mypy, gcc = shown.split()
+    assert inspection.endswith(".so") and "/core/inspection." in inspection, shown
+    assert session.endswith(".so"), shown
+    assert (mypy, gcc) == ("None", "None"), shown
 
 
 def test_the_image_runs_as_uid_10001(image):

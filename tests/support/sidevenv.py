@@ -76,7 +76,8 @@ def node_modules() -> Path:
     return target
 
 
-SOURCES = ("pyproject.toml", "README.md", "core", "addon")  # what deploy/Dockerfile copies
+# what deploy/Dockerfile copies
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "core", "addon")
 
 
 def fresh(root: Path, *pins: str) -> Path:
