@@ -21,14 +21,25 @@ thread's CPU time (time.thread_time), not by the wall clock: on a shared machine
 clock counts the time the scheduler gave to other jobs (under a load of 16 on two cores it
 read a json.loads pass at six times its CPU time), which a ratio cannot take out.
 Then the worker's path is profiled by group (pyinstrument), written to profile-<group>.txt.
+
+When this process runs tooltap as pure Python and the machine can compile (gcc, mypy), the same
+groups are measured again in the same run with the modules setup.py lists compiled, as the
+container image ships them (`compiled_ratios`): a copy of the tree built as `TOOLTAP_COMPILE=1`
+builds it, read by a child process (`python -m bench.realworld --ratios SIZE`). Not in smoke runs.
 """
 
 from __future__ import annotations
 
+import argparse
 import gc
+import importlib.util
 import json
 import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,10 +48,12 @@ from typing import Any
 
 from pyinstrument import Profiler
 
+import tooltap.core.inspection
 from tooltap.addon.audit.inputs import RecordedExchange
 from tooltap.addon.inspection.session import Session
 from tooltap.core import Exchange, ValidatorCache, inspect
 
+from . import compiled
 from .core_cost import warm_caches
 from .profile_worker import _walk
 from .sizes import Size
@@ -278,8 +291,69 @@ def run(size: Size, out_dir: Path) -> dict[str, Any]:
             f" {row['us_per_exchange']['json_loads']:.1f} us/exchange",
             flush=True,
         )
+    result["compiled"] = compiled_ratios(size)
+    if result["compiled"]["groups"]:
+        for name, ratios in result["compiled"]["groups"].items():
+            print(
+                f"  realworld {name:<7} compiled: inspect {ratios['inspect']:.2f}x"
+                f"  Session.read {ratios['session_read']:.2f}x",
+                flush=True,
+            )
+    else:
+        print(f"  realworld compiled: not measured ({result['compiled']['why']})", flush=True)
     if PROFILED[size]:
         result["profile"] = {
             group.name: profile(group, PROFILED[size], out_dir) for group in groups if group.cases
         }
     return result
+
+
+def compiled_ratios(size: Size) -> dict[str, Any]:
+    """Each group's ratios with the modules setup.py lists compiled, as the image ships them:
+    {"groups": {name: ratios}} measured in a child process, or {"groups": {}, "why": ...}."""
+    why = None
+    if size == "smoke":
+        why = "smoke run"
+    elif _compiled_here():
+        why = "this run's tooltap is compiled already"
+    elif shutil.which("gcc") is None:
+        why = "no C compiler (gcc)"
+    elif importlib.util.find_spec("mypyc") is None:
+        why = "no mypy in this venv"
+    if why is not None:
+        return {"groups": {}, "why": why}
+    with tempfile.TemporaryDirectory(prefix="tooltap-bench-compiled-") as stage:
+        tree = Path(stage) / "tooltap"
+        compiled.copy_tree(compiled.ROOT, tree)
+        paths = compiled.build(tree)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, [*paths, compiled.ROOT]))}
+        ran = subprocess.run(
+            [sys.executable, "-m", "bench.realworld", "--ratios", size],
+            env=env, capture_output=True, text=True, timeout=1800, check=False,
+        )  # fmt: skip
+    if ran.returncode != 0:
+        raise RuntimeError(f"the compiled measurement failed:\n{ran.stderr[-3000:]}")
+    return {"groups": json.loads(ran.stdout.splitlines()[-1])}
+
+
+def _compiled_here() -> bool:
+    return Path(tooltap.core.inspection.__file__ or "").suffix == ".so"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ratios", choices=list(PASSES), required=True,
+                        help="print each group's ratios to json.loads as one JSON line")  # fmt: skip
+    size = parser.parse_args().ratios
+    if not _compiled_here():
+        raise SystemExit("tooltap here is not compiled: put a compiled tree first on PYTHONPATH")
+    groups, _ = read_corpus(corpus_folder())
+    print(
+        json.dumps(
+            {g.name: measure(g, PASSES[size])["ratio_to_json_loads"] for g in groups if g.cases}
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -129,6 +129,13 @@ def test_in_the_smoke_run_every_exchange_arrives_and_tooltap_inspects_in_each_st
         assert runs and all(run["broken"] == 0 and run["intact"] > 0 for run in runs)
 
 
+def test_a_smoke_run_says_why_it_does_not_measure_the_compiled_build(smoke):
+    assert smoke.result("realworld")["compiled"] == {"groups": {}, "why": "smoke run"}
+    assert (
+        "Compiled: not measured in this run (smoke run)." in (smoke.out / "results.md").read_text()
+    )
+
+
 def test_the_profile_reaches_the_addons_own_worker_handler(smoke):
     profile = smoke.result("profile")
     assert profile["stages_us"]["worker_handler_as_shipped"] > 0

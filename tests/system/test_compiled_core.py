@@ -10,6 +10,7 @@ where the interpreter went on: these runs are what find one.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -21,7 +22,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench import compiled  # noqa: E402 - the bench's builder, as its --compiled uses it
+# The bench's builder, as its --compiled uses it, and its real-corpus step and report.
+from bench import compiled, realworld, report  # noqa: E402
 
 SUITES = (
     "tests/core",
@@ -64,6 +66,40 @@ def test_the_compiled_build_passes_core_the_addon_and_the_corpora(compiled_tree)
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout[-6000:] + ran.stderr[-3000:]
     assert " passed" in ran.stdout.splitlines()[-1]
+
+
+def test_the_bench_measures_the_real_corpus_compiled_beside_pure(compiled_tree):
+    """bench/realworld.py's child measure, run as its compiled_ratios runs it, on the corpus the
+    tests carry; then the report's table and targets with both."""
+    _, paths = compiled_tree
+    env = {**_env([*paths, ROOT]), realworld.CORPUS_ENV: str(ROOT / "tests/corpus/realworld")}
+    ran = subprocess.run(
+        [sys.executable, "-m", "bench.realworld", "--ratios", "smoke"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    built = json.loads(ran.stdout.splitlines()[-1])
+    assert set(built) == {"small", "medium", "large"}
+    assert all(r["inspect"] > 0 and r["session_read"] > 0 for r in built.values())
+    pure = subprocess.run(  # the child refuses to measure pure Python as the compiled build
+        [sys.executable, "-m", "bench.realworld", "--ratios", "smoke"],
+        cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+        timeout=600, check=False,
+    )  # fmt: skip
+    assert pure.returncode != 0 and "not compiled" in pure.stderr
+    groups, _ = realworld.read_corpus(ROOT / "tests/corpus/realworld")
+    data = {
+        "files": ["exchanges.jsonl"],
+        "passes": 1,
+        "left_out": {},
+        "groups": {g.name: realworld.measure(g, 1) for g in groups if g.cases},
+        "compiled": {"groups": built},
+    }
+    targets: list[str] = []
+    section = report.realworld_section(data, targets)
+    assert "| inspect, compiled | Session.read, compiled |" in section
+    assert len(targets) == 3
+    assert all("; compiled, as the image ships: " in line for line in targets), targets
 
 
 def _listed() -> list[str]:
