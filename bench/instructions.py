@@ -10,8 +10,10 @@ most single changes to the hot path are worth. Valgrind's cachegrind counts the 
 process executes, and the count barely moves with the load around it. For each version and
 group, three measures (json.loads of the bodies, core `inspect`, the worker's `Session.read`;
 the same exchanges, warm caches, as `bench/realworld.py` has them) run in processes of their
-own under cachegrind, each once with no pass over the group and once with two; the difference,
-halved, is one pass. What it cannot see is how fast each instruction runs: json.loads is
+own under cachegrind, each once with no pass over the group and once with two (`--passes`); the
+difference, so divided, is one pass. A process's own start moves by a few hundred thousand
+instructions from one run to the next, nothing beside the hundreds of millions of a pass over a
+real group; a small one wants more passes. What it cannot see is how fast each instruction runs: json.loads is
 compact C, inspection is interpreted Python, so the timed ratios (`python -m bench --only
 realworld`) stay the targets, and run 1.3-1.5 times these.
 
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 MEASURES = ("loads", "inspect", "read")
-PASSES = 2
+PASSES = 2  # passes over a group counted, by default
 
 
 def _child(cases_file: str, measure: str, passes: int) -> None:
@@ -101,15 +103,15 @@ def _count(python_path: str | None, cases_file: Path, measure: str, passes: int)
     raise RuntimeError("cachegrind wrote no summary")
 
 
-def per_pass(python_path: str | None, cases_file: Path) -> dict[str, int]:
+def per_pass(python_path: str | None, cases_file: Path, passes: int = PASSES) -> dict[str, int]:
     """Instructions per pass of each measure, for one version and one group."""
-    runs = [("loads", 0)] + [(m, PASSES) for m in MEASURES]
+    runs = [("loads", 0)] + [(m, passes) for m in MEASURES]
     with ThreadPoolExecutor(max_workers=2) as pool:
         counts = dict(
             zip(runs, pool.map(lambda r: _count(python_path, cases_file, *r), runs), strict=True)
         )
     start = counts[("loads", 0)]
-    return {m: (counts[(m, PASSES)] - start) // PASSES for m in MEASURES}
+    return {m: (counts[(m, passes)] - start) // passes for m in MEASURES}
 
 
 def main() -> None:
@@ -122,6 +124,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--against", help="a commit whose core/ and addon/ are counted too")
     parser.add_argument("--groups", default=",".join(name for name, _, _ in GROUPS))
+    parser.add_argument("--passes", type=int, default=PASSES, help="passes counted (default 2)")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("bench.instructions needs valgrind: apt-get install valgrind")
@@ -141,7 +144,7 @@ def main() -> None:
             cases = [(c.exchange.model_dump(), c.application, c.payloads) for c in group.cases]
             cases_file.write_bytes(pickle.dumps(cases))
             for version, python_path in versions.items():
-                counts = per_pass(python_path, cases_file)
+                counts = per_pass(python_path, cases_file, args.passes)
                 loads = counts["loads"]
                 print(
                     f"| {group.name} | {len(cases)} | {version} | {loads:,} "
