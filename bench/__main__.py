@@ -84,7 +84,6 @@ def machine() -> dict[str, Any]:
     import psutil
 
     import tooltap.core
-    import tooltap.core.inspection
 
     model = platform.processor()
     try:
@@ -96,7 +95,7 @@ def machine() -> dict[str, Any]:
         pass
     snapshot = os.environ.get(SNAPSHOT_ENV)
     pinned = snapshot.removesuffix("-compiled") if snapshot else "working-tree"
-    compiled_core = Path(tooltap.core.inspection.__file__).suffix == ".so"
+    compiled_core = compiled.running()
     code = f"snapshot of {snapshot}" if snapshot else "working tree (editable install)"
     return {
         # Measured code: a pinned snapshot (--commit, --compiled), or the editable install,

@@ -41,6 +41,13 @@ def build(tree: Path, timeout: float = 900) -> list[Path]:
     return [tree.parent, tree]
 
 
+def running() -> bool:
+    """Is the tooltap this process imports the compiled build?"""
+    import tooltap.core.inspection  # here: the tooltap this process ends up importing
+
+    return Path(tooltap.core.inspection.__file__ or "").suffix == ".so"
+
+
 def extensions(tree: Path) -> list[str]:
     """The compiled modules in a tree, as paths under it (sorted)."""
     found = (p.relative_to(tree) for p in tree.rglob(f"*{EXTENSION}"))

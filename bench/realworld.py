@@ -48,7 +48,6 @@ from typing import Any
 
 from pyinstrument import Profiler
 
-import tooltap.core.inspection
 from tooltap.addon.audit.inputs import RecordedExchange
 from tooltap.addon.inspection.session import Session
 from tooltap.core import Exchange, ValidatorCache, inspect
@@ -314,7 +313,7 @@ def compiled_ratios(size: Size) -> dict[str, Any]:
     why = None
     if size == "smoke":
         why = "smoke run"
-    elif _compiled_here():
+    elif compiled.running():
         why = "this run's tooltap is compiled already"
     elif shutil.which("gcc") is None:
         why = "no C compiler (gcc)"
@@ -336,16 +335,12 @@ def compiled_ratios(size: Size) -> dict[str, Any]:
     return {"groups": json.loads(ran.stdout.splitlines()[-1])}
 
 
-def _compiled_here() -> bool:
-    return Path(tooltap.core.inspection.__file__ or "").suffix == ".so"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ratios", choices=list(PASSES), required=True,
                         help="print each group's ratios to json.loads as one JSON line")  # fmt: skip
     size = parser.parse_args().ratios
-    if not _compiled_here():
+    if not compiled.running():
         raise SystemExit("tooltap here is not compiled: put a compiled tree first on PYTHONPATH")
     groups, _ = read_corpus(corpus_folder())
     print(
