@@ -12,7 +12,7 @@ every call was not seen to start and end is never said to have run in series. Pu
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +55,45 @@ class Issued:
     arguments_raw: str
     asked: float
     answered: float
+
+
+# Where a request's history holds a model's call: its id under one of these keys, its tool's
+# name beside it or in its `function` (Chat, Cohere) or `custom` object.
+_CALL_IDS = ("id", "call_id", "toolUseId")
+_NAME_HOLDERS = ("function", "custom")
+
+
+def call_names(request: Any, ids: Collection[str]) -> dict[str, str]:
+    """The tool names a request's history gives the calls with these ids (a stateless API sends
+    the calls it answers back with its results): each id that one name only goes with. Pure."""
+    wanted = set(ids)
+    found: dict[str, str] = {}
+    doubtful: set[str] = set()
+    stack = [request]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        stack.extend(v for v in node.values() if isinstance(v, dict | list))
+        for key in _CALL_IDS:
+            call_id = node.get(key)
+            if not isinstance(call_id, str) or call_id not in wanted:
+                continue
+            name = _name_of(node)
+            if name and found.setdefault(call_id, name) != name:
+                doubtful.add(call_id)  # two names for one id: neither is sure
+    return {call_id: name for call_id, name in found.items() if call_id not in doubtful}
+
+
+def _name_of(call: dict[str, Any]) -> str:
+    name = call.get("name")
+    for holder in _NAME_HOLDERS:
+        if not isinstance(name, str) and isinstance(inner := call.get(holder), dict):
+            name = inner.get("name")
+    return name.strip() if isinstance(name, str) else ""
 
 
 def names_for(tool: str) -> tuple[set[str], tuple[str, ...]]:

@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from tooltap.core import Exchange, ToolTime, Verdict
 from tooltap.core.arguments import unnamed_call
 from tooltap.core.definitions import endpoint as endpoint_of
+from tooltap.core.encoding import DecodeError, decode
+from tooltap.core.exchange import header
 from tooltap.core.jsontext import loads
 from tooltap.core.shapes import as_dict, as_str
-from tooltap.core.timing import CLAUDE_CODE_CALL, Issued, Run, link, serial
+from tooltap.core.timing import CLAUDE_CODE_CALL, Issued, Run, call_names, link, serial
 from tooltap.core.turn import given_id
 
 from .state import State
@@ -104,7 +106,7 @@ class Clock:
         answered |= {r.unnamed: r.call_id for r in verdict.tool_results if r.unnamed}
         arrived = exchange.request_start
         if answered and arrived is not None:
-            self._answer(answered, arrived, verdict)
+            self._answer(answered, arrived, verdict, exchange)
         issued_at = exchange.response_end
         if issued_at is None or verdict.outcome != "inspected":
             return
@@ -138,15 +140,22 @@ class Clock:
                       running.model_call, running.endpoint)  # fmt: skip
             self.runs.put(key, run, len(running.arguments_raw))
 
-    def _answer(self, answered: dict[str, str], arrived: float, verdict: Verdict) -> None:
+    def _answer(
+        self, answered: dict[str, str], arrived: float, verdict: Verdict, exchange: Exchange
+    ) -> None:
         """answered: each call's key -> its id as this request names it."""
         batches: dict[Batch, list[Issued]] = {}
-        for key, (name, issued_at) in self.state.answer(list(answered)).items():
+        taken = self.state.answer(list(answered))
+        # Issued on another replica: the tool's name is not shared, but a stateless API's
+        # request carries each call it answers, name and all.
+        unnamed = [key for key, (name, _) in taken.items() if name is None]
+        named = _history_names(exchange, unnamed) if unnamed else {}
+        for key, (name, issued_at) in taken.items():
             waited = max(0.0, arrived - issued_at)
             verdict.tool_times.append(
                 ToolTime(
                     call_id=answered[key],
-                    name=name,
+                    name=name if name is not None else named.get(key),
                     waited_ms=round(waited * 1000, 3),
                     late=waited > self.deadline,
                     issued_at=issued_at,
@@ -185,6 +194,16 @@ def _key(call_id: str, name: str, arguments_raw: str) -> str:
     """What a call is remembered by: its id, or where its API gave none, its tool and
     arguments."""
     return call_id if given_id(call_id) else unnamed_call(name, arguments_raw)
+
+
+def _history_names(exchange: Exchange, call_ids: list[str]) -> dict[str, str]:
+    """The tool names the request's history gives these calls; none when it cannot be read."""
+    try:
+        body = decode(exchange.request_body, header(exchange.request_headers, "content-encoding"))
+    except DecodeError:
+        return {}
+    value, error = loads(body)
+    return call_names(value, call_ids) if error is None else {}
 
 
 def _ran(run: Run) -> dict[str, object]:

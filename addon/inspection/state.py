@@ -4,14 +4,15 @@ Three things carry from one exchange to the next: keyed by a response id, the ca
 Responses turn left for the client (a follow-up with previous_response_id is checked against
 them) and whether the response was already counted at its final status (a background response
 is polled, and counted once); and, keyed by a call's id, when the response that issued it
-ended, with its tool's name (the follow-up that answers it says how long the tool took). One replica sees them all; several replicas behind a
-round-robin Service each see some, so `tooltap_state=redis://...` keeps them
-in Redis, where every replica finds them.
+ended (the follow-up that answers it says how long the tool took). One replica sees them all;
+several replicas behind a round-robin Service each see some, so `tooltap_state=redis://...` keeps
+them in Redis, where every replica finds them.
 
-Only the inspector uses a state, never the proxy's event loop. Redis holds
-ids only (never arguments or bodies), under `tooltap:` keys that expire. When
-it is slow or down, the replica's own memory answers for that exchange: a
-finding may then be missed, never invented.
+Only the inspector uses a state, never the proxy's event loop. Redis holds ids and times only
+(never names, arguments or bodies), under `tooltap:` keys that expire; the tool's name of an
+issued call stays in the memory of the replica that saw it issued. When Redis is slow or down,
+the replica's own memory answers for that exchange: a finding may then be missed, never
+invented.
 """
 
 from __future__ import annotations
@@ -31,12 +32,15 @@ logger = logging.getLogger("tooltap")
 REMEMBERED = 10_000  # response ids each kind of memory keeps in this process
 ISSUED = 50_000  # calls awaiting their answer kept in this process, the newest
 UNNAMED = "unnamed:"  # a call whose API gave no id, by its tool and arguments
-AMBIGUOUS = ("", -1.0)  # such a call issued twice before an answer: neither is timed
+AMBIGUOUS = (None, -1.0)  # such a call issued twice before an answer: neither is timed
 AMBIGUOUS_VALUE = b"ambiguous"  # ... as Redis holds it
 NAMESPACE = "tooltap:"
 TIMEOUT = 0.1  # seconds a Redis command may take before this exchange does without it
 FIRST_ANSWER = 2.0  # seconds a starting inspector waits for Redis before its first record
 BACKOFF = (0.25, 5.0)  # seconds before Redis is tried again after a failure: first, most
+
+
+Answered = tuple[str | None, float]  # an issued call's tool (None: not known here), and when
 
 
 class State(Protocol):
@@ -55,10 +59,11 @@ class State(Protocol):
         """These calls (call id -> its tool's name, when the response that issued it ended)
         were handed to the client; a call already issued keeps its first time (a background
         response read again), and a call with no id issued twice (two calls alike) is timed by
-        neither answer."""
+        neither answer. Only the id and the time are shared."""
 
-    def answer(self, call_ids: list[str]) -> dict[str, tuple[str, float]]:
-        """The issued calls these ids name, each taken: a call is answered once."""
+    def answer(self, call_ids: list[str]) -> dict[str, Answered]:
+        """The issued calls these ids name, each taken: a call is answered once. A call issued
+        on another replica comes without its tool's name (None)."""
 
     def close(self) -> None:
         """Release what the state holds open."""
@@ -89,7 +94,7 @@ class LocalState:
         self.recent = RecentCalls(size)
         self.counted: OrderedDict[str, None] = OrderedDict()  # response ids, newest last
         self.size = size
-        self.issued: OrderedDict[str, tuple[str, float]] = OrderedDict()  # by call id
+        self.issued: OrderedDict[str, Answered] = OrderedDict()  # by call id
         self.issued_size = issued
 
     def open_calls(self, response_id: str) -> list[str] | None:
@@ -116,7 +121,7 @@ class LocalState:
         while len(self.issued) > self.issued_size:
             self.issued.popitem(last=False)
 
-    def answer(self, call_ids: list[str]) -> dict[str, tuple[str, float]]:
+    def answer(self, call_ids: list[str]) -> dict[str, Answered]:
         taken = {c: self.issued.pop(c) for c in call_ids if c in self.issued}
         return {c: issued for c, issued in taken.items() if issued != AMBIGUOUS}
 
@@ -221,8 +226,8 @@ class RedisState:
         if not calls:
             return
         pipe = self.client.pipeline(transaction=False)
-        for call_id, (name, at) in calls.items():
-            pipe.set(f"{NAMESPACE}issued:{call_id}", f"{at!r} {name}", nx=True, ex=self.ttl)
+        for call_id, (_, at) in calls.items():
+            pipe.set(f"{NAMESPACE}issued:{call_id}", repr(at), nx=True, ex=self.ttl)
         written = self.shared(pipe.execute)
         if written is FAILED:
             return
@@ -235,7 +240,7 @@ class RedisState:
                 pipe.set(f"{NAMESPACE}issued:{call_id}", AMBIGUOUS_VALUE, ex=self.ttl)
             self.shared(pipe.execute)
 
-    def answer(self, call_ids: list[str]) -> dict[str, tuple[str, float]]:
+    def answer(self, call_ids: list[str]) -> dict[str, Answered]:
         here = self.local.answer(call_ids)
         if not call_ids:
             return here
@@ -249,8 +254,8 @@ class RedisState:
         for call_id, value in zip(call_ids, found, strict=True):
             if value == AMBIGUOUS_VALUE:  # issued by two conversations: neither is timed
                 taken.pop(call_id, None)
-            elif (issued := _issued(value)) is not None:
-                taken[call_id] = issued
+            elif (at := _issued(value)) is not None:  # the first issue's time, wherever it was
+                taken[call_id] = (here.get(call_id, (None, at))[0], at)
         return taken
 
     def close(self) -> None:
@@ -343,13 +348,14 @@ def _call_ids(value: bytes) -> list[str] | None:
     return None
 
 
-def _issued(value: Any) -> tuple[str, float] | None:
-    """What RedisState.issue wrote (its time, then the tool's name); None for anything else."""
+def _issued(value: Any) -> float | None:
+    """The time RedisState.issue wrote; None for anything else. (A replica of the version
+    before wrote the tool's name after it: read during a rolling update, it is left out.)"""
     if not isinstance(value, bytes):
         return None
-    at, _, name = value.decode("utf-8", "replace").partition(" ")
+    at = value.decode("utf-8", "replace").partition(" ")[0]
     try:
-        return name, float(at)
+        return float(at)
     except ValueError:
         return None
 

@@ -390,7 +390,9 @@ def test_without_times_or_without_the_issuing_response_nothing_is_timed():
 def test_a_call_issued_on_one_replica_is_timed_by_the_other_through_redis(redis_server):
     a, b = Replica(redis_server.url), Replica(redis_server.url)
     times = tool_times(Session(state=a.state), Session(state=b.state), T0 + 2.0)
-    assert times == [("call_1", "f", 500.0, False), ("call_2", "f", 500.0, False), 500.0]
+    # A Responses follow-up with previous_response_id names no tool, and the tool's name stays
+    # on the replica that saw the call issued: timed, its tool not known here.
+    assert times == [("call_1", None, 500.0, False), ("call_2", None, 500.0, False), 500.0]
     client = redis.Redis.from_url(redis_server.url)
     try:
         assert client.keys("tooltap:issued:*") == []  # answered: taken from Redis too
@@ -398,19 +400,52 @@ def test_a_call_issued_on_one_replica_is_timed_by_the_other_through_redis(redis_
         client.close()
 
 
-def test_issued_calls_in_redis_hold_the_time_and_name_only_and_expire(redis_server):
+def chat_turn(messages: list, response_message: dict, start: float, end: float) -> Exchange:
+    tools = [{"type": "function", "function": {"name": n}} for n in ("get_weather", "get_time")]
+    choice = {"index": 0, "message": response_message, "finish_reason": "stop"}
+    request = {"model": "gpt-4o", "messages": messages, "tools": tools}
+    response = {"id": "chatcmpl-1", "model": "gpt-4o", "choices": [choice]}
+    return timed(exchange_of("chat", request, response), start, end)
+
+
+def test_on_another_replica_a_chat_follow_up_names_each_call_from_its_own_history(redis_server):
+    a, b = Replica(redis_server.url), Replica(redis_server.url)
+    asked = [{"role": "user", "content": "Weather and time in Paris?"}]
+    made = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_w", "type": "function",
+         "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
+        {"id": "call_t", "type": "function",
+         "function": {"name": "get_time", "arguments": '{"city": "Paris"}'}},
+    ]}  # fmt: skip
+    Session(state=a.state).inspect(chat_turn(asked, made, T0, T0 + 1.0))
+    results = [{"role": "tool", "tool_call_id": c, "content": "ok"} for c in ("call_w", "call_t")]
+    answer = chat_turn([*asked, made, *results], {"role": "assistant", "content": "12C, noon."},
+                       T0 + 1.75, T0 + 3)  # fmt: skip
+    verdict = Session(state=b.state).inspect(answer)
+    assert [(t.call_id, t.name, t.waited_ms) for t in verdict.tool_times] == [
+        ("call_w", "get_weather", 750.0),
+        ("call_t", "get_time", 750.0),
+    ]
+
+
+def test_issued_calls_in_redis_hold_the_time_only_and_expire(redis_server):
     a = Replica(redis_server.url, ttl=60)
     a.state.issue({"call_1": ("get_weather", T0 + 1.25)})
     a.state.issue({"call_1": ("get_weather", T0 + 9)})  # read again: the first time stays
     client = redis.Redis.from_url(redis_server.url)
     try:
-        assert client.get("tooltap:issued:call_1") == f"{T0 + 1.25!r} get_weather".encode()
+        assert client.get("tooltap:issued:call_1") == repr(T0 + 1.25).encode()
         assert 0 < client.ttl("tooltap:issued:call_1") <= 60
         client.set("tooltap:issued:call_2", b"garbage")
+        client.set("tooltap:issued:call_3", f"{T0 + 2!r} get_time".encode())  # the version before
     finally:
         client.close()
     assert a.state.answer(["call_2", "call_9"]) == {}  # unreadable or unknown: not timed
-    assert a.state.answer(["call_1"]) == {"call_1": ("get_weather", T0 + 1.25)}
+    assert a.state.answer(["call_3"]) == {"call_3": (None, T0 + 2)}  # its time read, not its name
+    assert a.state.answer(["call_1"]) == {"call_1": ("get_weather", T0 + 1.25)}  # issued here
+    b = Replica(redis_server.url, ttl=60)
+    b.state.issue({"call_4": ("get_weather", T0 + 5)})
+    assert a.state.answer(["call_4"]) == {"call_4": (None, T0 + 5)}  # issued on another replica
 
 
 GEMINI = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent"

@@ -9,7 +9,15 @@ import json
 
 import pytest
 
-from tooltap.core.timing import Issued, Run, arguments_match, link, name_matches, serial
+from tooltap.core.timing import (
+    Issued,
+    Run,
+    arguments_match,
+    call_names,
+    link,
+    name_matches,
+    serial,
+)
 
 T0 = 1_764_480_000.0
 CITY = {"city": "Paris", "units": "c"}
@@ -140,3 +148,46 @@ def test_the_repair_reads_as_sentences():
     assert error is not None
     assert error.repair.startswith("the batch took 4000 ms; run together it would have taken "
                                    "about 2000 ms (its longest call). Run a batch's")  # fmt: skip
+
+
+# Each dialect's history, holding the answered call as its client sends it back (WIRE.md).
+HISTORIES = {
+    "chat": {"messages": [{"role": "assistant", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "name": "not_this", "content": "ok"}]},
+    "chat custom": {"messages": [{"role": "assistant", "tool_calls": [
+        {"id": "c1", "type": "custom", "custom": {"name": "get_weather", "input": "x"}}]}]},
+    "responses": {"input": [
+        {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "get_weather"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"}]},
+    "messages": {"messages": [{"role": "assistant", "content": [
+        {"type": "tool_use", "id": "c1", "name": "get_weather", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1"}]}]},
+    "gemini": {"contents": [{"role": "model", "parts": [
+        {"functionCall": {"id": "c1", "name": "get_weather", "args": {}}}]},
+        {"role": "user", "parts": [
+            {"functionResponse": {"id": "c1", "name": "get_weather", "response": {}}}]}]},
+    "converse": {"messages": [{"role": "assistant", "content": [
+        {"toolUse": {"toolUseId": "c1", "name": "get_weather", "input": {}}}]},
+        {"role": "user", "content": [{"toolResult": {"toolUseId": "c1", "content": []}}]}]},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("dialect", sorted(HISTORIES))
+def test_a_request_history_names_the_calls_it_answers(dialect):
+    assert call_names(HISTORIES[dialect], ["c1", "c9"]) == {"c1": "get_weather"}
+
+
+def test_an_id_that_goes_with_two_names_is_named_by_neither():
+    history = {"input": [
+        {"type": "function_call", "call_id": "c1", "name": "get_weather"},
+        {"type": "function_call", "call_id": "c1", "name": "get_time"},
+        {"type": "function_call", "call_id": "c2", "name": "get_time"},
+    ]}  # fmt: skip
+    assert call_names(history, ["c1", "c2"]) == {"c2": "get_time"}
+
+
+@pytest.mark.parametrize("request_value", [None, "c1", [], {"id": "c1"}, {"id": "c1", "name": 3},
+                                           {"id": "c1", "function": {"name": "  "}}])  # fmt: skip
+def test_a_history_without_the_calls_name_names_nothing(request_value):
+    assert call_names(request_value, ["c1"]) == {}
