@@ -171,7 +171,7 @@ def _json_lines(text: str) -> list[int]:
         if key < 0:
             return []
         at, line, counted = text.index("[", key) + 1, 1, 0
-        lines = []
+        lines: list[int] = []
         while True:
             while at < len(text) and text[at] in " \t\r\n,":
                 at += 1

@@ -189,6 +189,8 @@ def run(console: Console, serve: bool = False, web: bool = False) -> Summary:
         if web:
             console.print(f"mitmweb: {proxy.web_url}", markup=False)
         shown = drive(console, proxy)
+        if proxy.metrics_url is None:  # start() waits for it: not reached
+            raise RuntimeError("tooltap started without its metrics endpoint")
         summary = read_summary(httpx.get(proxy.metrics_url, timeout=10).text, proxy.events)
         print_summary(console, summary)
         if serve or web:

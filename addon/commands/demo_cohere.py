@@ -81,7 +81,7 @@ def chat(base_url: str, headers: Mapping[str, str], parameters: Mapping[str, Any
     stream = client.chat_stream(
         model=MODEL,
         messages=history,
-        tools=tools(parameters),
+        tools=tools(parameters),  # type: ignore[arg-type]  # a dict goes as it is: the wire's shape
         request_options={"additional_headers": dict(headers)},
     )
     return list(stream)

@@ -7,7 +7,7 @@ from typing import Any
 from .demo_agent import WEATHER, Clients, Step, json_reply
 
 # Gemini 3's two parallel calls: only the first part carries the thought signature.
-GEMINI_CALLS = [
+GEMINI_CALLS: list[dict[str, Any]] = [
     {
         "functionCall": {"id": "8hd01vsf", "name": "get_weather",
                          "args": {"city": "Kyoto", "country": "JP", "units": "c"}},
@@ -50,9 +50,9 @@ def _gemini_unsigned(clients: Clients) -> Any:
             ),
         ],
         config=types.GenerateContentConfig(
-            tools=[types.Tool(function_declarations=[
-                {"name": "get_weather", "description": "Weather for a city",
-                 "parameters_json_schema": WEATHER}])],
+            tools=[types.Tool(function_declarations=[types.FunctionDeclaration(
+                name="get_weather", description="Weather for a city",
+                parameters_json_schema=WEATHER)])],
         ),
     )  # fmt: skip
 

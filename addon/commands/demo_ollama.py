@@ -67,7 +67,7 @@ def chat(base_url: str, headers: Mapping[str, str], tools: list[dict[str, Any]])
     import ollama  # noqa: PLC0415 - the SDKs are the demo extra
 
     client = ollama.Client(host=base_url, headers=dict(headers))
-    history = [
+    history: list[dict[str, Any]] = [
         {"role": "user", "content": ASK},
         {"role": "assistant", "content": "", "tool_calls": EARLIER},
         {"role": "tool", "tool_name": "get_weather", "content": "Tromsø: -3C, snow"},

@@ -54,13 +54,14 @@ class _Handler(BaseHTTPRequestHandler):
     # would wait for the client's delayed ACK (~40 ms a reply).
     disable_nagle_algorithm = True
     server: ReplayServer
+    raw_requestline: bytes  # set by BaseHTTPRequestHandler as it reads the request line
 
     def log_message(self, *args: Any) -> None:
         pass  # quiet: the tests and the demo read `seen`, not stderr
 
     def _read_body(self) -> bytes:
         if self.headers.get("transfer-encoding", "").lower() == "chunked":
-            parts = []
+            parts: list[bytes] = []
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
                 if size == 0:

@@ -15,7 +15,7 @@ import json
 import socket
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from websockets.frames import Frame as WireFrame
@@ -41,7 +41,7 @@ Frame = str | bytes | Close  # a text message, a binary message, or the end
 @dataclass
 class Step:
     trigger: str | None  # the type (or key) of the client message that plays it; None: on connect
-    frames: list[Frame]
+    frames: Sequence[Frame]
 
 
 @dataclass
@@ -86,7 +86,7 @@ class SocketSession:
             raise ValueError("not a WebSocket upgrade request")
         self.protocol.send_response(self.protocol.accept(request))
         self._flush()
-        self._pieces: list[bytes] = []  # a fragmented message so far
+        self._pieces: list[bytes | bytearray | memoryview] = []  # a fragmented message so far
         self._text = False
 
     def run(self) -> None:
@@ -126,7 +126,7 @@ class SocketSession:
             return self._play(self.steps.popleft().frames)
         return True
 
-    def _play(self, frames: list[Frame]) -> bool:
+    def _play(self, frames: Sequence[Frame]) -> bool:
         for frame in frames:
             if isinstance(frame, Close):
                 if frame.code is None:

@@ -195,8 +195,8 @@ class Tooltap:
     def configure(self, updated: set[str]) -> None:
         for problem in options.problems(ctx.options, updated):
             raise exceptions.OptionsError(problem)
-        if self._settings is None and (problem := hash_key_problem()) is not None:
-            raise exceptions.OptionsError(problem)
+        if self._settings is None and (no_key := hash_key_problem()) is not None:
+            raise exceptions.OptionsError(no_key)
         if "tooltap_hosts" in updated:
             self._hosts.clear()
         self._options = HookOptions.of(ctx.options)

@@ -289,9 +289,9 @@ class Metrics:
             self.internal_errors.labels(where)
         for outcome in ("exported", "dropped"):
             self.spans.labels(outcome)
-        for api in SOCKET_APIS:
+        for socket_api in SOCKET_APIS:
             for reason in SOCKET_SKIPS:
-                self.socket_skips.labels(api, reason)
+                self.socket_skips.labels(socket_api, reason)
         self._server: Any = None
 
     def model(self, name: str | None) -> str:
@@ -345,8 +345,8 @@ class Metrics:
         if verdict.scope != "session":  # what a session says outside its turns is no flow
             child(self.flows, api, verdict.outcome).inc()
             child(self.inspect_seconds, api).observe(seconds)
-        for error in verdict.session_errors:
-            kind = self._bounded(self._error_types, ERROR_TYPES, error.type or "unknown")
+        for said in verdict.session_errors:
+            kind = self._bounded(self._error_types, ERROR_TYPES, said.type or "unknown")
             child(self.session_errors, api, kind).inc()
         for error in verdict.loop_errors:
             child(self.loop_errors, api, error.rule).inc()
@@ -370,18 +370,18 @@ class Metrics:
                 child(self.tool_run, server).observe(timed.ran_ms / 1000)
         if any(e.rule == "serial-execution" for e in verdict.loop_errors):
             child(self.serial_batches, api).inc()
-        tool = verdict.scope == "tool"
-        if verdict.state is None and not tool:
+        tool, state = verdict.scope == "tool", verdict.state
+        if state is None and not tool:
             return
         # A tool server's calls go under the server's name where a model's name would be.
         model = self.model(verdict.server if tool else verdict.model)
         if (api, model) not in self._pairs:
             self._start_at_zero(api, model, tool=tool)
-        if tool:
+        if state is None or tool:
             self._arguments(api, model, verdict)
             return
         calls = verdict.call_count
-        child(self.turns, api, model, verdict.state).inc()
+        child(self.turns, api, model, state).inc()
         if verdict.duration_ms is not None:
             child(self.model_duration, api, model).observe(verdict.duration_ms / 1000)
         if verdict.first_token_ms is not None:

@@ -97,9 +97,8 @@ class WebAnnotations:
         if self._worker is not None:
             self._worker.shutdown(wait=False, cancel_futures=True)
             self._worker = None
-        from mitmproxy import contentviews  # noqa: PLC0415
-
-        contentviews.remove(self.view)
+        # The view stays registered: mitmproxy 12's registry has no removal (its `remove` is a
+        # deprecated no-op), and a reload's `add` replaces it by name.
 
     # --- hooks: bookkeeping, then the worker ---------------------------------
 

@@ -116,8 +116,8 @@ def _detail(verdict: Verdict, arguments: str) -> str:
                 lines.append(
                     f"    parse error: {call.parse_error.type}: {call.parse_error.message}"
                 )
-            for error in call.schema_errors:
-                lines.append(f"    schema error at {error.path}: {error.message}")
+            for broken in call.schema_errors:
+                lines.append(f"    schema error at {broken.path}: {broken.message}")
             if call.schema_problem:
                 lines.append(f"    schema not applied: {call.schema_problem}")
     if verdict.tool_results:
@@ -125,8 +125,8 @@ def _detail(verdict: Verdict, arguments: str) -> str:
         for result in verdict.tool_results:
             failed = "  (a tool failure)" if result.outcome == "error" else ""
             lines.append(f"  {result.call_id}  {result.outcome} at {result.where}{failed}")
-            for error in result.schema_errors:
-                lines.append(f"    outputSchema error at {error.path}: {error.message}")
+            for broken in result.schema_errors:
+                lines.append(f"    outputSchema error at {broken.path}: {broken.message}")
     if verdict.tool_changes:
         lines += ["", "TOOL DEFINITIONS CHANGED"]
         for change in verdict.tool_changes:
@@ -189,7 +189,7 @@ def _times(v: Verdict) -> list[str]:
     return ["", "TIME", *lines] if lines else []
 
 
-def annotations(flow: Any, ended_at: float | None = None) -> tuple[list[Verdict], str] | None:
+def stored_verdicts(flow: Any, ended_at: float | None = None) -> tuple[list[Verdict], str] | None:
     """The verdicts stored on the flow (ended_at: only the turns a socket message ended), and
     the arguments policy they were stored under."""
     stored = flow.metadata.get(KEY)
@@ -243,7 +243,7 @@ class TooltapContentview(contentviews.Contentview):
             return -1
         message = metadata.websocket_message
         if message is not None:  # only on the message that ended a turn
-            stored = annotations(flow, message.timestamp)
+            stored = stored_verdicts(flow, message.timestamp)
             return 2 if stored is not None and stored[0] else -1
         return 2  # above JSON's 1: the verdict first, the body one click away
 
@@ -252,7 +252,7 @@ class TooltapContentview(contentviews.Contentview):
         if not isinstance(flow, http.HTTPFlow):
             raise ValueError("not an HTTP flow")
         message = metadata.websocket_message
-        stored = annotations(flow, message.timestamp if message is not None else None)
+        stored = stored_verdicts(flow, message.timestamp if message is not None else None)
         if stored is not None:
             return describe(*stored)
         if message is not None:
