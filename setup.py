@@ -2,8 +2,8 @@
 
 With TOOLTAP_COMPILE=1 the modules in COMPILED are compiled by mypyc (part of mypy) into
 C extensions, which Python imports in place of their source: a small turn's inspection costs
-about an eighth less (bench/README.md). Nothing else changes. It needs mypy, setuptools and a C
-compiler where the package is built:
+8-20% less, by interpreter (bench/README.md). Nothing else changes. It needs mypy, setuptools
+and a C compiler where the package is built:
 
     pip install setuptools mypy
     TOOLTAP_COMPILE=1 pip install --no-build-isolation .
