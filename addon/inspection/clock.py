@@ -148,8 +148,8 @@ class Clock:
         taken = self.state.answer(list(answered))
         # Issued on another replica: the tool's name is not shared, but a stateless API's
         # request carries each call it answers, name and all.
-        unnamed = [key for key, (name, _) in taken.items() if name is None]
-        named = _history_names(exchange, unnamed) if unnamed else {}
+        nameless = [key for key, (name, _) in taken.items() if name is None]
+        named = _history_names(exchange, nameless) if nameless else {}
         for key, (name, issued_at) in taken.items():
             waited = max(0.0, arrived - issued_at)
             verdict.tool_times.append(
