@@ -116,6 +116,7 @@ class Session:
         self.tool_servers = ToolServers()
         self.pins = pins if pins is not None else Pins()
         self.channels = Channels()  # MCP's legacy sessions: GET streams and their POSTs
+        self._recalled = Recalled(self.state)  # the state as inspect's `prior`, read on demand
 
     def read(
         self, exchange: Exchange, application: str | None = None
@@ -180,7 +181,7 @@ class Session:
         """inspect() with this session's memory; prior replaces the recent calls (a Realtime
         turn brings the calls its socket owed). application: who sent a model request, which
         its declared tools are pinned under (applications.py)."""
-        calls = Recalled(self.state) if prior is None else prior
+        calls = self._recalled if prior is None else prior
         # The MCP session an exchange is in, looked up only when some session is known.
         key = _server_key(exchange) if self.tool_servers else None
         verdict = inspect(
@@ -194,7 +195,12 @@ class Session:
         changes = self.pins.check(verdict.definitions, application)
         if changes:
             verdict.tool_changes = changes
-        hiding = {h.tool for h in verdict.hidden_text if h.part == "definition"}
+        # Most turns hide nothing: the set is made only for those that do.
+        hiding = (
+            {h.tool for h in verdict.hidden_text if h.part == "definition"}
+            if verdict.hidden_text
+            else None
+        )
         if hiding:
             new = self.pins.first_hidden(verdict.definitions, hiding, application)
             verdict.hidden_text = [
