@@ -25,7 +25,8 @@ Then the worker's path is profiled by group (pyinstrument), written to profile-<
 When this process runs tooltap as pure Python and the machine can compile (gcc, mypy), the same
 groups are measured again in the same run with the modules setup.py lists compiled, as the
 container image ships them (`compiled_ratios`): a copy of the tree built as `TOOLTAP_COMPILE=1`
-builds it, read by a child process (`python -m bench.realworld --ratios SIZE`). Not in smoke runs.
+builds it, read by a child process (`python -m bench.realworld --ratios SIZE`) under this
+process's interpreter, whose build moves every ratio (bench/README.md). Not in smoke runs.
 """
 
 from __future__ import annotations
@@ -308,7 +309,7 @@ def run(size: Size, out_dir: Path) -> dict[str, Any]:
 
 
 def compiled_ratios(size: Size) -> dict[str, Any]:
-    """Each group's ratios with the modules setup.py lists compiled, as the image ships them:
+    """Each group's ratios with the modules setup.py lists compiled, as the image builds them:
     {"groups": {name: ratios}} measured in a child process, or {"groups": {}, "why": ...}."""
     why = None
     if size == "smoke":
