@@ -1,9 +1,9 @@
 """tooltap's build: pure Python, or with the modules every exchange runs through compiled.
 
 With TOOLTAP_COMPILE=1 the modules in COMPILED are compiled by mypyc (part of mypy) into
-C extensions, which Python imports in place of their source: a small turn's inspection costs
-8-20% less, by interpreter (bench/README.md). Nothing else changes. It needs mypy, setuptools
-and a C compiler where the package is built:
+C extensions, which Python imports in place of their source: a turn's inspection costs about a
+fifth less (bench/README.md). Nothing else changes. It needs mypy, setuptools and a C compiler
+where the package is built:
 
     pip install setuptools mypy
     TOOLTAP_COMPILE=1 pip install --no-build-isolation .
@@ -21,7 +21,9 @@ from setuptools import setup
 
 # core's and the inspector session's modules on every exchange's path that mypyc can compile:
 # no pydantic model in them (mypyc compiles none), and no subclass of a class kept interpreted
-# nor a class an interpreted one subclasses (one cannot subclass the other).
+# nor a class an interpreted one subclasses (one cannot subclass the other). So the dialects'
+# readers come with the bases their stream assemblers and socket readers share (assembly,
+# sockets), and every dialect whose classes subclass another's comes with it.
 COMPILED = (
     "core/inspection.py",
     "core/wire.py",
@@ -31,13 +33,28 @@ COMPILED = (
     "core/sse.py",
     "core/lines.py",
     "core/unread.py",
-    "core/dialects/base.py",
-    "core/dialects/responses_items.py",
     "core/encoding.py",
     "core/findings.py",
     "core/subsets.py",
     "core/eventstream.py",
     "core/jsonarray.py",
+    "core/assembly.py",
+    "core/sockets.py",
+    "core/dialects/base.py",
+    "core/dialects/responses_items.py",
+    "core/dialects/chat.py",
+    "core/dialects/cohere.py",
+    "core/dialects/converse.py",
+    "core/dialects/gemini.py",
+    "core/dialects/gemini_live.py",
+    "core/dialects/invoke.py",
+    "core/dialects/mcp.py",
+    "core/dialects/mcp_streams.py",
+    "core/dialects/messages.py",
+    "core/dialects/ollama.py",
+    "core/dialects/realtime.py",
+    "core/dialects/responses.py",
+    "core/dialects/responses_socket.py",
     "addon/inspection/session.py",
     "addon/inspection/pins.py",
     "addon/inspection/clock.py",

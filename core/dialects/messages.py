@@ -346,7 +346,8 @@ def anthropic_blockers(root: Any, *, tool: bool = True) -> list[str]:
         for defs in ("$defs", "definitions"):
             if isinstance(node.get(defs), dict):
                 below.extend((sub, f"{path}.{defs}.{name}") for name, sub in node[defs].items())
-        stack.extend((sub, where) for sub, where in reversed(below) if isinstance(sub, dict))
+        below.reverse()  # not reversed(): mypyc fails on it over tuples holding Any
+        stack.extend(pair for pair in below if isinstance(pair[0], dict))
     return problems
 
 

@@ -83,8 +83,8 @@ class Assembler(responses.Assembler):
     cancelled, failed or incomplete); response.created opens it.
     """
 
-    FINAL = ("response.done",)
-    START = ("response.created",)
+    FINAL: tuple[str, ...] = ("response.done",)
+    START: tuple[str, ...] = ("response.created",)
 
 
 def check_loop(request: Mapping[str, Any], prior: Prior = None) -> LoopReport:
