@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tooltap.core.definitions import read_lock
+from tooltap.core.lock import read_lock
 
 from .sinks.log import LOG_FORMATS
 from .sinks.redaction import ARGUMENT_MODES

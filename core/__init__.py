@@ -4,7 +4,7 @@
 `demo` share; the classification rules live in `parallel` and `schema`.
 """
 
-from .arguments import Call, SchemaError, ValidatorCache
+from .arguments import ValidatorCache
 from .errors import ApiError
 from .inspection import (
     REQUEST_HEADERS,
@@ -16,8 +16,7 @@ from .inspection import (
     inspect,
     served_session,
 )
-from .jsontext import ParseError
-from .loop import LoopError, ToolResult
+from .records import Call, LoopError, ParseError, SchemaError, ToolResult
 from .schema import OPENAI_LIMITS, SEED_LIMITS, Limits
 from .served import ToolServer
 from .stream import StreamReader, StreamResult

@@ -15,10 +15,10 @@ from typing import Any
 
 import jsonschema_rs
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
 
 from .built import builder
-from .jsontext import ParseError, loads
+from .jsontext import loads
+from .records import Call, ParseError, SchemaError
 from .turn import Tool, ToolCall
 
 MAX_SCHEMA_ERRORS = 20
@@ -30,44 +30,6 @@ MISSING = ParseError(
 # The validator is Rust: a panic there surfaces as a BaseException, which is
 # caught like any other failure; these are not.
 _FATAL = (KeyboardInterrupt, SystemExit, GeneratorExit)
-
-
-class SchemaError(BaseModel):
-    """One way the arguments break the tool's declared JSON Schema."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
-
-    path: str
-    """Where in the arguments, as $.a.b[0]."""
-    message: str
-    """The validator's message (it may quote the value)."""
-
-
-class Call(BaseModel):
-    """One tool call and what went wrong with its arguments."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
-
-    call_id: str
-    """The id its result must carry (call_id, tool_call id or tool_use id); "" if none."""
-    name: str
-    """The tool's name."""
-    type: str
-    """function_call, custom_tool_call (free-form input), tool_use, or a hosted call's
-    mcp_call (Responses) or mcp_tool_use (Messages)."""
-    arguments_raw: str
-    """The arguments exactly as received (Anthropic's input object as compact JSON)."""
-    parse_error: ParseError | None = None
-    """Why the arguments are not JSON; None when they parse."""
-    schema_errors: list[SchemaError] = Field(default_factory=list)
-    """Every violation of the tool's declared schema, by path (at most 20, then a note)."""
-    schema_problem: str | None = None
-    """Why the declared schema itself could not be applied."""
-    hosted: bool = False
-    """The provider ran it inside the turn (a hosted MCP call): no client answers it, and it
-    takes no part in the turn's state."""
-    server: str | None = None
-    """A hosted MCP call's server: its server_label (Responses) or server_name (Messages)."""
 
 
 build_call = builder(Call)  # from values diagnose() typed itself (core/built.py)

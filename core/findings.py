@@ -16,8 +16,8 @@ import re
 from typing import NamedTuple
 
 from . import schema, subsets
-from .definitions import HiddenText, ToolChange
 from .loop import RULES
+from .records import HiddenText, ToolChange
 from .verdict import Verdict
 
 STATES = ("strict-void", "strict-at-risk", "fanout-no-strict")

@@ -12,15 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import parallel, schema, subsets
-from .arguments import Call, ValidatorCache, diagnose
-from .definitions import DefinitionCache, HiddenText, declared_in, hidden_in, served_in
+from .arguments import ValidatorCache, diagnose
+from .definitions import DefinitionCache, declared_in, hidden_in, served_in
 from .dialects import Routes, detect_routed, dialect, path_of, route, streamed_path
 from .dialects.base import Serve
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .eventstream import looks_like_eventstream
 from .exchange import REQUEST_HEADERS, RESPONSE_HEADERS, Exchange, Transport, header
-from .jsontext import ParseError, loads
-from .loop import LoopReport, ToolResult, build_result
+from .jsontext import loads
+from .loop import LoopReport, build_result
+from .records import Call, HiddenText, ParseError, ToolResult
 from .schema import SEED_LIMITS, Limits
 from .served import SESSION_HEADER, ToolServer, query_session, session_tag
 from .shapes import as_dict

@@ -10,20 +10,8 @@ import json
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict
 
-
-class ParseError(BaseModel):
-    """Why a JSON text did not parse: the exception type, message and offset."""
-
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
-
-    type: str
-    """JSONDecodeError, MissingArguments (no arguments key) or StreamError (lost in the stream)."""
-    message: str
-    """What the parser said."""
-    position: int | None = None
-    """The character offset where parsing stopped, when known."""
+from .records import ParseError
 
 
 def loads(text: bytes | str) -> tuple[Any, ParseError | None]:

@@ -20,12 +20,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from .arguments import SchemaError
 from .built import builder
-from .hidden import Hidden, scan
+from .hidden import scan
 from .jsontext import loads
+from .records import LoopError, ToolResult
 from .shapes import as_dict, as_list, as_str
 
 MAX_HISTORY = 10_000  # history items walked per request; the work on one is bounded
@@ -89,47 +87,6 @@ REPAIRS = {
         "runtime's parallel tool execution): each waited for the one before it."
     ),
 }
-
-
-class LoopError(BaseModel):
-    """A tool-loop rule the request broke."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
-
-    rule: str
-    """One of RULES: unanswered-call, orphan-result, duplicate-result, ..."""
-    ids: list[str]
-    """The call ids involved."""
-    where: str
-    """Where in the request: input.3, messages.2.content.1, or previous_response_id ..."""
-    repair: str
-    """What to change in the application's loop."""
-
-
-class ToolResult(BaseModel):
-    """A tool result the request sent back."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
-
-    call_id: str
-    """The call it answers."""
-    where: str
-    """Where in the request."""
-    outcome: Literal["ok", "error"]
-    """error: flagged as a failure (is_error, or an error payload such as {"ok": false})."""
-    schema_errors: list[SchemaError] = Field(default_factory=list)
-    """A tool server's result (MCP) against the tool's outputSchema: every way its
-    structuredContent breaks it, by path, or that it declared one and sent none."""
-    schema_problem: str | None = None
-    """Why the outputSchema itself could not be applied."""
-    name: str | None = None
-    """The tool, when no call of the same exchange names it (an MCP task's result, fetched
-    after the call that made the task)."""
-    hidden: list[Hidden] = Field(default_factory=list, exclude=True)
-    """Hidden characters in what the result says (logged as the verdict's hidden_text)."""
-    unnamed: str | None = Field(default=None, exclude=True)
-    """The call it answers, when its API gave that call no id: its tool and arguments, as
-    arguments.unnamed_call makes them (for the caller's tool times). Not logged."""
 
 
 # From values the dialects' loop readings typed themselves (core/built.py).

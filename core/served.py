@@ -13,9 +13,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .arguments import Call
 from .errors import ApiError
-from .loop import LoopError, ToolResult
+from .records import Call, LoopError, ToolResult
 
 # The header that ties a tool server's session together (MCP's Streamable HTTP; the server sets
 # it in its answer to initialize).

@@ -18,7 +18,8 @@ from typing import Any
 
 from .arguments import normalised
 from .jsontext import dumps, loads
-from .loop import REPAIRS, LoopError
+from .loop import REPAIRS
+from .records import LoopError
 
 # What runtimes replace in a name (WIRE: Claude Code and the OpenAI Agents SDK; smolagents;
 # Microsoft's agent framework), and the separators their prefixes end with.

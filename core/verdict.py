@@ -6,12 +6,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
-from .arguments import Call
 from .built import builder, maker
-from .definitions import HiddenText, ToolChange, ToolDefinitions
+from .definitions import ToolDefinitions
 from .errors import ApiError
 from .exchange import Transport
-from .loop import LoopError, ToolResult
+from .records import Call, HiddenText, LoopError, ToolChange, ToolResult
 from .served import ToolServer
 from .turn import Api
 

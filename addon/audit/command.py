@@ -16,7 +16,8 @@ from dataclasses import replace
 from typing import Any
 
 from tooltap.core import Verdict, parallel
-from tooltap.core.definitions import Declared, lock_of
+from tooltap.core.definitions import Declared
+from tooltap.core.lock import lock_of
 
 from ..inspection.pins import LocalPins, Pins, load_lock
 from ..inspection.session import Session

@@ -35,18 +35,17 @@ import orjson
 
 from tooltap.core.definitions import (
     Declared,
-    Lock,
     Origin,
-    ToolChange,
     ToolDefinitions,
     ToolList,
     canonical,
     diff,
     parsed,
-    read_lock,
     short,
     show,
 )
+from tooltap.core.lock import Lock, read_lock
+from tooltap.core.records import ToolChange
 from tooltap.core.shapes import as_dict
 
 from ..options import BY_NAME

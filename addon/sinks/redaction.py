@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 
 from tooltap.core import SchemaError, Verdict
-from tooltap.core.definitions import HiddenText
 from tooltap.core.jsontext import loads
+from tooltap.core.records import HiddenText
 
 ARGUMENT_MODES = ("raw", "redact", "hash", "omit")
 

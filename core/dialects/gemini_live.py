@@ -43,7 +43,8 @@ from typing import Any
 from ..errors import ApiError, api_error
 from ..hidden import scan
 from ..jsontext import dumps, loads
-from ..loop import REPAIRS, LoopError, LoopReport, ToolResult, error_payload
+from ..loop import REPAIRS, LoopReport, error_payload
+from ..records import LoopError, ToolResult
 from ..schema import Limits
 from ..shapes import as_dict, as_list, as_str
 from ..sockets import (

@@ -38,13 +38,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..arguments import SchemaError, ValidatorCache, diagnose, validate
+from ..arguments import ValidatorCache, diagnose, validate
 from ..assembly import StreamAssembler
 from ..definitions import canonical, fingerprint, listed
 from ..errors import ApiError
 from ..hidden import scan
 from ..jsontext import dumps, loads
-from ..loop import REPAIRS, LoopError, LoopReport, ToolResult
+from ..loop import REPAIRS, LoopReport
+from ..records import LoopError, SchemaError, ToolResult
 from ..served import ListedTool, OpenCall, Served, ToolServer
 from ..shapes import as_dict, as_list, as_str
 from ..turn import Tool, ToolCall, Turn

@@ -18,7 +18,8 @@ from typing import Any
 from .. import parallel
 from ..errors import ApiError, api_error
 from ..jsontext import dumps, loads
-from ..loop import REPAIRS, LoopError, LoopReport
+from ..loop import REPAIRS, LoopReport
+from ..records import LoopError
 from ..shapes import as_dict, as_list, as_str
 from ..sockets import (
     HEAD,

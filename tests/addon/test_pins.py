@@ -18,7 +18,7 @@ from tooltap.addon.inspection.pins import LocalPins, Pins, RedisPins, open_pins
 from tooltap.addon.inspection.session import Session
 from tooltap.addon.inspection.state import LocalState, RedisState
 from tooltap.core import Exchange
-from tooltap.core.definitions import Lock, lock_of
+from tooltap.core.lock import Lock, lock_of
 
 URL = "http://tools.example.com/mcp"
 WAIT = 10.0

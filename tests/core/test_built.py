@@ -10,7 +10,8 @@ import pytest
 from pydantic import BaseModel
 from support.corpora import read
 
-from tooltap.core.arguments import Call, build_call
+from tooltap.core.arguments import build_call
+from tooltap.core.records import Call
 from tooltap.core.verdict import Verdict, build_verdict
 
 CORPUS = Path(__file__).parents[1] / "corpus"

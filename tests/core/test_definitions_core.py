@@ -25,13 +25,12 @@ from tooltap.core.definitions import (
     diff,
     fingerprint,
     hidden_in,
-    lock_of,
     of_mcp,
-    read_lock,
     served_in,
     short,
     show,
 )
+from tooltap.core.lock import lock_of, read_lock
 from tooltap.core.served import ListedTool, Served, ToolServer
 from tooltap.core.turn import Tool, Turn
 
