@@ -60,14 +60,3 @@ class Exchange(BaseModel):
     flow: str = ""
     """The proxy's id of the flow it crossed in (mitmproxy's), carried so that the log can join
     the lines of one exchange, also one answered later on another flow; no rule reads it."""
-
-
-def header(headers: Mapping[str, str], name: str) -> str:
-    """A header's value, whatever the case of its name. Pure."""
-    value = headers.get(name)  # the proxy names the headers it keeps in lower case
-    if value is not None:
-        return value
-    for key, value in headers.items():
-        if key.lower() == name:
-            return value
-    return ""

@@ -1,4 +1,5 @@
-"""Reading untrusted JSON defensively: a value of the expected shape, or its empty stand-in.
+"""Reading untrusted input defensively: a JSON value of the expected shape, or its empty
+stand-in; an HTTP header, whatever the case of its name.
 
 Real traffic carries junk (nulls, wrong types, unknown items). Every reader in
 core goes through these, so one bad value reads as absent instead of raising.
@@ -33,3 +34,14 @@ def as_bool(value: Any) -> bool | None:
 def as_int(value: Any, default: int = 0) -> int:
     """The value if it is an integer (not a boolean), else the default. Pure."""
     return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def header(headers: Mapping[str, str], name: str) -> str:
+    """An HTTP header's value, whatever the case of its name; "" when absent. Pure."""
+    value = headers.get(name)  # the proxy names the headers it keeps in lower case
+    if value is not None:
+        return value
+    for key, value in headers.items():
+        if key.lower() == name:
+            return value
+    return ""

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
 
 from .dialects import dialect
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, Decoder
@@ -34,10 +34,9 @@ Framing = Literal["sse", "eventstream", "jsonarray", "ndjson"]
 __all__ = ["ApiError", "StreamReader", "StreamResult", "api_error"]
 
 
-class StreamResult(BaseModel):
+@dataclass(slots=True)
+class StreamResult:
     """What a finished stream said: the response object, and how it ended."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
 
     response: dict[str, Any]
     """The response in the dialect's non-streaming shape."""
@@ -45,7 +44,7 @@ class StreamResult(BaseModel):
     """JSON events read."""
     complete: bool
     """The stream reached its final event."""
-    errors: list[ApiError] = Field(default_factory=list)
+    errors: list[ApiError] = field(default_factory=list)
     """Errors the API sent inside the stream."""
     bad_events: int = 0
     """Events that were not JSON objects even when read leniently: dropped."""

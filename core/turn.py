@@ -95,37 +95,82 @@ class HostedResult:
     hidden: list[Hidden] = field(default_factory=list)  # hidden characters in its output
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, init=False)
 class Turn:
     """One request/response pair, whatever the dialect."""
 
     api: Api
-    model: str | None = None
-    response_id: str | None = None
-    tools: list[Tool] = field(default_factory=list)
-    parallel_tool_calls: bool | None = None
-    output_format: dict[str, Any] = field(default_factory=dict)
-    calls: list[ToolCall] = field(default_factory=list)
-    awaiting: list[str] = field(default_factory=list)
-    output_types: list[str] = field(default_factory=list)
+    model: str | None
+    response_id: str | None
+    tools: list[Tool]
+    parallel_tool_calls: bool | None
+    output_format: dict[str, Any]
+    calls: list[ToolCall]
+    awaiting: list[str]
+    output_types: list[str]
     # The tools tool_choice leaves callable, by name: None is all of them.
-    callable_names: list[str] | None = None
-    status: str | None = None  # Responses only: queued, in_progress, completed, ...
-    request_model: str | None = None  # the model the request asked for
-    finish_reasons: list[str] = field(default_factory=list)  # why the model stopped, per choice
-    usage: dict[str, int] = field(default_factory=dict)  # input_tokens, output_tokens
+    callable_names: list[str] | None
+    status: str | None  # Responses only: queued, in_progress, completed, ...
+    request_model: str | None  # the model the request asked for
+    finish_reasons: list[str]  # why the model stopped, per choice
+    usage: dict[str, int]  # input_tokens, output_tokens
     # Calls the provider ran inside the turn (hosted MCP): checked and counted, but no client
     # answers them, so they take no part in the state, the loop or awaiting.
-    hosted_calls: list[ToolCall] = field(default_factory=list)
+    hosted_calls: list[ToolCall]
     # The tools hosted servers listed (namespace: the server), for those calls' arguments.
-    hosted_tools: list[Tool] = field(default_factory=list)
-    hosted_results: list[HostedResult] = field(default_factory=list)
+    hosted_tools: list[Tool]
+    hosted_results: list[HostedResult]
     # The provider holds every call to its tool's schema, `strict` or not, and documents no
     # conflict with parallel calls (xAI's Grok models).
-    calls_held: bool = False
+    calls_held: bool
     # The server holds a json_schema format to its schema, `strict` or not (xAI's; Ollama's
     # and llama.cpp's, which sample under a grammar built from it).
-    format_held: bool = False
+    format_held: bool
+
+    # Written out, not generated: compiled (setup.py), a dataclass's generated __init__ stays
+    # interpreted, and every exchange makes a Turn.
+    def __init__(
+        self,
+        *,
+        api: Api,
+        model: str | None = None,
+        response_id: str | None = None,
+        tools: list[Tool] | None = None,
+        parallel_tool_calls: bool | None = None,
+        output_format: dict[str, Any] | None = None,
+        calls: list[ToolCall] | None = None,
+        awaiting: list[str] | None = None,
+        output_types: list[str] | None = None,
+        callable_names: list[str] | None = None,
+        status: str | None = None,
+        request_model: str | None = None,
+        finish_reasons: list[str] | None = None,
+        usage: dict[str, int] | None = None,
+        hosted_calls: list[ToolCall] | None = None,
+        hosted_tools: list[Tool] | None = None,
+        hosted_results: list[HostedResult] | None = None,
+        calls_held: bool = False,
+        format_held: bool = False,
+    ) -> None:
+        self.api = api
+        self.model = model
+        self.response_id = response_id
+        self.tools = [] if tools is None else tools
+        self.parallel_tool_calls = parallel_tool_calls
+        self.output_format = {} if output_format is None else output_format
+        self.calls = [] if calls is None else calls
+        self.awaiting = [] if awaiting is None else awaiting
+        self.output_types = [] if output_types is None else output_types
+        self.callable_names = callable_names
+        self.status = status
+        self.request_model = request_model
+        self.finish_reasons = [] if finish_reasons is None else finish_reasons
+        self.usage = {} if usage is None else usage
+        self.hosted_calls = [] if hosted_calls is None else hosted_calls
+        self.hosted_tools = [] if hosted_tools is None else hosted_tools
+        self.hosted_results = [] if hosted_results is None else hosted_results
+        self.calls_held = calls_held
+        self.format_held = format_held
 
     def tool(self, call: ToolCall) -> Tool | None:
         """The declared tool a call is for: by namespace and name, else by name alone.
