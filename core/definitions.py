@@ -87,14 +87,25 @@ class ToolList:
 
 
 # Read-only once made, not frozen: one is made per exchange, and a frozen dataclass sets each
-# field through object.__setattr__.
-@dataclass(slots=True)
+# field through object.__setattr__. Its __init__ is written out: compiled (setup.py), a
+# dataclass's generated __init__ stays interpreted.
+@dataclass(slots=True, init=False)
 class ToolDefinitions:
     """The definitions one exchange carried, with what its caller needs to pin them."""
 
-    declared: list[Declared] = field(default_factory=list)
-    whole: ToolList | None = None  # a server's list, read whole with this exchange
-    announced: bool = False  # read after the server said its list changed
+    declared: list[Declared]
+    whole: ToolList | None  # a server's list, read whole with this exchange
+    announced: bool  # read after the server said its list changed
+
+    def __init__(
+        self,
+        declared: list[Declared] | None = None,
+        whole: ToolList | None = None,
+        announced: bool = False,
+    ) -> None:
+        self.declared = [] if declared is None else declared
+        self.whole = whole
+        self.announced = announced
 
 
 # --- the canonical form ----------------------------------------------------------------------

@@ -8,7 +8,6 @@ to_dict() keys are the fields of the structured log.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from . import parallel, schema, subsets
@@ -54,17 +53,33 @@ def _looks_like_sse(body: bytes) -> bool:
     return body.lstrip()[:6].startswith((b"data:", b"event:", b":", b"id:"))
 
 
-@dataclass(slots=True)
 class _Body:
-    value: Any = None
-    problem: str | None = None
-    stream: bool = False
-    complete: bool = True
-    errors: list[ApiError] = field(default_factory=list)
-    dropped: int = 0  # stream events that could not be read at all
-    note: str | None = None  # what was read leniently, for the turn's reason
-    empty: bool = False  # a stream that carried no event at all (a priming event only)
-    first_output_at: float | None = None  # when the first event carrying output arrived
+    """A response body as read: its JSON value, or what kept it from being read."""
+
+    # Written out, not a dataclass: compiled (setup.py), a dataclass's generated __init__ stays
+    # interpreted, and every exchange reads a body.
+    def __init__(
+        self,
+        value: Any = None,
+        *,
+        problem: str | None = None,
+        stream: bool = False,
+        complete: bool = True,
+        errors: list[ApiError] | None = None,
+        dropped: int = 0,  # stream events that could not be read at all
+        note: str | None = None,  # what was read leniently, for the turn's reason
+        empty: bool = False,  # a stream that carried no event at all (a priming event only)
+        first_output_at: float | None = None,  # when the first event carrying output arrived
+    ) -> None:
+        self.value = value
+        self.problem = problem
+        self.stream = stream
+        self.complete = complete
+        self.errors: list[ApiError] = [] if errors is None else errors
+        self.dropped = dropped
+        self.note = note
+        self.empty = empty
+        self.first_output_at = first_output_at
 
 
 def _read_request(exchange: Exchange, batch: bool = False) -> tuple[Any, str | None]:

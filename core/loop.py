@@ -17,7 +17,7 @@ Here are the rules, the findings and the checker they share; each dialect
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from .built import builder
@@ -94,11 +94,23 @@ build_error = builder(LoopError)
 build_result = builder(ToolResult)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class LoopReport:
-    errors: list[LoopError] = field(default_factory=list)
-    results: list[ToolResult] = field(default_factory=list)
-    unchecked: list[str] = field(default_factory=list)  # history left out to bound the work
+    errors: list[LoopError]
+    results: list[ToolResult]
+    unchecked: list[str]  # history left out to bound the work
+
+    # Written out, not generated: compiled (setup.py), a dataclass's generated __init__ stays
+    # interpreted, and every request makes a report.
+    def __init__(
+        self,
+        errors: list[LoopError] | None = None,
+        results: list[ToolResult] | None = None,
+        unchecked: list[str] | None = None,
+    ) -> None:
+        self.errors = [] if errors is None else errors
+        self.results = [] if results is None else results
+        self.unchecked = [] if unchecked is None else unchecked
 
 
 def _text(content: Any) -> str:

@@ -39,18 +39,38 @@ APIS: tuple[Api, ...] = (
 # the readers give each field its type (tooltap.core.shapes). Read-only once made (not frozen:
 # a frozen dataclass sets each field through object.__setattr__, three times the cost). Tool and
 # ToolCall also take their fields by position: CPython 3.12 gathers a class call's keywords into
-# a dict, and their makers (Tool.declared, make_call) run for every tool and call.
-@dataclass(slots=True)
+# a dict, and their makers (Tool.declared, make_call) run for every tool and call. Their
+# __init__ is written out, not generated: compiled (setup.py), a dataclass's generated __init__
+# stays interpreted.
+@dataclass(slots=True, init=False)
 class Tool:
     """A tool the client declared. type is function, custom, or a provider's own."""
 
     name: str
-    type: str = "function"
-    strict: bool | None = None
-    parameters: Any = None
-    namespace: str | None = None
-    description: Any = None  # what the model reads of it, besides its name and parameters
-    annotations: Any = None  # a hosted MCP server's hints (readOnlyHint, ...)
+    type: str
+    strict: bool | None
+    parameters: Any
+    namespace: str | None
+    description: Any  # what the model reads of it, besides its name and parameters
+    annotations: Any  # a hosted MCP server's hints (readOnlyHint, ...)
+
+    def __init__(  # noqa: PLR0917 - by position, as the makers call it
+        self,
+        name: str,
+        type: str = "function",
+        strict: bool | None = None,
+        parameters: Any = None,
+        namespace: str | None = None,
+        description: Any = None,
+        annotations: Any = None,
+    ) -> None:
+        self.name = name
+        self.type = type
+        self.strict = strict
+        self.parameters = parameters
+        self.namespace = namespace
+        self.description = description
+        self.annotations = annotations
 
     @classmethod
     def declared(
@@ -72,7 +92,7 @@ class Tool:
         return cls(name, kind, None, None, namespace, description)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class ToolCall:
     """A call the model made that the client executes. arguments_raw is as received."""
 
@@ -80,9 +100,27 @@ class ToolCall:
     name: str
     type: str
     arguments_raw: str
-    namespace: str | None = None
-    arguments_missing: bool = False  # the call had no arguments key at all
-    server: str | None = None  # a hosted MCP call's server (its label or name)
+    namespace: str | None
+    arguments_missing: bool  # the call had no arguments key at all
+    server: str | None  # a hosted MCP call's server (its label or name)
+
+    def __init__(  # noqa: PLR0917 - by position, as make_call calls it
+        self,
+        call_id: str,
+        name: str,
+        type: str,
+        arguments_raw: str,
+        namespace: str | None = None,
+        arguments_missing: bool = False,
+        server: str | None = None,
+    ) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.type = type
+        self.arguments_raw = arguments_raw
+        self.namespace = namespace
+        self.arguments_missing = arguments_missing
+        self.server = server
 
 
 @dataclass(slots=True, kw_only=True)
@@ -127,8 +165,7 @@ class Turn:
     # and llama.cpp's, which sample under a grammar built from it).
     format_held: bool
 
-    # Written out, not generated: compiled (setup.py), a dataclass's generated __init__ stays
-    # interpreted, and every exchange makes a Turn.
+    # Written out, not generated, as Tool's: every exchange makes a Turn.
     def __init__(
         self,
         *,
