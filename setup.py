@@ -20,10 +20,13 @@ from pathlib import Path
 from setuptools import setup
 
 # core's and the inspector session's modules on every exchange's path that mypyc can compile:
-# no pydantic model in them (mypyc compiles none), and no subclass of a class kept interpreted
-# nor a class an interpreted one subclasses (one cannot subclass the other). So the dialects'
-# readers come with the bases their stream assemblers and socket readers share (assembly,
-# sockets), and every dialect whose classes subclass another's comes with it.
+# no pydantic model in them (mypyc compiles none: the records a verdict holds live apart, in
+# core/records.py, for this), and no subclass of a class kept interpreted nor a class an
+# interpreted one subclasses (one cannot subclass the other). So the dialects' readers come with
+# the bases their stream assemblers and socket readers share (assembly, sockets), and every
+# dialect whose classes subclass another's comes with it. The plain data made on every exchange
+# (Turn, Tool, ToolCall, ...) writes its __init__ out: a dataclass's generated one stays
+# interpreted.
 COMPILED = (
     "core/inspection.py",
     "core/wire.py",

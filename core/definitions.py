@@ -20,13 +20,13 @@ import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
 
 from .hidden import escape, json_path, scan
-from .records import HiddenText
+from .records import HiddenText, Origin
 from .served import Served
 from .shapes import as_dict, as_list, as_str
 from .turn import Turn
@@ -43,25 +43,6 @@ HINTS = {
     "idempotentHint": "calling it again has no further effect",
     "openWorldHint": "it reaches outside systems",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """Where a definition came from, as far as the exchange says.
-
-    kind: mcp (an MCP server listed it, direct or hosted by a model API) or app (the
-    application declared it in a model request). server: an MCP server's name for itself
-    (initialize's serverInfo.name), or a hosted server's label. endpoint: where it was read,
-    an MCP server's endpoint or the model API endpoint an application sent it to (the URL
-    without query); None for a hosted server. agent: an application's agent, the SHA-256 of
-    the request's instructions (system and developer text), 16 hex digits: one application's
-    agents may each declare one tool name their own way, as may a provider's schema rules.
-    """
-
-    kind: Literal["mcp", "app"]
-    server: str | None = None
-    endpoint: str | None = None
-    agent: str | None = None
 
 
 # Plain data, not validated models: thousands are made a second, each of fields made here.

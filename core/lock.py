@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .definitions import Declared, Origin, canonical, fingerprint, parsed
+from .definitions import Declared, canonical, fingerprint, parsed
+from .records import Origin
 from .shapes import as_dict
 
 LOCK_VERSION = 1

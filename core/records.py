@@ -1,14 +1,15 @@
 """The records core reports: a call and its argument errors, a tool result, a loop rule broken,
-hidden text, a changed definition. Their fields are the structured log's contract (the Verdict,
-tooltap.core.verdict, holds them).
+hidden text, a changed definition and where a definition came from. Their fields are the
+structured log's contract (the Verdict, tooltap.core.verdict, holds them).
 
-They are pydantic models, kept apart from the code that reads them off the wire (arguments,
-loop, definitions, jsontext) so that code can be compiled: mypyc compiles no pydantic model, nor
-a module that defines one (setup.py).
+They are pydantic models, or read by one, kept apart from the code that reads them off the wire
+(arguments, loop, definitions, jsontext) so that code can be compiled: mypyc compiles no pydantic
+model, nor a module that defines one, and pydantic cannot read a compiled class (setup.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -142,3 +143,24 @@ class HiddenText(Hidden):
     """definition: in what a tool's definition says; result: in what a tool returned."""
     tool: str
     """The tool's name; for a result, the call id when the tool is unknown."""
+
+
+# Plain data, but read by pydantic (a tools lock's entry names its source), which cannot read the
+# annotations of a compiled class: kept here, interpreted.
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a definition came from, as far as the exchange says.
+
+    kind: mcp (an MCP server listed it, direct or hosted by a model API) or app (the
+    application declared it in a model request). server: an MCP server's name for itself
+    (initialize's serverInfo.name), or a hosted server's label. endpoint: where it was read,
+    an MCP server's endpoint or the model API endpoint an application sent it to (the URL
+    without query); None for a hosted server. agent: an application's agent, the SHA-256 of
+    the request's instructions (system and developer text), 16 hex digits: one application's
+    agents may each declare one tool name their own way, as may a provider's schema rules.
+    """
+
+    kind: Literal["mcp", "app"]
+    server: str | None = None
+    endpoint: str | None = None
+    agent: str | None = None

@@ -35,7 +35,6 @@ import orjson
 
 from tooltap.core.definitions import (
     Declared,
-    Origin,
     ToolDefinitions,
     ToolList,
     canonical,
@@ -45,7 +44,7 @@ from tooltap.core.definitions import (
     show,
 )
 from tooltap.core.lock import Lock, read_lock
-from tooltap.core.records import ToolChange
+from tooltap.core.records import Origin, ToolChange
 from tooltap.core.shapes import as_dict
 
 from ..options import BY_NAME

@@ -16,7 +16,6 @@ from tooltap.core.definitions import (
     MAX_DIFF,
     MAX_SHOWN,
     DefinitionCache,
-    Origin,
     ToolList,
     canonical,
     declare,
@@ -31,6 +30,7 @@ from tooltap.core.definitions import (
     show,
 )
 from tooltap.core.lock import lock_of, read_lock
+from tooltap.core.records import Origin
 from tooltap.core.served import ListedTool, Served, ToolServer
 from tooltap.core.turn import Tool, Turn
 
