@@ -369,8 +369,9 @@ def _walk(before: Any, after: Any, path: str, key: str, out: list[str]) -> None:
         out.append(f"{path}: {'; '.join(said) or 'reordered'}")
         return
     if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
-        for index, (old, new) in enumerate(zip(before, after, strict=True)):
-            _walk(old, new, f"{path}[{index}]", key, out)
+        # Names of their own: compiled (mypyc), a name keeps the type of its first use above.
+        for index, (was, now) in enumerate(zip(before, after, strict=True)):
+            _walk(was, now, f"{path}[{index}]", key, out)
         return
     if isinstance(before, str) and isinstance(after, str):
         out.append(f"{path}: {_texts(before, after)}")
