@@ -2,7 +2,7 @@
 
 With TOOLTAP_COMPILE=1 the modules in COMPILED are compiled by mypyc (part of mypy) into
 C extensions, which Python imports in place of their source: a turn's inspection costs about a
-fifth less (bench/README.md). Nothing else changes. It needs mypy, setuptools and a C compiler
+third less (bench/README.md). Nothing else changes. It needs mypy, setuptools and a C compiler
 where the package is built:
 
     pip install setuptools mypy
