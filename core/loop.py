@@ -10,8 +10,9 @@ The whole history is checked, but only what is new in this request is
 reported (the last model turn and what follows it): history is re-sent on
 every turn, and a result counted on every turn is counted many times.
 
-Here are the rules, the findings and the checker they share; each dialect
-(tooltap.core.dialects) reads its own history with them.
+Here are the rules and the checker they share (the findings, LoopError and ToolResult, are
+records: tooltap.core.records); each dialect (tooltap.core.dialects) reads its own history with
+them.
 """
 
 from __future__ import annotations
