@@ -36,7 +36,7 @@ def maker[M: BaseModel](model: type[M]) -> Callable[[dict[str, Any]], M]:
         for name, info in fields.items()
         if info.default_factory is not None
     ]
-    new = object.__new__
+    new = object.__new__  # a model's own (pydantic defines none), typed where pydantic is absent
     set_attribute = object.__setattr__
 
     def make(values: dict[str, Any]) -> M:
