@@ -170,3 +170,29 @@ def test_the_instruction_count_compares_a_commit_with_this_tree(tmp_path):
     assert all(row[1] == "60" and int(row[3].replace(",", "")) > 1_000_000 for row in rows)
     ratios = [float(row[4].rstrip("x")) for row in rows]
     assert ratios[0] > 1 and abs(ratios[0] - ratios[1]) < 0.03 * ratios[1]
+
+
+def test_the_real_corpus_read_with_times_times_the_calls_later_exchanges_answer():
+    """The real-corpus step's "with times" pass: the corpus keeps no times, so it gives each
+    exchange the proxy's, and the session then times the calls that later exchanges answer
+    (here, the corpus the tests carry), beside the same reading without them."""
+    code = (
+        "import json\n"
+        "from bench.realworld import corpus_folder, measure, read_corpus, timed\n"
+        "groups, _ = read_corpus(corpus_folder())\n"
+        "small = groups[0]\n"
+        "times = [e.request_start for e in timed(small.cases)]\n"
+        "row = measure(small, 1)\n"
+        "print(json.dumps({'times': times, 'timed': row['tool_times'],\n"
+        "                  'ratios': row['ratio_to_json_loads']}))\n"
+    )
+    corpus = ROOT / "tests/corpus/realworld"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "TOOLTAP_BENCH_CORPUS": str(corpus)}, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout.splitlines()[-1])
+    assert said["times"] == sorted(set(said["times"])) and None not in said["times"]
+    assert said["timed"] > 0
+    assert said["ratios"]["session_read_timed"] > 0 and said["ratios"]["session_read"] > 0
