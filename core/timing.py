@@ -142,6 +142,8 @@ def link(batch: Sequence[Issued], runs: Sequence[Run]) -> dict[str, Run]:
     told apart by no one: k of them take k runs, or none). A run claimed by two groups links
     neither. Pure."""
     linked: dict[str, Run] = {}
+    if not runs:  # most traffic: no tool ran through tooltap, and no arguments are read
+        return linked
     exact = {run.model_call: run for run in runs if run.model_call}
     for call in batch:
         if call.call_id in exact:

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tooltap.core import Exchange, ToolTime, Verdict
+from tooltap.core import Exchange, Verdict
 from tooltap.core.arguments import unnamed_call
 from tooltap.core.definitions import endpoint as endpoint_of
 from tooltap.core.encoding import DecodeError, decode
@@ -22,6 +22,7 @@ from tooltap.core.jsontext import loads
 from tooltap.core.shapes import as_dict, as_str, header
 from tooltap.core.timing import CLAUDE_CODE_CALL, Issued, Run, call_names, link, serial
 from tooltap.core.turn import given_id
+from tooltap.core.verdict import build_tool_time
 
 from .state import State
 
@@ -152,7 +153,7 @@ class Clock:
         for key, (name, issued_at) in taken.items():
             waited = max(0.0, arrived - issued_at)
             verdict.tool_times.append(
-                ToolTime(
+                build_tool_time(
                     call_id=answered[key],
                     name=name if name is not None else named.get(key),
                     waited_ms=round(waited * 1000, 3),
@@ -178,6 +179,8 @@ class Clock:
                 if error is not None:
                     ids = [answered.get(key, key) for key in error.ids]
                     verdict.loop_errors.append(error.model_copy(update={"ids": ids}))
+        if not linked:
+            return
         ran = {answered.get(key, key): run for key, run in linked.items()}
         verdict.tool_times = [
             t.model_copy(update=_ran(ran[t.call_id])) if t.call_id in ran else t

@@ -3,6 +3,9 @@
 import json
 
 from support.captures import JSON, URLS
+from support.corpora import FOLDER
+from support.corpora import exchange as recorded
+from support.revalidated import revalidated
 
 from tooltap.addon.inspection.session import OPEN_CALL, Session, ToolServers
 from tooltap.addon.inspection.state import RecentCalls
@@ -306,6 +309,23 @@ def test_a_serial_batch_names_one_client_as_its_possible_cause_only_where_it_cou
 def test_calls_run_together_are_timed_and_no_finding():
     times, errors = loop([(2, 4), (2.1, 3), (2.2, 5)])
     assert [t[2] for t in times] == [2000.0, 900.0, 2800.0] and errors == []
+
+
+def test_the_tool_times_of_the_real_corpus_are_the_ones_validation_would_build():
+    """The clock builds its tool times without validating them (core/built.py): on the real
+    corpus read in order, one exchange a second, every one is what validation would build."""
+    session, times = Session(), []
+    for path in sorted(FOLDER.glob("realworld/exchanges*.jsonl")):
+        records = map(json.loads, filter(str.strip, path.read_text(encoding="utf-8").splitlines()))
+        for index, record in enumerate(records):
+            at = T0 + index
+            read = recorded(record).model_copy(
+                update={"request_start": at, "request_end": at + 0.01, "response_end": at + 0.2}
+            )
+            times += [t for _, verdict in session.read(read) for t in verdict.tool_times]
+    assert len(times) > 100
+    assert {problem for t in times for problem in revalidated(t)} == set()
+    assert all(t.waited_ms > 0 and t.name for t in times)
 
 
 def test_a_batch_one_of_whose_runs_was_not_seen_is_never_called_serial():

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel
 from support.corpora import read
+from support.revalidated import revalidated
 
 from tooltap.core.arguments import build_call
 from tooltap.core.records import Call
@@ -18,24 +18,6 @@ CORPUS = Path(__file__).parents[1] / "corpus"
 FILES = sorted(CORPUS.glob("realworld/exchanges*.jsonl")) + sorted(CORPUS.glob("dialects/*.jsonl"))
 
 
-def _revalidated(model: BaseModel) -> list[str]:
-    """Where validating a model's own values again gives something else: its fields, then the
-    models inside it, each by path."""
-    values = {name: getattr(model, name) for name in type(model).model_fields}
-    again = type(model).model_validate(values)
-    found = [
-        f"{type(model).__name__}.{name}: {values[name]!r} is validated into {getattr(again, name)!r}"
-        for name in values
-        if type(values[name]) is not type(getattr(again, name))
-        or values[name] != getattr(again, name)
-    ]
-    for name, value in values.items():
-        for inner in value if isinstance(value, list) else [value]:
-            if isinstance(inner, BaseModel):
-                found += [f"{name}: {problem}" for problem in _revalidated(inner)]
-    return found
-
-
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_every_recorded_verdict_is_the_one_validation_would_build(path: Path) -> None:
     corpus = read(path)
@@ -43,7 +25,7 @@ def test_every_recorded_verdict_is_the_one_validation_would_build(path: Path) ->
     wrong = {
         corpus.where(i): problems
         for i, verdict in enumerate(corpus.verdicts)
-        if (problems := _revalidated(verdict))
+        if (problems := revalidated(verdict))
     }
     assert wrong == {}
 
