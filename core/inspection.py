@@ -17,7 +17,7 @@ from .dialects import Routes, detect_routed, dialect, path_of, route, streamed_p
 from .dialects.base import Serve
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .eventstream import looks_like_eventstream
-from .exchange import REQUEST_HEADERS, RESPONSE_HEADERS, Exchange, Transport
+from .exchange import REQUEST_HEADERS, RESPONSE_HEADERS, Exchange, Transport, milliseconds
 from .jsontext import loads
 from .loop import LoopReport, build_result
 from .records import Call, HiddenText, ParseError, ToolResult
@@ -185,7 +185,7 @@ def _ms(start: float | None, end: float | None) -> float | None:
     """The time between two moments, in milliseconds; None when either is not known."""
     if start is None or end is None or end < start:
         return None
-    return round((end - start) * 1000, 3)
+    return milliseconds(end - start)
 
 
 def _blockers(turn: Turn, limits: Limits) -> list[str]:

@@ -181,4 +181,4 @@ class Verdict(BaseModel):
 # A Verdict from the values inspect() typed itself: not validated again (core/built.py).
 build_verdict = builder(Verdict)
 verdict_of = maker(Verdict)  # the same, from a dict of the fields (no keywords to gather)
-build_tool_time = builder(ToolTime)  # from the clock's own floats and ids, likewise
+make_tool_time = maker(ToolTime)  # from the clock's own floats and ids, likewise

@@ -18,11 +18,12 @@ from tooltap.core import Exchange, Verdict
 from tooltap.core.arguments import unnamed_call
 from tooltap.core.definitions import endpoint as endpoint_of
 from tooltap.core.encoding import DecodeError, decode
+from tooltap.core.exchange import milliseconds
 from tooltap.core.jsontext import loads
 from tooltap.core.shapes import as_dict, as_str, header
 from tooltap.core.timing import CLAUDE_CODE_CALL, Issued, Run, call_names, link, serial
 from tooltap.core.turn import given_id
-from tooltap.core.verdict import build_tool_time
+from tooltap.core.verdict import make_tool_time
 
 from .state import State
 
@@ -39,7 +40,9 @@ class Bounded[V]:
         self._values: OrderedDict[str, tuple[V, int]] = OrderedDict()
 
     def put(self, key: str, value: V, size: int) -> None:
-        self.pop(key)
+        replaced = self._values.pop(key, None)
+        if replaced is not None:
+            self.held -= replaced[1]
         self._values[key] = (value, size)
         self.held += size
         while len(self._values) > self.count or self.held > self.size:
@@ -53,25 +56,39 @@ class Bounded[V]:
         self.held -= found[1]
         return found[0]
 
+    def __len__(self) -> int:
+        return len(self._values)
+
     def items(self) -> Iterator[tuple[str, V]]:
         return ((key, value) for key, (value, _) in self._values.items())
 
 
-@dataclass(frozen=True, slots=True)
+# Made for every call a response issues: the __init__ is written out (a dataclass's generated
+# one stays interpreted in the compiled build), and a batch is itself, by identity.
+@dataclass(slots=True, init=False, eq=False)
 class Batch:
     """A model's calls, as one response issued them together."""
 
     calls: tuple[str, ...]
     asked: float  # the issuing request's start (a runtime may start a call mid-stream)
 
+    def __init__(self, calls: tuple[str, ...], asked: float) -> None:
+        self.calls = calls
+        self.asked = asked
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True, init=False)
 class Kept:
     """A model's call, kept for a link to its run."""
 
     name: str
     arguments_raw: str
     batch: Batch
+
+    def __init__(self, name: str, arguments_raw: str, batch: Batch) -> None:
+        self.name = name
+        self.arguments_raw = arguments_raw
+        self.batch = batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,29 +161,35 @@ class Clock:
         self, answered: dict[str, str], arrived: float, verdict: Verdict, exchange: Exchange
     ) -> None:
         """answered: each call's key -> its id as this request names it."""
-        batches: dict[Batch, list[Issued]] = {}
         taken = self.state.answer(list(answered))
         # Issued on another replica: the tool's name is not shared, but a stateless API's
         # request carries each call it answers, name and all.
         nameless = [key for key, (name, _) in taken.items() if name is None]
         named = _history_names(exchange, nameless) if nameless else {}
+        # Runs are linked, and a batch judged, only once some tools/call ended through tooltap:
+        # without one, no call links and no batch is said to have run in series.
+        linking = bool(self.runs)
+        batches: dict[Batch, list[Issued]] = {}
         for key, (name, issued_at) in taken.items():
             waited = max(0.0, arrived - issued_at)
             verdict.tool_times.append(
-                build_tool_time(
-                    call_id=answered[key],
-                    name=name if name is not None else named.get(key),
-                    waited_ms=round(waited * 1000, 3),
-                    late=waited > self.deadline,
-                    issued_at=issued_at,
-                    answered_at=arrived,
+                make_tool_time(
+                    {
+                        "call_id": answered[key],
+                        "name": name if name is not None else named.get(key),
+                        "waited_ms": milliseconds(waited),
+                        "late": waited > self.deadline,
+                        "issued_at": issued_at,
+                        "answered_at": arrived,
+                    }
                 )
             )
             kept = self.calls.pop(key)
-            if kept is not None:
+            if kept is not None and linking:
                 issued = Issued(key, kept.name, kept.arguments_raw, kept.batch.asked, arrived)
                 batches.setdefault(kept.batch, []).append(issued)
-        verdict.tool_wait_ms = max((t.waited_ms for t in verdict.tool_times), default=None)
+        if verdict.tool_times:
+            verdict.tool_wait_ms = max(t.waited_ms for t in verdict.tool_times)
         linked: dict[str, Run] = {}
         for batch, calls in batches.items():
             found = link(calls, [run for _, run in self.runs.items()])
@@ -209,7 +232,7 @@ def _history_names(exchange: Exchange, call_ids: list[str]) -> dict[str, str]:
 
 
 def _ran(run: Run) -> dict[str, object]:
-    return {"ran_ms": round((run.ended - run.started) * 1000, 3), "server": run.server}
+    return {"ran_ms": milliseconds(run.ended - run.started), "server": run.server}
 
 
 def _model_calls(body: bytes) -> dict[str, str]:

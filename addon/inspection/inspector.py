@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from tooltap.core import Exchange, Verdict, detect_api, served_session
 from tooltap.core.definitions import endpoint
+from tooltap.core.exchange import milliseconds
 from tooltap.core.jsontext import loads
 from tooltap.core.shapes import as_dict, as_str
 
@@ -184,7 +185,7 @@ class Inspector:
     ) -> None:
         self.sink.tool_overdue(
             ids,
-            api=api, call_id=call_id, name=name, waited_ms=round(waited * 1000, 3),
+            api=api, call_id=call_id, name=name, waited_ms=milliseconds(waited),
             deadline_s=self.deadline, **where,
         )  # fmt: skip
         self.metrics.overdue(api)
