@@ -16,8 +16,8 @@ from .inspection import (
     inspect,
     served_session,
 )
-from .records import Call, LoopError, ParseError, SchemaError, ToolResult
-from .schema import OPENAI_LIMITS, SEED_LIMITS, Limits
+from .records import Call, Limits, LoopError, ParseError, SchemaError, ToolResult
+from .schema import OPENAI_LIMITS, SEED_LIMITS
 from .served import ToolServer
 from .stream import StreamReader, StreamResult
 from .turn import APIS, Api, Turn

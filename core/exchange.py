@@ -22,12 +22,6 @@ RESPONSE_HEADERS = ("content-type", "content-encoding", "x-amzn-errortype", SESS
 REQUEST_HEADERS = ("content-encoding", SESSION_HEADER)
 
 
-def milliseconds(seconds: float) -> float:
-    """Seconds as the milliseconds a verdict gives, to the microsecond. (round(x, 3) rounds
-    through a decimal conversion, a few times the cost, on every timed exchange.) Pure."""
-    return round(seconds * 1e6) / 1e3
-
-
 class Exchange(BaseModel):
     """One request/response pair as it crossed the wire."""
 

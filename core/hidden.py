@@ -44,13 +44,13 @@ blank names.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 import regex
-from pydantic import BaseModel, ConfigDict
 
-Kind = Literal["tag", "variation-selector", "bidi", "zero-width", "format"]
+from .records import Hidden, Kind
+
 MAX_FOUND = 50  # runs reported per scan, the rest counted
 MAX_SPELLED = 500  # characters of spelled text kept per run
 MAX_DEPTH = 64  # nesting walked in a JSON value
@@ -91,26 +91,6 @@ _OPENERS = {"\u202a": "\u202c", "\u202b": "\u202c", "\u2066": "\u2069", "\u2067"
 _CLOSERS = frozenset(("\u202c", "\u2069"))
 _OVERRIDES = frozenset("\u202d\u202e")
 _PRIORITY: tuple[Kind, ...] = ("tag", "variation-selector", "bidi", "zero-width", "format")
-
-
-class Hidden(BaseModel):
-    """A run of characters no reader sees, where they do nothing visible."""
-
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
-
-    where: str
-    """Where the text is: a JSON path in the definition or result ($.description, ...)."""
-    kind: Kind
-    """tag, variation-selector, bidi, zero-width or format (the run's first, in that order)."""
-    at: int
-    """The run's offset in its text, in characters."""
-    count: int
-    """How many hidden characters the run holds."""
-    chars: list[str]
-    """The distinct code points of the run, in order (U+200B, ...)."""
-    spelled: str | None = None
-    """What the run spells: the ASCII of tag characters, or the bytes a run of variation
-    selectors encodes (UTF-8); None when it spells nothing."""
 
 
 def _kind(char: str) -> Kind:
@@ -296,9 +276,9 @@ def strings(value: Any, where: str = "$") -> Iterator[tuple[str, str]]:
                 if isinstance(key, str) and not key.isascii():  # a key is read too
                     stack.append((key, f"{child_path} (key)", depth + 1))
         elif isinstance(node, list):
-            stack.extend(
-                (child, f"{path}[{i}]", depth + 1) for i, child in reversed(list(enumerate(node)))
-            )
+            items = [(child, f"{path}[{i}]", depth + 1) for i, child in enumerate(node)]
+            items.reverse()  # in place: mypyc fails on reversed() over tuples holding Any
+            stack.extend(items)
 
 
 _PLAIN_KEY = regex.compile(r"[A-Za-z_][A-Za-z0-9_-]*")

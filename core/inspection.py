@@ -17,14 +17,15 @@ from .dialects import Routes, detect_routed, dialect, path_of, route, streamed_p
 from .dialects.base import Serve
 from .encoding import DEFAULT_MAX_DECODED, DecodeError, decode
 from .eventstream import looks_like_eventstream
-from .exchange import REQUEST_HEADERS, RESPONSE_HEADERS, Exchange, Transport, milliseconds
+from .exchange import REQUEST_HEADERS, RESPONSE_HEADERS, Exchange, Transport
 from .jsontext import loads
 from .loop import LoopReport, build_result
-from .records import Call, HiddenText, ParseError, ToolResult
-from .schema import SEED_LIMITS, Limits
+from .records import Call, HiddenText, Limits, ParseError, ToolResult
+from .schema import SEED_LIMITS
 from .served import SESSION_HEADER, ToolServer, query_session, session_tag
 from .shapes import as_dict, header
 from .stream import ApiError, Framing, StreamReader, api_error
+from .timing import milliseconds
 from .unread import unread_reason
 from .verdict import Outcome, Rejected, Scope, Verdict, build_verdict, verdict_of
 from .wire import Api, Turn, read_turn

@@ -1,9 +1,10 @@
 """The records core reports: a call and its argument errors, a tool result, a loop rule broken,
-hidden text, a changed definition and where a definition came from. Their fields are the
-structured log's contract (the Verdict, tooltap.core.verdict, holds them).
+hidden text, a changed definition and where a definition came from; and the ceilings a strict
+schema is held to. Their fields are the structured log's contract (the Verdict,
+tooltap.core.verdict, holds them).
 
 They are pydantic models, or read by one, kept apart from the code that reads them off the wire
-(arguments, loop, definitions, jsontext) so that code can be compiled: mypyc compiles no pydantic
+(arguments, loop, definitions, jsontext, hidden, schema) so that code can be compiled: mypyc compiles no pydantic
 model, nor a module that defines one, and pydantic cannot read a compiled class (setup.py).
 """
 
@@ -14,7 +15,47 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .hidden import Hidden
+# What a run of hidden characters is, by its first (tooltap.core.hidden).
+Kind = Literal["tag", "variation-selector", "bidi", "zero-width", "format"]
+
+
+class Hidden(BaseModel):
+    """A run of characters no reader sees, where they do nothing visible."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    where: str
+    """Where the text is: a JSON path in the definition or result ($.description, ...)."""
+    kind: Kind
+    """tag, variation-selector, bidi, zero-width or format (the run's first, in that order)."""
+    at: int
+    """The run's offset in its text, in characters."""
+    count: int
+    """How many hidden characters the run holds."""
+    chars: list[str]
+    """The distinct code points of the run, in order (U+200B, ...)."""
+    spelled: str | None = None
+    """What the run spells: the ASCII of tag characters, or the bytes a run of variation
+    selectors encodes (UTF-8); None when it spells nothing."""
+
+
+class Limits(BaseModel):
+    """The documented ceilings for a strict schema. None switches a check off."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    max_depth: int = 5
+    """Levels of nesting."""
+    max_properties: int = 5000
+    """Properties in the whole schema."""
+    max_enum_values: int = 1000
+    """Values in one enum."""
+    max_total_string_chars: int | None = None
+    """Characters in all property names and enum values together."""
+    large_enum_values: int = 250
+    """A string enum with more values than this is a large one..."""
+    max_large_enum_chars: int | None = None
+    """...and its values may total at most this many characters."""
 
 
 class ParseError(BaseModel):

@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
+from .records import Limits
 from .shapes import as_dict
 
 STATES = (
@@ -71,25 +70,6 @@ UNSUPPORTED_KEYWORDS = (
 )
 
 _GROUPS = ("anyOf", "oneOf", "allOf")
-
-
-class Limits(BaseModel):
-    """The documented ceilings for a strict schema. None switches a check off."""
-
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
-
-    max_depth: int = 5
-    """Levels of nesting."""
-    max_properties: int = 5000
-    """Properties in the whole schema."""
-    max_enum_values: int = 1000
-    """Values in one enum."""
-    max_total_string_chars: int | None = None
-    """Characters in all property names and enum values together."""
-    large_enum_values: int = 250
-    """A string enum with more values than this is a large one..."""
-    max_large_enum_chars: int | None = None
-    """...and its values may total at most this many characters."""
 
 
 SEED_LIMITS = Limits()

@@ -13,7 +13,8 @@ from typing import Any
 
 from .dialects import DIALECTS, Dialect
 from .dialects.messages import ANTHROPIC, ANTHROPIC_FORMATS, ANTHROPIC_KEYWORDS, anthropic_blockers
-from .schema import SEED_LIMITS, Limits
+from .records import Limits
+from .schema import SEED_LIMITS
 
 __all__ = [
     "ANTHROPIC",

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .hidden import Hidden
 from .jsontext import dumps
+from .records import Hidden
 from .shapes import as_dict, as_list, as_str
 
 Api = Literal[

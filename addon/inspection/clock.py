@@ -18,10 +18,17 @@ from tooltap.core import Exchange, Verdict
 from tooltap.core.arguments import unnamed_call
 from tooltap.core.definitions import endpoint as endpoint_of
 from tooltap.core.encoding import DecodeError, decode
-from tooltap.core.exchange import milliseconds
 from tooltap.core.jsontext import loads
 from tooltap.core.shapes import as_dict, as_str, header
-from tooltap.core.timing import CLAUDE_CODE_CALL, Issued, Run, call_names, link, serial
+from tooltap.core.timing import (
+    CLAUDE_CODE_CALL,
+    Issued,
+    Run,
+    call_names,
+    link,
+    milliseconds,
+    serial,
+)
 from tooltap.core.turn import given_id
 from tooltap.core.verdict import make_tool_time
 

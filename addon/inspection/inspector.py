@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 
 from tooltap.core import Exchange, Verdict, detect_api, served_session
 from tooltap.core.definitions import endpoint
-from tooltap.core.exchange import milliseconds
 from tooltap.core.jsontext import loads
 from tooltap.core.shapes import as_dict, as_str
+from tooltap.core.timing import milliseconds
 
 from ..handover.record import Record
 from ..options import BY_NAME

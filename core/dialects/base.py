@@ -16,7 +16,8 @@ from .. import parallel, schema
 from ..arguments import ValidatorCache
 from ..assembly import StreamAssembler
 from ..loop import LoopReport
-from ..schema import SEED_LIMITS, Limits
+from ..records import Limits
+from ..schema import SEED_LIMITS
 from ..served import Served, ToolServer
 from ..shapes import as_dict, as_list
 from ..sockets import SocketReading

@@ -44,7 +44,8 @@ from ..assembly import Blocks, StreamAssembler
 from ..errors import ApiError
 from ..jsontext import dumps
 from ..loop import Checker, LoopReport, error_payload, is_empty, last_index
-from ..schema import SEED_LIMITS, Limits
+from ..records import Limits
+from ..schema import SEED_LIMITS
 from ..shapes import as_dict, as_int, as_list, as_str
 from ..turn import Tool, ToolCall, Turn, make_call, tokens
 from .base import Dialect, Prior, fanout_repairs, role_text

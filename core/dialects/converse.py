@@ -32,7 +32,8 @@ from urllib.parse import unquote
 from ..assembly import Blocks, StreamAssembler, json_or_text
 from ..jsontext import dumps, loads
 from ..loop import Checker, LoopReport, error_payload, is_empty
-from ..schema import SEED_LIMITS, Limits
+from ..records import Limits
+from ..schema import SEED_LIMITS
 from ..shapes import as_bool, as_dict, as_int, as_list, as_str
 from ..turn import Tool, ToolCall, Turn, make_call, plus, tokens
 from .base import Dialect, Prior, advisory_tools_repairs, fanout_repairs, text_of

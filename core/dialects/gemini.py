@@ -41,7 +41,8 @@ from ..arguments import unnamed_call
 from ..assembly import StreamAssembler
 from ..jsontext import dumps, loads
 from ..loop import Checker, LoopReport, error_payload
-from ..schema import SEED_LIMITS, Limits
+from ..records import Limits
+from ..schema import SEED_LIMITS
 from ..shapes import as_dict, as_int, as_list, as_str
 from ..turn import Tool, ToolCall, Turn, placeholder, plus, tokens
 from .base import Dialect, Prior, fanout_repairs, text_of

@@ -44,8 +44,7 @@ from ..errors import ApiError, api_error
 from ..hidden import scan
 from ..jsontext import dumps, loads
 from ..loop import REPAIRS, LoopReport, error_payload
-from ..records import LoopError, ToolResult
-from ..schema import Limits
+from ..records import Limits, LoopError, ToolResult
 from ..shapes import as_dict, as_list, as_str
 from ..sockets import (
     HEAD,

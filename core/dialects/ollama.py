@@ -50,7 +50,8 @@ from ..arguments import unnamed_call
 from ..assembly import StreamAssembler
 from ..jsontext import dumps
 from ..loop import Checker, LoopReport, error_payload, last_index
-from ..schema import SEED_LIMITS, Limits
+from ..records import Limits
+from ..schema import SEED_LIMITS
 from ..shapes import as_dict, as_list, as_str
 from ..turn import Tool, ToolCall, Turn, make_call, placeholder, tokens
 from .base import Dialect, Prior, fanout_repairs, role_text

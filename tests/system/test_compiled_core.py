@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -101,6 +102,13 @@ def test_the_bench_measures_the_real_corpus_compiled_beside_pure(compiled_tree):
     assert len(targets) == 3
     compiled = "; compiled as the image builds it, on this interpreter: "
     assert all(compiled in line for line in targets), targets
+
+
+def test_the_docs_and_changelog_count_the_modules_setup_compiles():
+    for page in ("docs/running.md", "CHANGELOG.md"):
+        said = re.search(r"compiles the (\d+) modules", (ROOT / page).read_text())
+        assert said is not None, page
+        assert int(said.group(1)) == len(_listed()), page
 
 
 def _listed() -> list[str]:
