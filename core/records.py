@@ -4,8 +4,9 @@ schema is held to. Their fields are the structured log's contract (the Verdict,
 tooltap.core.verdict, holds them).
 
 They are pydantic models, or read by one, kept apart from the code that reads them off the wire
-(arguments, loop, definitions, jsontext, hidden, schema) so that code can be compiled: mypyc compiles no pydantic
-model, nor a module that defines one, and pydantic cannot read a compiled class (setup.py).
+(arguments, loop, definitions, jsontext, hidden, schema) so that code can be compiled: mypyc
+compiles no pydantic model, nor a module that defines one, and pydantic cannot read a compiled
+class (setup.py).
 """
 
 from __future__ import annotations
