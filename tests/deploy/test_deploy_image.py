@@ -35,6 +35,11 @@ from support.scenarios import route
 from tooltap.addon.harness.launch import Proxy
 from tooltap.addon.harness.replay import ReplayServer
 
+# The first test's setup builds the image (a root filesystem, then pip and the compiled build
+# inside it): 3-5 minutes on two cores shared with the other tests, each step bounded by its
+# own subprocess timeout below, so the suite's 300 s would cut a build that is only slow.
+pytestmark = pytest.mark.timeout(1800)
+
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/tooltap:test"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
