@@ -6,6 +6,7 @@ import io
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,32 @@ from tooltap.addon.proxy.addon import Tooltap
 from tooltap.addon.sinks.metrics import Metrics
 
 pytest_plugins = ("pytester",)  # the pytest plugin is tested in pytest subprocesses
+
+# Modules that take minutes on one worker (a build, a long run), longest first. ./dev test hands
+# modules to its two workers in collection order (--no-loadscope-reorder: xdist would put the
+# modules with the most tests first, and these, which have few, last), so these start first and
+# the short modules fill in beside them instead of one of these running alone at the end.
+LONG_FIRST = (
+    "deploy/test_deploy_image.py",
+    "system/test_compiled_core.py",
+    "system/test_bench_smoke.py",
+    "system/test_reliability.py",
+    "system/test_mcp_ecosystem.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    gone = [name for name in LONG_FIRST if not (Path(__file__).parent / name).exists()]
+    if gone:  # a module moved: say so, or the order would quietly stop working
+        raise pytest.UsageError(f"tests/conftest.py LONG_FIRST names modules that are gone: {gone}")
+
+    def rank(item: pytest.Item) -> int:
+        path = item.path.as_posix()
+        return next(
+            (i for i, long in enumerate(LONG_FIRST) if path.endswith(long)), len(LONG_FIRST)
+        )
+
+    items.sort(key=rank)  # stable: every module keeps its own order, and the rest theirs
 
 
 @dataclass

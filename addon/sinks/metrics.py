@@ -7,11 +7,14 @@ script without "Duplicated timeseries", and lets tests read exact values.
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.metrics_core import Metric
 
 from tooltap.core import APIS, Verdict, parallel, schema
@@ -42,6 +45,9 @@ TOKEN_TYPES = {
 MODEL_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300)
 FIRST_TOKEN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 4, 8, 15, 30)
 TOOL_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+# Seconds between the /metrics server's checks for a stop: what closing it waits, at most
+# (prometheus_client's own server checks every half second).
+STOP_CHECK = 0.05
 
 
 class Registry(CollectorRegistry):
@@ -430,7 +436,20 @@ class Metrics:
 
     def serve(self, host: str, port: int) -> int:
         """Start the /metrics endpoint; returns the bound port."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        # prometheus_client's start_http_server, with a server whose stop is quick to notice.
+        family, _, _, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+
+        class Server(ThreadingWSGIServer):
+            address_family = family
+
+        server = make_server(
+            str(address[0]), port, make_wsgi_app(self.registry), Server, handler_class=_Quiet
+        )
+        threading.Thread(
+            target=server.serve_forever, args=(STOP_CHECK,), name="tooltap: /metrics", daemon=True
+        ).start()
         self._server = server
         return int(server.server_port)
 
@@ -439,3 +458,10 @@ class Metrics:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+class _Quiet(WSGIRequestHandler):
+    """No access line per scrape on stderr."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass

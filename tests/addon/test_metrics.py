@@ -183,3 +183,24 @@ def test_a_turns_time_tokens_and_tool_waits_are_observed_by_api_and_model(metric
     assert value(metrics, "tooltap_model_duration_seconds_count", **labels) == 1
     assert value(metrics, "tooltap_serial_batches_total", api="messages") == 0
     assert value(metrics, "tooltap_overdue_calls_total", api="messages") == 0
+
+
+def test_the_endpoint_serves_the_registry_quietly_and_closing_it_frees_its_port(capfd):
+    import socket
+    import threading
+    import urllib.request
+
+    metrics = Metrics()
+    port = metrics.serve("127.0.0.1", 0)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        assert response.status == 200
+        assert b"tooltap_flows_total" in response.read()
+    metrics.close()
+    # Its thread has ended, and the port is free at once for a new listener (which, as every
+    # server does, reuses the address: the scrape's connection may still be in TIME_WAIT).
+    assert not [t for t in threading.enumerate() if t.name == "tooltap: /metrics"]
+    with socket.socket() as again:
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("127.0.0.1", port))
+        again.listen()
+    assert capfd.readouterr().err == ""  # no access line per scrape

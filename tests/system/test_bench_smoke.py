@@ -42,6 +42,11 @@ STEPS = tuple(
 )
 SKIPPED = ("why",)
 PUBLISHED = ("bench/README.md", "bench/latency.png")
+# The smoke run starts and stops many proxies: over 2 minutes alone, and up to 3 with the suite's
+# other worker on the second core (once 178 s). A hang still ends, at SMOKE_LIMIT; the first
+# test's setup, which runs it, is given the suite's 300 s beyond that.
+SMOKE_LIMIT = 600
+pytestmark = pytest.mark.timeout(SMOKE_LIMIT + 300)
 
 
 class Smoke:
@@ -68,11 +73,11 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Smoke:
         start_new_session=True,
     )
     try:
-        output, _ = process.communicate(timeout=180)
+        output, _ = process.communicate(timeout=SMOKE_LIMIT)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         output, _ = process.communicate()
-        pytest.fail("python -m bench --smoke took over 180 s:\n" + output[-4000:])
+        pytest.fail(f"python -m bench --smoke took over {SMOKE_LIMIT} s:\n" + output[-4000:])
     assert process.returncode == 0, output[-4000:]
     return Smoke(out, output, published)
 
