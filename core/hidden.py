@@ -29,7 +29,8 @@ properties, the Unicode version its data carries):
   (Line_Break SA, ID or CJ: Thai, Lao, Khmer, Myanmar, Chinese, Japanese), as a word break;
 - the soft hyphen between letters (a hyphenation point); the combining grapheme joiner before
   a combining mark; the Mongolian vowel separator between Mongolian letters; the Hangul
-  choseong filler before a jungseong and the jungseong filler after a choseong; U+FEFF at the
+  choseong filler before a jungseong and the jungseong filler after a choseong (not the two
+  fillers together, a syllable with nothing in it); U+FEFF at the
   very start of a text (a byte order mark);
 - LEFT-TO-RIGHT, RIGHT-TO-LEFT and ARABIC LETTER marks, and embeddings and isolates, in a text
   that holds right-to-left letters, the embeddings and isolates each closed in order within
@@ -200,10 +201,11 @@ def _legitimate(text: str, index: int, direction: tuple[bool, bool]) -> bool:
         return before is not None and _is(_MARK, after)
     if char == "\u180e":  # Mongolian vowel separator
         return _is(_MONGOLIAN, before) and _is(_MONGOLIAN, after)
+    # The Hangul fillers stand in for a syllable's missing part; the two together show nothing.
     if char == "\u115f":  # Hangul choseong filler
-        return _is(_JUNGSEONG, after)
+        return after != "\u1160" and _is(_JUNGSEONG, after)
     if char == "\u1160":  # Hangul jungseong filler
-        return _is(_CHOSEONG, before)
+        return before != "\u115f" and _is(_CHOSEONG, before)
     return False
 
 

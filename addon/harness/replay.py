@@ -146,7 +146,10 @@ class ReplayServer(ThreadingHTTPServer):
         self.seen: list[Seen] = []
         self.connections: list[Connection] = []
         self.scheme = "https" if tls is not None else "http"
-        self._thread = threading.Thread(target=self.serve_forever, name="replay", daemon=True)
+        # A stop is noticed within 50 ms (serve_forever's own default checks every 500).
+        self._thread = threading.Thread(
+            target=self.serve_forever, args=(0.05,), name="replay", daemon=True
+        )
 
     @property
     def url(self) -> str:

@@ -246,6 +246,12 @@ def test_each_invisible_character_without_a_job_where_it_sits_is_found(
     assert (found.where, found.at, found.count, found.kind) == ("$", at, 1, kind)
 
 
+def test_the_two_hangul_fillers_together_are_a_syllable_of_nothing_and_found() -> None:
+    for text, at in (("\u115f\u1160", 0), ("a\u115f\u1160b", 1), ("\u1100\u115f\u1160\u1161", 1)):
+        (found,) = scan_text(text)
+        assert (found.at, found.count, found.chars) == (at, 2, ["U+115F", "U+1160"]), text
+
+
 def test_a_selector_after_the_code_point_past_the_selectors_is_a_variant() -> None:
     assert scan_text("\ufe10\ufe00") == []  # U+FE10, a vertical comma, is no selector
 

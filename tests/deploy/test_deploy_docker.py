@@ -172,7 +172,7 @@ class _Health(BaseHTTPRequestHandler):
 def test_the_healthcheck_passes_on_ready_fails_on_not_ready_and_on_nothing(status, healthy):
     handler = type("Health", (_Health,), {"status": status})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     code = healthcheck_code().replace(":9465/", f":{server.server_port}/")
     try:

@@ -72,7 +72,7 @@ class Receiver(ThreadingHTTPServer):
         return self.spans()
 
     def __enter__(self) -> Receiver:
-        threading.Thread(target=self.serve_forever, daemon=True).start()
+        threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
