@@ -30,8 +30,8 @@ properties, the Unicode version its data carries):
 - the soft hyphen between letters (a hyphenation point); the combining grapheme joiner before
   a combining mark; the Mongolian vowel separator between Mongolian letters; the Hangul
   choseong filler before a jungseong and the jungseong filler after a choseong (not the two
-  fillers together, a syllable with nothing in it); U+FEFF at the
-  very start of a text (a byte order mark);
+  fillers together, a syllable with nothing in it); U+FEFF at the very start of a text (a byte
+  order mark);
 - LEFT-TO-RIGHT, RIGHT-TO-LEFT and ARABIC LETTER marks, and embeddings and isolates, in a text
   that holds right-to-left letters, the embeddings and isolates each closed in order within
   it. Overrides (U+202D, U+202E) reorder what is shown against what is read, and are always

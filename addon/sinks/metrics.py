@@ -298,7 +298,7 @@ class Metrics:
         for socket_api in SOCKET_APIS:
             for reason in SOCKET_SKIPS:
                 self.socket_skips.labels(socket_api, reason)
-        self._server: Any = None
+        self._serving: tuple[ThreadingWSGIServer, threading.Thread] | None = None
 
     def model(self, name: str | None) -> str:
         """The model label: the first N distinct names, then `other`."""
@@ -447,17 +447,20 @@ class Metrics:
         server = make_server(
             str(address[0]), port, make_wsgi_app(self.registry), Server, handler_class=_Quiet
         )
-        threading.Thread(
+        thread = threading.Thread(
             target=server.serve_forever, args=(STOP_CHECK,), name="tooltap: /metrics", daemon=True
-        ).start()
-        self._server = server
+        )
+        thread.start()
+        self._serving = (server, thread)
         return int(server.server_port)
 
     def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        if self._serving is not None:
+            server, thread = self._serving
+            self._serving = None
+            server.shutdown()
+            server.server_close()
+            thread.join()  # its loop has returned: the thread ends at once
 
 
 class _Quiet(WSGIRequestHandler):
