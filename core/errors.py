@@ -12,7 +12,7 @@ from .shapes import as_dict
 class ApiError(BaseModel):
     """An error the API sent (or, as malformed_event, what could not be read of a stream)."""
 
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True)
 
     type: str
     """The error's type or code (overloaded_error, insufficient_quota, ...), or ""."""

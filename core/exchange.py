@@ -25,7 +25,7 @@ REQUEST_HEADERS = ("content-encoding", SESSION_HEADER)
 class Exchange(BaseModel):
     """One request/response pair as it crossed the wire."""
 
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True)
 
     method: str
     """The request method: POST, or GET for a Responses retrieval."""

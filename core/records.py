@@ -23,7 +23,7 @@ Kind = Literal["tag", "variation-selector", "bidi", "zero-width", "format"]
 class Hidden(BaseModel):
     """A run of characters no reader sees, where they do nothing visible."""
 
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True)
 
     where: str
     """Where the text is: a JSON path in the definition or result ($.description, ...)."""
@@ -43,7 +43,7 @@ class Hidden(BaseModel):
 class Limits(BaseModel):
     """The documented ceilings for a strict schema. None switches a check off."""
 
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True)
 
     max_depth: int = 5
     """Levels of nesting."""
@@ -62,7 +62,7 @@ class Limits(BaseModel):
 class ParseError(BaseModel):
     """Why a JSON text did not parse: the exception type, message and offset."""
 
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True)
 
     type: str
     """JSONDecodeError, MissingArguments (no arguments key) or StreamError (lost in the stream)."""
@@ -75,8 +75,6 @@ class ParseError(BaseModel):
 class SchemaError(BaseModel):
     """One way the arguments break the tool's declared JSON Schema."""
 
-    model_config = ConfigDict(use_attribute_docstrings=True)
-
     path: str
     """Where in the arguments, as $.a.b[0]."""
     message: str
@@ -85,8 +83,6 @@ class SchemaError(BaseModel):
 
 class Call(BaseModel):
     """One tool call and what went wrong with its arguments."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
 
     call_id: str
     """The id its result must carry (call_id, tool_call id or tool_use id); "" if none."""
@@ -113,8 +109,6 @@ class Call(BaseModel):
 class LoopError(BaseModel):
     """A tool-loop rule the request broke."""
 
-    model_config = ConfigDict(use_attribute_docstrings=True)
-
     rule: str
     """One of RULES: unanswered-call, orphan-result, duplicate-result, ..."""
     ids: list[str]
@@ -127,8 +121,6 @@ class LoopError(BaseModel):
 
 class ToolResult(BaseModel):
     """A tool result the request sent back."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
 
     call_id: str
     """The call it answers."""
@@ -154,7 +146,7 @@ class ToolResult(BaseModel):
 class ToolChange(BaseModel):
     """A definition that differs from its pin, or a tool that appeared or disappeared."""
 
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True)
 
     source: str
     """Where the tool comes from: `mcp <name> at <endpoint>`, `mcp <label> hosted for app

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from pydantic import BaseModel, Field, SkipValidation
 
 from .built import builder, maker
 from .definitions import ToolDefinitions
@@ -24,8 +24,6 @@ class ToolTime(BaseModel):
     """How long one answered call took: from the end of the response that issued it to the
     arrival of its result; and, when its run was seen (an MCP tools/call through tooltap),
     how long it ran, and where."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
 
     call_id: str
     """The call answered."""
@@ -49,8 +47,6 @@ class ToolTime(BaseModel):
 class Rejected(BaseModel):
     """The API refused the request (4xx): its own words, and the local blockers."""
 
-    model_config = ConfigDict(use_attribute_docstrings=True)
-
     status: int
     """The HTTP status the API answered with; for MCP, the JSON-RPC error code (-32602)."""
     type: str
@@ -64,8 +60,6 @@ class Rejected(BaseModel):
 
 class Verdict(BaseModel):
     """Everything the rules found in one exchange. Its fields are the log's contract."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
 
     api: Api | None
     """responses, chat or messages (the `api` label); None for an upstream refused at connect."""

@@ -21,8 +21,6 @@ from .budget import Baseline, Key, key_of
 from .inputs import Item
 from .times import UNTIMED, Times
 
-FORMATS_OUT = ("text", "json", "junit", "github")
-
 
 @dataclass
 class Case:

@@ -6,6 +6,7 @@ import argparse
 import importlib.util
 import sys
 
+from ..audit.arguments import add_arguments as audit_arguments
 from ..options import OPTIONS
 from .run import SCRIPT, _run, _web, health_address, host_port
 
@@ -48,8 +49,6 @@ def parser() -> argparse.ArgumentParser:
     web.add_argument("-r", "--read", metavar="FLOWS", help="load a flow file (mitmdump -w) first")
 
     sub.add_parser("script-path", help="print the path to pass to `mitmdump -s` or `mitmweb -s`")
-
-    from ..audit.command import add_arguments as audit_arguments  # noqa: PLC0415 - keep `run` startup light
 
     audit_arguments(
         sub.add_parser(

@@ -14,11 +14,13 @@ from tooltap.core import APIS
 from ..sinks.metrics import Metrics
 
 SLOTS = (
+    # First: the child folds the slots in order, and the proxy writes a restart after the
+    # counts it carries (Supervisor._adopt), so a restart folded brings its counts along.
+    ("restarted", "inspector"),
     *(("dropped", api) for api in (*APIS, "none")),
     # Records the proxy wrote to the pipe; in the second row, those the child handled.
     *(("written", api) for api in (*APIS, "none")),
     *(("error", where) for where in ("hook", "tap", "worker")),
-    ("restarted", "inspector"),
     ("held", "now"),  # a gauge, set by the proxy: bytes it holds for inspection
     ("held", "peak"),
     # The budget the records written to the pipe hold; in the second row, that of those
@@ -106,7 +108,8 @@ class SharedCounts:
         return self._get(1, _BYTES)
 
     def restarted(self, times: int) -> None:
-        """Set before the child starts: it is the proxy's inspector restarted this many times."""
+        """Set as the child is adopted, after the counts carried to it: it is the proxy's
+        inspector restarted this many times."""
         self._add(("restarted", "inspector"), times)
 
     def unhandled(self) -> Counter[str]:

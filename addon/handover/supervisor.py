@@ -82,13 +82,15 @@ class Supervisor:
     def _adopt(self, worker: ProcessWorker, counts: SharedCounts) -> None:
         with self._lock:
             self._starting = None
-        if self.restarts:
-            counts.restarted(self.restarts)
+        # The counts a restart carries first, the restart after them: the child, already
+        # running, folds the restart first, so /metrics never shows it without them.
         counts.carry(self._unfolded)
         for api, missed in self._missed.items():
             counts.dropped(api, missed)
         self._missed.clear()
         self._unfolded = []
+        if self.restarts:
+            counts.restarted(self.restarts)
         counts.held(self._budget.used, self._budget.peak)
         self.worker, self.counts = worker, counts
         self._budget.reclaim = self.reclaim

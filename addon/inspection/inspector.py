@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from tooltap.core import Exchange, Verdict, detect_api, served_session
@@ -25,14 +25,17 @@ from ..handover.record import Record
 from ..options import BY_NAME
 from ..sinks.log import ExchangeIds, LogSink
 from ..sinks.metrics import Metrics
+from ..sinks.otlp import traces
 from ..sinks.redaction import REDACTED
-from ..sinks.traces import TraceSink, traces
 from .applications import Applications
 from .pins import Pins, open_pins
 from .scrub import scrub
 from .session import DEADLINE, Session, with_ending
 from .sockets import Sockets, socket_verdict
 from .state import State
+
+if TYPE_CHECKING:
+    from ..sinks.traces import TraceSink
 
 MAX_TURN = BY_NAME["tooltap_max_body"].default
 BUDGET = BY_NAME["tooltap_memory_budget"].default

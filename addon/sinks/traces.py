@@ -22,7 +22,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -43,25 +42,12 @@ from tooltap.core.findings import findings
 
 from .redaction import ArgumentPolicy
 
-ENDPOINT_ENV = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+# The batching, unless the SDK's standard variables (OTEL_BSP_*) say otherwise:
 MAX_QUEUE = 2048  # spans waiting for the collector; past it, the oldest are dropped
 BATCH = 512  # spans per export at most
 DELAY = 1.0  # seconds a batch that is not full waits for more spans
 TIMEOUT = 5.0  # seconds per export, unless OTEL_EXPORTER_OTLP_TIMEOUT says otherwise
 Provider = gen_ai.GenAiProviderNameValues
-
-
-def endpoint(option: str) -> str | None:
-    """Where spans go: the option's collector (its /v1/traces), else the standard variables."""
-    if option:
-        return (
-            option
-            if option.rstrip("/").endswith("/v1/traces")
-            else option.rstrip("/") + "/v1/traces"
-        )
-    if any(os.environ.get(name) for name in ENDPOINT_ENV):
-        return ""  # the exporter reads the variables itself
-    return None
 
 
 def provider_name(api: str | None, host: str) -> str:
@@ -99,7 +85,10 @@ class _Batches(SpanProcessor):
     def __init__(self, exporter: SpanExporter, count: Callable[[str, int], None]) -> None:
         self.exporter = exporter
         self.count = count
-        self.size, self.batch, self.delay = MAX_QUEUE, min(BATCH, MAX_QUEUE), DELAY
+        self.size = int(_positive("OTEL_BSP_MAX_QUEUE_SIZE") or MAX_QUEUE)
+        self.batch = min(int(_positive("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") or BATCH), self.size)
+        delay_ms = _positive("OTEL_BSP_SCHEDULE_DELAY")
+        self.delay = delay_ms / 1000 if delay_ms is not None else DELAY
         self.queue: deque[ReadableSpan] = deque()
         self.changed = threading.Condition()
         self.sending = False  # a batch is with the exporter
@@ -189,11 +178,14 @@ class TraceSink:
         exporter: SpanExporter | None = None,
     ) -> None:
         self.policy = ArgumentPolicy(arguments)
-        try:  # seconds, as the Python exporter reads it
-            timeout = float(os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT", TIMEOUT))
-        except ValueError:
-            timeout = TIMEOUT
-        exporter = exporter or OTLPSpanExporter(endpoint=where or None, timeout=timeout)
+        if exporter is None:
+            # protobuf and the OTLP exporter load only when spans are sent somewhere
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
+                OTLPSpanExporter,
+            )
+
+            timeout = _positive("OTEL_EXPORTER_OTLP_TIMEOUT") or TIMEOUT  # seconds, as Python's
+            exporter = OTLPSpanExporter(endpoint=where or None, timeout=timeout)
         self.provider = TracerProvider(
             resource=Resource.create({SERVICE_NAME: "tooltap"}),
             shutdown_on_exit=False,  # close() does it, bounded: a restart leaves none behind
@@ -481,12 +473,13 @@ class TraceSink:
         self.spans.shutdown(timeout)
 
 
-def traces(settings: dict[str, Any], count: Callable[[str, int], None]) -> TraceSink | None:
-    """The trace sink these settings ask for, or None when export is off."""
-    where = endpoint(settings["tooltap_otlp"])
-    if where is None:
+def _positive(name: str) -> float | None:
+    """The SDK's variable `name` as a positive number, or None when it is unset or not one."""
+    try:
+        value = float(os.environ.get(name, ""))
+    except ValueError:
         return None
-    return TraceSink(where, settings["tooltap_log_arguments"], count)
+    return value if value > 0 else None
 
 
 def _served(v: Verdict) -> dict[str, str]:

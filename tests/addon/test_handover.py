@@ -13,8 +13,10 @@ from support.pipes import in_the_pipe
 
 from tooltap.addon.handover import supervisor
 from tooltap.addon.handover.budget import Budget, MiB
+from tooltap.addon.handover.counts import SharedCounts
 from tooltap.addon.handover.record import FrameReader, Record, encode
 from tooltap.addon.handover.workers import ThreadWorker
+from tooltap.addon.sinks.metrics import Metrics
 
 HEADERS = (
     (b"Host", b"api.openai.com:443"),
@@ -182,6 +184,42 @@ async def test_a_child_still_starting_when_tooltap_stops_is_stopped_not_left_beh
     assert watcher.stop() == Counter()
     go.set()
     assert await asyncio.to_thread(stopped.wait, 5)
+
+
+def test_a_restart_the_new_child_folds_brings_the_counts_it_carries_whenever_it_folds():
+    """The new child is already running, folding every second, while the proxy writes what
+    the restart carries to it: whenever a fold lands, /metrics never shows the restart
+    without the drops and errors that came with it."""
+
+    class Folding(SharedCounts):  # the proxy's table; the child folds after each write
+        def __init__(self) -> None:
+            super().__init__()
+            self.child = SharedCounts(os.dup(self.fd))
+            self.metrics = Metrics()  # the child's
+            self.seen: list[tuple[float, float, float]] = []
+
+        def _add(self, slot, count=1):
+            super()._add(slot, count)
+            self.child.fold_into(self.metrics)
+            value = self.metrics.registry.get_sample_value
+            self.seen.append((
+                value("tooltap_inspector_restarts_total") or 0,
+                value("tooltap_flows_total", {"api": "chat", "outcome": "dropped"}) or 0,
+                value("tooltap_internal_errors_total", {"where": "tap"}) or 0,
+            ))  # fmt: skip
+
+    watcher = supervisor.Supervisor({}, 1, Budget(MiB))
+    watcher.restarts = 1
+    watcher._missed = Counter({"chat": 2})  # dropped while no child ran
+    watcher._unfolded = [(("dropped", "chat"), 1), (("error", "tap"), 1)]  # the dead child's
+    counts = Folding()
+    try:
+        watcher._adopt(object(), counts)
+        assert counts.seen[-1] == (1, 3, 1)
+        assert all(seen == (1, 3, 1) for seen in counts.seen if seen[0])
+    finally:
+        counts.child.close()
+        counts.close()
 
 
 def test_a_streams_arrival_times_cross_the_pipe_with_where_each_chunk_ended():

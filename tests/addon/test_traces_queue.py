@@ -68,6 +68,32 @@ def test_past_a_full_queue_spans_are_dropped_counted_and_emit_does_not_wait(monk
     assert counted.counts == {"exported": 8, "dropped": 12}
 
 
+def test_the_sdks_batch_variables_set_the_queue_the_batch_and_the_wait(monkeypatch):
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "4")
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "60000")  # milliseconds
+    counted, exporter = Tally(), Stuck()
+    sink = traces.TraceSink("", "raw", counted, exporter=exporter)
+    assert sink.spans.delay == 60.0
+    emit(sink, 2)  # a full batch of two goes out at once, and is stuck with the collector
+    assert exporter.entered.wait(5)
+    emit(sink, 16)  # a queue of four: twelve are pushed out
+    assert counted.counts == {"dropped": 12}
+    exporter.release.set()
+    sink.close()
+    assert counted.counts == {"exported": 6, "dropped": 12}
+
+
+def test_batch_variables_that_are_not_positive_numbers_leave_the_defaults(monkeypatch):
+    for value in ("", "soon", "0", "-5"):
+        for name in ("OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+                     "OTEL_BSP_SCHEDULE_DELAY"):  # fmt: skip
+            monkeypatch.setenv(name, value)
+        sink = traces.TraceSink("", "raw", Tally(), exporter=Stuck())
+        assert (sink.spans.size, sink.spans.batch, sink.spans.delay) == (2048, 512, 1.0), value
+        sink.close()
+
+
 def test_spans_still_queued_when_close_gives_up_are_dropped_and_the_batch_out_counts_on_return(
     monkeypatch,
 ):
