@@ -20,6 +20,10 @@ from pathlib import Path
 
 import pytest
 
+# The build alone takes 3-4 minutes on two busy cores (gcc on one 20 MB C file), past the
+# suite's 300 s; each step is bounded by its own subprocess timeout below.
+pytestmark = pytest.mark.timeout(1200)
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
