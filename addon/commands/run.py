@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
-from ..handover.budget import map_large_allocations
+from ..handover.budget import exit_at_once, map_large_allocations
 from ..options import OPTIONS
 from ..options import host_port as parse_host_port
 
@@ -205,14 +205,14 @@ def run_mitmdump(argv: list[str]) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace, extra: list[str]) -> int:
+def _run(args: argparse.Namespace, extra: list[str]) -> NoReturn:
     argv, hints = mitmdump_args(args, extra)
     for hint in hints:
         print(f"tooltap: {hint}", file=sys.stderr)
-    return run_mitmdump(argv)
+    exit_at_once(run_mitmdump(argv))
 
 
-def _web(args: argparse.Namespace, extra: list[str]) -> int:
+def _web(args: argparse.Namespace, extra: list[str]) -> NoReturn:
     argv, hints = mitmdump_args(args, extra, web=args.web)
     for hint in hints:
         print(f"tooltap: {hint}", file=sys.stderr)
@@ -221,4 +221,4 @@ def _web(args: argparse.Namespace, extra: list[str]) -> int:
         "with its login token below; set web_password to choose one)",
         file=sys.stderr,
     )
-    return run_mitmweb(argv)
+    exit_at_once(run_mitmweb(argv))

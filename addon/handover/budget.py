@@ -1,4 +1,5 @@
-"""The byte budget for what tooltap holds for inspection, and giving freed memory back.
+"""The byte budget for what tooltap holds for inspection, and giving memory back (freed, and at
+exit).
 
 Everything tooltap keeps alive only so that it can be inspected is taken from
 one budget: the tap's copy of a stream, and the bodies of a record until the
@@ -9,11 +10,15 @@ counted), and the traffic goes by as it would without tooltap.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
+import os
+import sys
 import threading
 from collections.abc import Callable
 from functools import cache
+from typing import NoReturn
 
 MiB = 1 << 20
 # glibc: allocations at least this large are mmapped and unmapped on free, so a burst of
@@ -85,3 +90,16 @@ def map_large_allocations() -> bool:
     """
     libc = _libc()
     return libc is not None and bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+
+
+def exit_at_once(code: int) -> NoReturn:
+    """End a process tooltap owns (`tooltap run`, `tooltap web`, the inspector) once its work is
+    done: the exit handlers run and the output is flushed, then the process exits without the
+    interpreter tearing down its modules one object at a time, which takes a third of a second
+    of CPU for memory the system takes back whole."""
+    try:
+        atexit._run_exitfuncs()  # what a normal exit runs first
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 
 from .. import options
-from ..handover.budget import MiB, map_large_allocations, return_freed_memory
+from ..handover.budget import MiB, exit_at_once, map_large_allocations, return_freed_memory
 from ..handover.counts import SharedCounts
 from ..handover.record import FrameReader, Record
 from ..sinks.log import LogSink
@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         counts.fold_into(metrics)
         metrics.close()
         counts.close()
+        if stream is not sys.stdout:
+            stream.close()
     return 0
 
 
@@ -144,4 +146,4 @@ def _tick(tick: Callable[[float], None], metrics: Metrics) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_at_once(main())

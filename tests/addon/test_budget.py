@@ -1,5 +1,8 @@
 """The memory budget: taking never waits, and what was freed elsewhere is counted back first."""
 
+import subprocess
+import sys
+
 from tooltap.addon.handover.budget import Budget
 
 
@@ -34,3 +37,22 @@ def test_socket_reads_stay_below_the_mmap_threshold():
     from tooltap.addon.handover.budget import MMAP_THRESHOLD
 
     assert _SelectorSocketTransport.max_size < MMAP_THRESHOLD
+
+
+def test_a_process_that_exits_at_once_runs_its_exit_handlers_and_loses_no_output():
+    """stdout to a pipe is block-buffered: what is still in the buffer, and what the handlers
+    print, reach the pipe, and the exit code is the one given."""
+    code = (
+        "import atexit, sys\n"
+        "from tooltap.addon.handover.budget import exit_at_once\n"
+        "atexit.register(lambda: print('the handler ran', file=sys.stderr))\n"
+        "sys.stdout.write('a line still in the buffer\\n')\n"
+        "exit_at_once(3)\n"
+        "print('never')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (
+        3, "a line still in the buffer\n", "the handler ran\n",
+    )  # fmt: skip
