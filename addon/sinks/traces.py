@@ -1,7 +1,8 @@
 """Each verdict as an OpenTelemetry span, inside the trace of the application that made the call.
 
 Off unless `tooltap_otlp` names an OTLP/HTTP collector or OTEL_EXPORTER_OTLP_ENDPOINT (or
-OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set. One CLIENT span per model call, named
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set: sinks/otlp.py decides, and only then imports this
+module and OpenTelemetry. One CLIENT span per model call, named
 `chat {model}`, with the GenAI semantic conventions' attributes and tooltap's findings under
 `tooltap.`; an event per tool call, loop error and tool failure. When the request carries W3C
 `traceparent`, the span is its child. Its start and end are the exchange's own timestamps.
@@ -22,6 +23,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -179,11 +181,6 @@ class TraceSink:
     ) -> None:
         self.policy = ArgumentPolicy(arguments)
         if exporter is None:
-            # protobuf and the OTLP exporter load only when spans are sent somewhere
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
-                OTLPSpanExporter,
-            )
-
             timeout = _positive("OTEL_EXPORTER_OTLP_TIMEOUT") or TIMEOUT  # seconds, as Python's
             exporter = OTLPSpanExporter(endpoint=where or None, timeout=timeout)
         self.provider = TracerProvider(

@@ -46,9 +46,8 @@ def python(*pins: str) -> Path:
             shutil.rmtree(venv, ignore_errors=True)
             base = getattr(sys, "_base_executable", sys.executable)
             subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=120)
-            # --no-compile: bytecode only for the modules a test imports, as it imports them
             done = subprocess.run(
-                [venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-compile",
+                [venv / "bin" / "python", "-m", "pip", "install", "--quiet",
                  "--disable-pip-version-check", *pins],
                 capture_output=True, text=True, timeout=600, check=False,
             )  # fmt: skip
