@@ -162,7 +162,7 @@ async def test_a_killed_inspector_is_said_once_restarted_and_inspection_resumes(
     assert len(gone) == 1 and "exit code -9" in gone[0]
 
     # The three sent meanwhile are counted, as dropped: carried to the new child, which folds
-    # them into /metrics within its next fold (a second), not necessarily with the restart.
+    # them (with its restart) within a second, possibly after it inspected its first flow.
     async def all_counted():
         seen = await flows_by_outcome(tap.url)
         return seen.get("inspected", 0) + seen.get("dropped", 0) == 1 + 3
