@@ -11,7 +11,9 @@ process executes, and the count barely moves with the load around it. For each v
 group, three measures (json.loads of the bodies, core `inspect`, the worker's `Session.read`;
 the same exchanges, warm caches, as `bench/realworld.py` has them) run in processes of their
 own under cachegrind, each once with no pass over the group and once with two (`--passes`); the
-difference, so divided, is one pass. A process's own start moves by a few hundred thousand
+difference, so divided, is one pass. A fourth, `timed` (`--measures`), is `Session.read` of the
+exchanges given the times the proxy records, as `bench/realworld.py` gives them: what timing the
+tool loop adds. json.loads does not depend on the version, so its passes are counted once. A process's own start moves by a few hundred thousand
 instructions from one run to the next, nothing beside the hundreds of millions of a pass over a
 real group; a small one wants more passes. What it cannot see is how fast each instruction runs: json.loads is
 compact C, inspection is interpreted Python, so the timed ratios (`python -m bench --only
@@ -36,7 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-MEASURES = ("loads", "inspect", "read")
+MEASURES = ("loads", "inspect", "read", "timed")
+COUNTED = ("inspect", "read")  # counted by default, beside json.loads
 PASSES = 2  # passes over a group counted, by default
 
 
@@ -48,9 +51,12 @@ def _child(cases_file: str, measure: str, passes: int) -> None:
     from tooltap.core import Exchange, ValidatorCache, inspect
     from tooltap.core.definitions import DefinitionCache
 
+    from .given_times import given_times
+
     with open(cases_file, "rb") as handle:
         raw = pickle.load(handle)
     cases = [(Exchange.model_validate(e), app, payloads) for e, app, payloads in raw]
+    times = given_times([exchange for exchange, _, _ in cases])
     caches: dict[str, Any] = {"validators": ValidatorCache(), "definition_cache": DefinitionCache()}
     try:  # as the worker keeps them, in the version measured
         from tooltap.core.dialects import Routes
@@ -58,7 +64,7 @@ def _child(cases_file: str, measure: str, passes: int) -> None:
         caches["routes"] = Routes()
     except ImportError:  # a tooltap from before the worker kept the paths it routed
         pass
-    session = Session()
+    session, clocked = Session(), Session()
 
     def loads() -> None:
         for _, _, payloads in cases:
@@ -73,8 +79,12 @@ def _child(cases_file: str, measure: str, passes: int) -> None:
         for exchange, app, _ in cases:
             session.read(exchange, app)
 
-    chosen = {"loads": loads, "inspect": inspected, "read": read}[measure]
-    loads(), inspected(), read()  # the same warm start whatever is counted
+    def timed() -> None:
+        for (_, app, _), exchange in zip(cases, times, strict=True):
+            clocked.read(exchange, app)
+
+    chosen = {"loads": loads, "inspect": inspected, "read": read, "timed": timed}[measure]
+    loads(), inspected(), read(), timed()  # the same warm start whatever is counted
     gc.disable()
     for _ in range(passes):
         chosen()
@@ -103,15 +113,27 @@ def _count(python_path: str | None, cases_file: Path, measure: str, passes: int)
     raise RuntimeError("cachegrind wrote no summary")
 
 
-def per_pass(python_path: str | None, cases_file: Path, passes: int = PASSES) -> dict[str, int]:
-    """Instructions per pass of each measure, for one version and one group."""
-    runs = [("loads", 0)] + [(m, passes) for m in MEASURES]
+def per_pass(
+    versions: dict[str, str | None],
+    cases_file: Path,
+    measures: tuple[str, ...] = COUNTED,
+    passes: int = PASSES,
+) -> dict[str, dict[str, int]]:
+    """Instructions per pass of json.loads and of each measure, for each version (its
+    PYTHONPATH) on one group. Each version's start (no pass) is counted; json.loads, the same
+    C code in every version, passes only under the first."""
+    first = next(iter(versions))
+    runs = [(v, "loads", 0) for v in versions] + [(first, "loads", passes)]
+    runs += [(v, m, passes) for v in versions for m in measures]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        counts = dict(
-            zip(runs, pool.map(lambda r: _count(python_path, cases_file, *r), runs), strict=True)
-        )
-    start = counts[("loads", 0)]
-    return {m: (counts[(m, passes)] - start) // passes for m in MEASURES}
+        counted = pool.map(lambda r: _count(versions[r[0]], cases_file, r[1], r[2]), runs)
+        counts = dict(zip(runs, counted, strict=True))
+    loads = (counts[(first, "loads", passes)] - counts[(first, "loads", 0)]) // passes
+    return {
+        v: {"loads": loads}
+        | {m: (counts[(v, m, passes)] - counts[(v, "loads", 0)]) // passes for m in measures}
+        for v in versions
+    }
 
 
 def main() -> None:
@@ -125,7 +147,17 @@ def main() -> None:
     parser.add_argument("--against", help="a commit whose core/ and addon/ are counted too")
     parser.add_argument("--groups", default=",".join(name for name, _, _ in GROUPS))
     parser.add_argument("--passes", type=int, default=PASSES, help="passes counted (default 2)")
+    parser.add_argument(
+        "--measures",
+        default=",".join(COUNTED),
+        help="what is counted beside json.loads, of: inspect, read (Session.read), timed "
+        f"(Session.read with the proxy's times); default {','.join(COUNTED)}",
+    )
     args = parser.parse_args()
+    measures = tuple(args.measures.split(","))
+    unknown = sorted(set(measures) - set(MEASURES[1:]))
+    if unknown:
+        parser.error(f"unknown measure(s): {', '.join(unknown)}")
     if shutil.which("valgrind") is None:
         sys.exit("bench.instructions needs valgrind: apt-get install valgrind")
     wanted = args.groups.split(",")
@@ -135,22 +167,21 @@ def main() -> None:
         if args.against:
             snapshot(args.against, Path(work) / "code")
             versions = {args.against: str(Path(work) / "code"), **versions}
-        print("| group | exchanges | version | json.loads /pass | inspect | Session.read |")
-        print("|---|---|---|---|---|---|")
+        names = {"inspect": "inspect", "read": "Session.read", "timed": "Session.read, timed"}
+        print("| group | exchanges | version | json.loads /pass | "
+              + " | ".join(names[m] for m in measures) + " |")  # fmt: skip
+        print("|---|---|---|---|" + "---|" * len(measures))
         for group in groups:
             if group.name not in wanted:
                 continue
             cases_file = Path(work) / f"{group.name}.pickle"
             cases = [(c.exchange.model_dump(), c.application, c.payloads) for c in group.cases]
             cases_file.write_bytes(pickle.dumps(cases))
-            for version, python_path in versions.items():
-                counts = per_pass(python_path, cases_file, args.passes)
+            for version, counts in per_pass(versions, cases_file, measures, args.passes).items():
                 loads = counts["loads"]
-                print(
-                    f"| {group.name} | {len(cases)} | {version} | {loads:,} "
-                    f"| {counts['inspect'] / loads:.3f}x | {counts['read'] / loads:.3f}x |",
-                    flush=True,
-                )
+                ratios = " | ".join(f"{counts[m] / loads:.3f}x" for m in measures)
+                print(f"| {group.name} | {len(cases)} | {version} | {loads:,} | {ratios} |",
+                      flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ from tooltap.core import Exchange, ValidatorCache, inspect
 
 from . import compiled
 from .core_cost import warm_caches
+from .given_times import given_times
 from .profile_worker import _walk
 from .sizes import Size
 from .targets import Noise
@@ -75,7 +76,6 @@ PASSES: dict[Size, int] = {"full": 9, "quick": 5, "smoke": 1}
 CLOCK = time.thread_time
 PROFILED: dict[Size, float] = {"full": 3.0, "quick": 1.0, "smoke": 0.0}  # seconds per group
 TARGET, TARGET_LARGE = 3.0, 1.5
-T0 = 1_764_480_000.0  # the first exchange's time, when a group is given times (timed())
 
 
 def corpus_folder() -> Path:
@@ -177,20 +177,8 @@ def read_corpus(folder: Path) -> tuple[list[Group], dict[str, int]]:
 
 
 def timed(cases: list[Case]) -> list[Exchange]:
-    """The group's exchanges with the times the proxy gives them, which the corpus keeps none
-    of: one a second in the group's order, each request received in 10 ms and answered 200 ms
-    after it began. A call one exchange issues and a later one answers is then timed, as on live
-    traffic (the session's tool time)."""
-    return [
-        case.exchange.model_copy(
-            update={
-                "request_start": T0 + index,
-                "request_end": T0 + index + 0.01,
-                "response_end": T0 + index + 0.2,
-            }
-        )
-        for index, case in enumerate(cases)
-    ]
+    """The group's exchanges with the times the proxy gives them (given_times)."""
+    return given_times([case.exchange for case in cases])
 
 
 def measure(group: Group, passes: int) -> dict[str, Any]:

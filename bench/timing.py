@@ -22,10 +22,11 @@ from tooltap.core import Exchange, ValidatorCache, inspect
 from . import bodies
 from .core_cost import JSON_HEADERS as JSON
 from .core_cost import TIMING, URLS, per_call, sse_case
+from .given_times import T0
 from .sizes import Size
 
 ROUNDS: dict[Size, int] = {"full": 5, "quick": 3, "smoke": 1}
-T0 = 1_764_480_000.0
+
 MCP_URL = "http://127.0.0.1:8000/mcp"
 SSE = {"content-type": "text/event-stream", "mcp-session-id": "s-1"}
 CITIES = ("Oslo", "Rome", "Paris")

@@ -272,7 +272,8 @@ def placeholder(where: str, index: int) -> str:
 def given_id(call_id: str) -> bool:
     """Is this an id the API gave the call (not none, not a placeholder)? Only such an id ties
     a call to its answer across exchanges. Pure."""
-    return bool(call_id) and _PLACEHOLDER.match(call_id) is None
+    # A placeholder ends in "]": any other id is told at once (most ids are the API's own).
+    return bool(call_id) and (call_id[-1] != "]" or _PLACEHOLDER.match(call_id) is None)
 
 
 def _count(value: Any) -> int | None:

@@ -70,32 +70,19 @@ class Bounded[V]:
         return ((key, value) for key, (value, _) in self._values.items())
 
 
-# Made for every call a response issues: the __init__ is written out (a dataclass's generated
+# Made for every response that issues calls: the __init__ is written out (a dataclass's generated
 # one stays interpreted in the compiled build), and a batch is itself, by identity.
 @dataclass(slots=True, init=False, eq=False)
 class Batch:
-    """A model's calls, as one response issued them together."""
+    """A model's calls, as one response issued them together: each call's tool and raw
+    arguments by its key, kept for a link to its run."""
 
-    calls: tuple[str, ...]
+    calls: dict[str, tuple[str, str]]
     asked: float  # the issuing request's start (a runtime may start a call mid-stream)
 
-    def __init__(self, calls: tuple[str, ...], asked: float) -> None:
+    def __init__(self, calls: dict[str, tuple[str, str]], asked: float) -> None:
         self.calls = calls
         self.asked = asked
-
-
-@dataclass(slots=True, init=False)
-class Kept:
-    """A model's call, kept for a link to its run."""
-
-    name: str
-    arguments_raw: str
-    batch: Batch
-
-    def __init__(self, name: str, arguments_raw: str, batch: Batch) -> None:
-        self.name = name
-        self.arguments_raw = arguments_raw
-        self.batch = batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +105,7 @@ class Clock:
     def __init__(self, state: State, deadline: float) -> None:
         self.state = state
         self.deadline = deadline
-        self.calls: Bounded[Kept] = Bounded()  # model calls, by id
+        self.calls: Bounded[Batch] = Bounded()  # model calls' batches, by each call's id
         self.begun: Bounded[Begun] = Bounded()  # tools/calls running, by endpoint and id
         self.runs: Bounded[Run] = Bounded()  # tools/calls that ended, by endpoint and id
 
@@ -126,22 +113,27 @@ class Clock:
         """A model's exchange: the calls it answers, timed (and linked to their runs, and their
         batch judged), then the calls its response issues, remembered."""
         # A call is its id where its API gave one, else its tool and arguments (unnamed).
-        answered = {r.call_id: r.call_id for r in verdict.tool_results if given_id(r.call_id)}
-        answered |= {r.unnamed: r.call_id for r in verdict.tool_results if r.unnamed}
+        results = verdict.tool_results
         arrived = exchange.request_start
-        if answered and arrived is not None:
-            self._answer(answered, arrived, verdict, exchange)
+        if results and arrived is not None:
+            answered = {r.call_id: r.call_id for r in results if given_id(r.call_id)}
+            answered |= {r.unnamed: r.call_id for r in results if r.unnamed}
+            if answered:
+                self._answer(answered, arrived, verdict, exchange)
         issued_at = exchange.response_end
-        if issued_at is None or verdict.outcome != "inspected":
+        if issued_at is None or not verdict.calls or verdict.outcome != "inspected":
             return
-        calls = {_key(c.call_id, c.name, c.arguments_raw): c for c in verdict.calls if not c.hosted}
+        calls = {
+            _key(c.call_id, c.name, c.arguments_raw): (c.name, c.arguments_raw)
+            for c in verdict.calls
+            if not c.hosted
+        }
         if not calls:
             return
-        self.state.issue({key: (c.name, issued_at) for key, c in calls.items()})
-        asked = exchange.request_start if exchange.request_start is not None else issued_at
-        batch = Batch(tuple(calls), asked)
-        for key, call in calls.items():
-            self.calls.put(key, Kept(call.name, call.arguments_raw, batch), len(call.arguments_raw))
+        self.state.issue({key: (name, issued_at) for key, (name, _) in calls.items()})
+        batch = Batch(calls, arrived if arrived is not None else issued_at)
+        for key, (_, arguments_raw) in calls.items():
+            self.calls.put(key, batch, len(arguments_raw))
 
     def tool(self, endpoint: str, exchange: Exchange, verdict: Verdict) -> None:
         """A tool server's exchange (endpoint: where it went, its session included): its
@@ -191,10 +183,11 @@ class Clock:
                     }
                 )
             )
-            kept = self.calls.pop(key)
-            if kept is not None and linking:
-                issued = Issued(key, kept.name, kept.arguments_raw, kept.batch.asked, arrived)
-                batches.setdefault(kept.batch, []).append(issued)
+            batch = self.calls.pop(key)
+            if batch is not None and linking:
+                tool, arguments_raw = batch.calls[key]
+                issued = Issued(key, tool, arguments_raw, batch.asked, arrived)
+                batches.setdefault(batch, []).append(issued)
         if verdict.tool_times:
             verdict.tool_wait_ms = max(t.waited_ms for t in verdict.tool_times)
         linked: dict[str, Run] = {}
@@ -205,7 +198,7 @@ class Clock:
             linked |= found
             if len(calls) == len(batch.calls):  # the whole batch is answered: judge its order
                 where = f"the tools/call runs of the {len(calls)} calls one response issued"
-                error = serial(batch.calls, found, where)
+                error = serial(tuple(batch.calls), found, where)
                 if error is not None:
                     ids = [answered.get(key, key) for key in error.ids]
                     verdict.loop_errors.append(error.model_copy(update={"ids": ids}))

@@ -149,10 +149,11 @@ def test_the_profile_reaches_the_addons_own_worker_handler(smoke):
 
 
 def test_the_instruction_count_compares_a_commit_with_this_tree(tmp_path):
-    """bench.instructions on 60 small recorded exchanges: each version's row, and the two
-    alike for a commit whose core and addon are this tree's (a count, not a timing: what moves
-    it is a process's own start, up to some 400,000 instructions, against 85 to 250 million in
-    ten passes; in two, that put two equal versions 3.4% apart once)."""
+    """bench.instructions on 60 small recorded exchanges, Session.read with times counted: each
+    version's row, and the two alike for a commit whose core and addon are this tree's (a count,
+    not a timing: what moves it is a process's own start, up to some 400,000 instructions,
+    against 85 to 250 million in ten passes; in two, that put two equal versions 3.4% apart
+    once)."""
     lines = (ROOT / "tests/corpus/realworld/exchanges.jsonl").read_text().splitlines()
     small = [line for line in lines if json.loads(line).get("status") == 200 and len(line) < 2500]
     small = small[:60]  # under 3 kB of bodies: the small group
@@ -165,7 +166,7 @@ def test_the_instruction_count_compares_a_commit_with_this_tree(tmp_path):
     )
     done = subprocess.run(
         [sys.executable, "-m", "bench.instructions", "--groups", "small", "--passes", "10",
-         "--against", head],
+         "--measures", "timed", "--against", head],
         cwd=ROOT, env={**os.environ, "TOOLTAP_BENCH_CORPUS": str(tmp_path)},
         capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
@@ -173,8 +174,17 @@ def test_the_instruction_count_compares_a_commit_with_this_tree(tmp_path):
     rows = [line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| small")]
     assert [row[2] for row in rows] == [head, "this tree"]
     assert all(row[1] == "60" and int(row[3].replace(",", "")) > 1_000_000 for row in rows)
-    ratios = [float(row[4].rstrip("x")) for row in rows]
+    assert all(len(row) == 5 for row in rows)  # the version's json.loads and one measure
+    ratios = [float(row[4].rstrip("x |")) for row in rows]
     assert ratios[0] > 1 and abs(ratios[0] - ratios[1]) < 0.03 * ratios[1]
+
+
+def test_the_instruction_count_names_what_it_cannot_count():
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.instructions", "--measures", "read,writes"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and "unknown measure(s): writes" in done.stderr
 
 
 def test_the_real_corpus_read_with_times_times_the_calls_later_exchanges_answer():
