@@ -51,7 +51,9 @@ def compiled_tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[
         pytest.fail("install Debian's gcc (./dev test does) to compile the modules setup.py lists")
     tree = tmp_path_factory.mktemp("compiled") / "tooltap"
     compiled.copy_tree(ROOT, tree)
-    return tree, compiled.build(tree)
+    # Built at -O0: what is checked is what mypyc compiled; the image's -O3 build is
+    # tests/deploy's, and the bench measures that level.
+    return tree, compiled.build(tree, optimise="0")
 
 
 def test_every_module_setup_names_is_built_and_imported_compiled(compiled_tree):
@@ -121,6 +123,19 @@ def test_the_docs_and_changelog_count_the_modules_setup_compiles():
         said = re.search(r"compiles the (\d+) modules", (ROOT / page).read_text())
         assert said is not None, page
         assert int(said.group(1)) == len(_listed()), page
+
+
+def test_a_build_asked_for_an_unknown_optimisation_level_says_so(tmp_path):
+    shutil.copy2(ROOT / "setup.py", tmp_path / "setup.py")
+    done = subprocess.run(
+        [sys.executable, "setup.py", "--quiet", "build_ext", "--inplace"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "TOOLTAP_COMPILE": "1", "TOOLTAP_COMPILE_OPT": "fast"},
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "TOOLTAP_COMPILE_OPT is 0, 1, 2 or 3 (the C optimisation level), not 'fast'" in (
+        done.stderr
+    )
 
 
 def _listed() -> list[str]:
