@@ -74,15 +74,19 @@ class Bounded[V]:
 # one stays interpreted in the compiled build), and a batch is itself, by identity.
 @dataclass(slots=True, init=False, eq=False)
 class Batch:
-    """A model's calls, as one response issued them together: each call's tool and raw
-    arguments by its key, kept for a link to its run."""
+    """A model's calls, as one response issued them together."""
 
-    calls: dict[str, tuple[str, str]]
+    calls: tuple[str, ...]
     asked: float  # the issuing request's start (a runtime may start a call mid-stream)
 
-    def __init__(self, calls: dict[str, tuple[str, str]], asked: float) -> None:
+    def __init__(self, calls: tuple[str, ...], asked: float) -> None:
         self.calls = calls
         self.asked = asked
+
+
+# A model's call, kept for a link to its run: its tool, its raw arguments and its batch. A tuple,
+# made for every call issued; its arguments go with it when it is answered or forgotten.
+Kept = tuple[str, str, Batch]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +109,7 @@ class Clock:
     def __init__(self, state: State, deadline: float) -> None:
         self.state = state
         self.deadline = deadline
-        self.calls: Bounded[Batch] = Bounded()  # model calls' batches, by each call's id
+        self.calls: Bounded[Kept] = Bounded()  # model calls, by id
         self.begun: Bounded[Begun] = Bounded()  # tools/calls running, by endpoint and id
         self.runs: Bounded[Run] = Bounded()  # tools/calls that ended, by endpoint and id
 
@@ -123,17 +127,13 @@ class Clock:
         issued_at = exchange.response_end
         if issued_at is None or not verdict.calls or verdict.outcome != "inspected":
             return
-        calls = {
-            _key(c.call_id, c.name, c.arguments_raw): (c.name, c.arguments_raw)
-            for c in verdict.calls
-            if not c.hosted
-        }
+        calls = {_key(c.call_id, c.name, c.arguments_raw): c for c in verdict.calls if not c.hosted}
         if not calls:
             return
-        self.state.issue({key: (name, issued_at) for key, (name, _) in calls.items()})
-        batch = Batch(calls, arrived if arrived is not None else issued_at)
-        for key, (_, arguments_raw) in calls.items():
-            self.calls.put(key, batch, len(arguments_raw))
+        self.state.issue({key: (c.name, issued_at) for key, c in calls.items()})
+        batch = Batch(tuple(calls), arrived if arrived is not None else issued_at)
+        for key, c in calls.items():
+            self.calls.put(key, (c.name, c.arguments_raw, batch), len(c.arguments_raw))
 
     def tool(self, endpoint: str, exchange: Exchange, verdict: Verdict) -> None:
         """A tool server's exchange (endpoint: where it went, its session included): its
@@ -183,9 +183,9 @@ class Clock:
                     }
                 )
             )
-            batch = self.calls.pop(key)
-            if batch is not None and linking:
-                tool, arguments_raw = batch.calls[key]
+            kept = self.calls.pop(key)
+            if kept is not None and linking:
+                tool, arguments_raw, batch = kept
                 issued = Issued(key, tool, arguments_raw, batch.asked, arrived)
                 batches.setdefault(batch, []).append(issued)
         if verdict.tool_times:
@@ -198,7 +198,7 @@ class Clock:
             linked |= found
             if len(calls) == len(batch.calls):  # the whole batch is answered: judge its order
                 where = f"the tools/call runs of the {len(calls)} calls one response issued"
-                error = serial(tuple(batch.calls), found, where)
+                error = serial(batch.calls, found, where)
                 if error is not None:
                     ids = [answered.get(key, key) for key in error.ids]
                     verdict.loop_errors.append(error.model_copy(update={"ids": ids}))

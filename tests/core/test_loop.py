@@ -2,11 +2,13 @@
 
 import copy
 import json
+import re
 
 import pytest
 from support.captures import WIRE, pairs
 
 from tooltap.core.loop import error_payload
+from tooltap.core.turn import given_id
 from tooltap.core.wire import check_loop
 
 ANTHROPIC = pairs("pydanticai_anthropic_parallel_tool_calls.yaml")[1].request
@@ -609,3 +611,22 @@ def test_a_user_message_without_results_after_a_role_change_does_not_split_them(
         {"role": "user", "content": [{"type": "text", "text": "and then?"}]},
     ]
     assert findings("messages", request) == []
+
+
+@pytest.mark.parametrize(
+    ("call_id", "given"),
+    [
+        ("call_Xb2", True),
+        ("toolu_01A", True),
+        ("", False),
+        ("messages[3]", False),  # what a call with no id is named by where it sits
+        ("contents[12]", False),
+        ("x]", True),
+        ("a[b]", True),
+        ("messages[3] ", True),
+        ("[3]", True),
+    ],
+)
+def test_an_id_the_api_gave_is_told_from_a_placeholder(call_id, given):
+    assert given_id(call_id) is given
+    assert given_id(call_id) is (bool(call_id) and re.fullmatch(r"\w+\[\d+\]", call_id) is None)
