@@ -93,8 +93,10 @@ def _child(cases_file: str, measure: str, passes: int) -> None:
 def _count(python_path: str | None, cases_file: Path, measure: str, passes: int) -> int:
     """Instructions a child process executed, start to end."""
     with tempfile.NamedTemporaryFile(suffix=".cg") as out:
-        # One hash seed for every child: what differs between two of them is the measure.
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONHASHSEED": "0"}
+        # One hash seed for every child, and no bytecode written by one child for the next to
+        # read (the code of --against is a fresh copy): what differs between two is the measure.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env |= {"PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
         if python_path:
             env["PYTHONPATH"] = python_path
         subprocess.run(
