@@ -7,17 +7,18 @@ cannot move.
 
 On a shared two-core machine a timed ratio moves by 10-20% from one run to the next, more than
 most single changes to the hot path are worth. Valgrind's cachegrind counts the instructions a
-process executes, and the count barely moves with the load around it. For each version and
-group, three measures (json.loads of the bodies, core `inspect`, the worker's `Session.read`;
-the same exchanges, warm caches, as `bench/realworld.py` has them) run in processes of their
-own under cachegrind, each once with no pass over the group and once with two (`--passes`); the
-difference, so divided, is one pass. A fourth, `timed` (`--measures`), is `Session.read` of the
-exchanges given the times the proxy records, as `bench/realworld.py` gives them: what timing the
-tool loop adds. json.loads does not depend on the version, so its passes are counted once. A process's own start moves by a few hundred thousand
-instructions from one run to the next, nothing beside the hundreds of millions of a pass over a
-real group; a small one wants more passes. What it cannot see is how fast each instruction runs: json.loads is
-compact C, inspection is interpreted Python, so the timed ratios (`python -m bench --only
-realworld`) stay the targets, and run 1.3-1.5 times these.
+process executes, and the count barely moves with the load around it. Each measure reads the
+same exchanges with warm caches, as `bench/realworld.py` has them: json.loads of the bodies,
+core `inspect`, the worker's `Session.read` (`read`), and the same given the times the proxy
+records (`timed`: what timing the tool loop adds); `--measures` picks which beside json.loads.
+Each runs in a process of its own under cachegrind, `--passes` times over the group; a process
+of each version that makes no pass counts its start, and the difference, so divided, is one
+pass. json.loads, the same C code in every version, is counted once. A process's own start
+moves by a few hundred thousand instructions from one run to the next, nothing beside the
+hundreds of millions of a pass over a real group; a small one wants more passes. What it cannot
+see is how fast each instruction runs: json.loads is compact C, inspection is interpreted
+Python, so the timed ratios (`python -m bench --only realworld`) stay the targets, and run
+1.3-1.7 times these.
 
 Needs valgrind (`apt-get install valgrind`); a run takes 2-5 minutes per version and group, up
 to two processes at a time.
