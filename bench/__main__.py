@@ -250,8 +250,10 @@ def main() -> int:
         (out / f"{name}.json").write_text(json.dumps(result, indent=1))
         print(f"== {name} done in {time.monotonic() - started:.0f} s", flush=True)
 
-    report.write(out, HERE, readme=args.readme or size == "full")
+    kept = report.write(out, HERE, readme=args.readme or size == "full", replace_all=args.readme)
     print((out / "results.md").read_text())
+    if kept:
+        print(kept)
     return 0
 
 

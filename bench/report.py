@@ -745,7 +745,19 @@ def _code(machine: dict[str, Any]) -> str:
     return code if code.startswith("snapshot") else f"{code} at {machine.get('commit', '?')}"
 
 
-def write(out: Path, here: Path, readme: bool) -> None:
+def published(readme: str) -> list[str]:
+    """The benchmarks whose results README.md shows: the names its "Runs:" line gives."""
+    _, _, block = readme.partition(START)
+    for line in block.partition(END)[0].splitlines():
+        if line.startswith("Runs: "):
+            return [run.split(" ", 1)[0] for run in line.removeprefix("Runs: ").split("; ")]
+    return []
+
+
+def write(out: Path, here: Path, readme: bool, replace_all: bool = True) -> str | None:
+    """Write results.md from the results in `out`, and with `readme` README.md's results too.
+    Without replace_all, README.md is left as it is when it shows a benchmark `out` holds no
+    results of (a run of some of them, in a fresh checkout): why, returned."""
     targets: list[str] = []
     sections = []
     metas: dict[str, dict[str, Any]] = {}
@@ -793,12 +805,21 @@ def write(out: Path, here: Path, readme: bool) -> None:
     summary = "**Targets**\n\n" + "\n".join(f"- {t}" for t in targets)
     text = head + summary + "\n\n" + "\n\n".join(sections) + "\n"
     (out / "results.md").write_text(text)
+    path = here / "README.md"
+    current = path.read_text() if path.exists() else f"{START}\n{END}\n"
+    lost = [name for name in published(current) if name not in metas]
+    kept = None
+    if readme and lost and not replace_all:
+        readme = False
+        kept = (
+            f"bench/README.md keeps its results: {out} holds none of {', '.join(lost)}, which "
+            "it shows. Run them too, or pass --readme to publish this run's alone."
+        )
     json_data = _load(out, "json")
     if json_data is not None:
         plot(json_data, (here if readme else out) / "latency.png")
     if readme:
-        path = here / "README.md"
-        current = path.read_text() if path.exists() else f"{START}\n{END}\n"
         before, _, rest = current.partition(START)
         _, _, after = rest.partition(END)
         path.write_text(before + START + "\n" + text + END + after)
+    return kept

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,10 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench import report  # noqa: E402 - the bench's report, as its runs write it
+
 # Every step bench/__main__.py has. `why` measures variants of an addon design tooltap left
 # at 8f498a8 (bench/README.md, Why), so on this code it reports itself skipped, and says why.
 STEPS = tuple(
@@ -97,6 +102,25 @@ def test_every_benchmark_step_runs_once_and_the_one_left_out_says_why(smoke):
 def test_a_smoke_run_leaves_the_published_results_alone(smoke):
     for name, before in smoke.published.items():
         assert (ROOT / name).read_bytes() == before, name
+
+
+def test_a_run_of_some_benchmarks_keeps_the_published_results_of_the_others(smoke, tmp_path):
+    out, here = tmp_path / "out", tmp_path / "here"
+    out.mkdir()
+    here.mkdir()
+    shutil.copy(smoke.out / "state.json", out)  # a fresh checkout, after `--only state`
+    shown = (
+        "# bench\n\n<!-- results:start -->\n"
+        "Runs: json 2026-12-01 (full); state 2026-12-01 (full).\n<!-- results:end -->\n"
+    )
+    (here / "README.md").write_text(shown)
+    kept = report.write(out, here, readme=True, replace_all=False)
+    assert kept is not None and "none of json" in kept
+    assert (here / "README.md").read_text() == shown
+    assert "Runs: state " in (out / "results.md").read_text()
+    # --readme publishes the run alone, as asked.
+    assert report.write(out, here, readme=True, replace_all=True) is None
+    assert report.published((here / "README.md").read_text()) == ["state"]
 
 
 def test_in_the_smoke_run_every_exchange_arrives_and_tooltap_inspects_in_each_step(smoke):
