@@ -48,6 +48,21 @@ def _header(fields: Fields, name: bytes) -> str:
     return ""
 
 
+def _headers(fields: Fields, wanted: dict[bytes, str]) -> dict[str, str]:
+    """The first value of each wanted header (its name in lower case -> as the Exchange names
+    it), "" when absent: one pass over the fields, not one per header."""
+    found = dict.fromkeys(wanted.values(), "")
+    for key, value in reversed(fields):  # the first of a repeated header is written last
+        name = wanted.get(key.lower())
+        if name is not None:
+            found[name] = value.decode("latin-1")
+    return found
+
+
+_REQUEST_WANTED = {name.encode(): name for name in REQUEST_HEADERS}
+_RESPONSE_WANTED = {name.encode(): name for name in RESPONSE_HEADERS}
+
+
 @dataclass(slots=True)
 class SocketBatch:
     """What a record of WebSocket messages says besides the messages (its chunks)."""
@@ -139,13 +154,9 @@ class Record:
             method=self.method,
             url=self.url,
             request_body=self.request_body,
-            request_headers={
-                name: _header(self.request_headers, name.encode()) for name in REQUEST_HEADERS
-            },
+            request_headers=_headers(self.request_headers, _REQUEST_WANTED),
             status=self.status,
-            response_headers={
-                name: _header(self.response_headers, name.encode()) for name in RESPONSE_HEADERS
-            },
+            response_headers=_headers(self.response_headers, _RESPONSE_WANTED),
             response_body=b"".join(self.chunks) if self.chunks else self.response_body,
             api=self.api,
             request_start=self.started or None,

@@ -96,6 +96,25 @@ def test_the_record_builds_the_exchange_and_what_is_logged_of_it():
     assert rec.credentials() == ("Bearer sk-live-0123456789", "sk-live-0123456789")
 
 
+def test_the_exchange_takes_the_first_of_a_repeated_header_whatever_its_case():
+    rec = record(
+        request_headers=((b"MCP-Session-Id", b"first"), (b"mcp-session-id", b"second")),
+        response_headers=(
+            (b"Content-Type", b"text/event-stream"),
+            (b"content-type", b"application/json"),
+            (b"X-Amzn-ErrorType", b"ValidationException:http://internal.amazon.com/"),
+        ),
+    )
+    exchange = rec.exchange()
+    assert exchange.request_headers == {"content-encoding": "", "mcp-session-id": "first"}
+    assert exchange.response_headers == {
+        "content-type": "text/event-stream",
+        "content-encoding": "",
+        "x-amzn-errortype": "ValidationException:http://internal.amazon.com/",
+        "mcp-session-id": "",
+    }
+
+
 def test_a_full_thread_worker_refuses_at_once_and_a_failing_item_does_not_stop_it():
     handled, errors, gate, holding = [], [], threading.Event(), threading.Event()
 
