@@ -31,6 +31,10 @@ from .state import await_first_answer, open_state
 logger = logging.getLogger("tooltap")
 RETURN_AFTER = 32 * MiB  # bodies inspected before freed memory is worth giving back
 FOLD_EVERY = 1.0  # seconds: the proxy's counts reach the metrics at least this often
+# Seconds the inspector waits once the pipe has work again after running dry, so that records
+# that come close together are handled one after another on warm caches: under a steady
+# sequential load a record then costs 8-20% less CPU (bench/README.md). Log lines wait, not traffic.
+GATHER = 0.01
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,6 +99,7 @@ def serve(
     stopping: list[int],
     *,
     tick: Callable[[float], None] = lambda _now: None,
+    gather: float = GATHER,
 ) -> None:
     """Handle the proxy's records in order until it closes the pipe, or until `stopping`.
 
@@ -117,7 +122,9 @@ def serve(
             # Wake by the next fold at the latest, so the proxy's counts show up while idle.
             wait = max(0.0, FOLD_EVERY - (time.monotonic() - folded))
             readable, _, _ = select.select([frames.fd], [], [], wait)
-            if not readable and inspected >= RETURN_AFTER:
+            if readable:
+                time.sleep(gather)  # what follows it closely is handled in the same run
+            elif inspected >= RETURN_AFTER:
                 return_freed_memory()  # idle after a burst: the peak goes back
                 inspected = 0
             continue

@@ -82,3 +82,33 @@ def test_the_proxys_counts_are_folded_in_once_a_second_not_after_every_record(me
         os.close(read_end)
     # The first at once, then at most one a second (and one on the way out, by main()).
     assert 1 <= counts.folds <= 1 + int(took)
+
+
+def test_records_that_come_close_together_after_a_pause_are_handled_in_one_run(metrics):
+    """Once the pipe has work again, the inspector waits `gather` before reading it: a record
+    that follows the first within that time is already there when the first is handled."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    counts = SharedCounts()
+    waiting: list[int] = []  # bytes in the pipe behind each record, as it is handled
+    second = b"".join(encode(Record("chat", path="/v1/chat/completions?n=2")))
+
+    def feed() -> None:
+        time.sleep(0.05)  # the inspector finds the pipe empty first
+        os.write(write_end, b"".join(encode(Record("chat", path="/v1/chat/completions?n=1"))))
+        time.sleep(0.05)  # well inside the gather below
+        os.write(write_end, second)
+        os.close(write_end)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        serve(
+            FrameReader(read_end), lambda _r: waiting.append(in_the_pipe(read_end)), counts,
+            metrics, [], gather=1.0,
+        )  # fmt: skip
+        writer.join(timeout=10)
+    finally:
+        counts.close()
+        os.close(read_end)
+    assert waiting == [len(second), 0]  # read at once, without gathering, the first was alone
