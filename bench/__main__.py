@@ -1,4 +1,4 @@
-"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,throughput,stream,memory,core,realworld,profile,websocket,live,web,traces,state,definitions,timing,stress,why,neighbour]`.
+"""Run the benchmarks: `python -m bench [--quick | --smoke] [--only json,throughput,stream,memory,core,realworld,profile,websocket,live,web,traces,state,definitions,timing,stress,why,neighbour,apart]`.
 
 Results go to bench/out/<name>.json (bench/out/quick/ for --quick,
 bench/out/smoke/ for --smoke, or --out); the report step then writes
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import (
+    apart,
     compiled,
     core_cost,
     definitions,
@@ -66,8 +67,10 @@ ALL = (
     "stress",
     "why",
     "neighbour",
+    "apart",
 )
-QUICK = ALL[:14]  # `stress`, `why` and `neighbour` (the causes) run in full mode or when asked for
+# `stress`, `why`, `neighbour` and `apart` (the causes) run in full mode or when asked for
+QUICK = ALL[:14]
 
 
 def _git(*args: str) -> str:
@@ -238,6 +241,7 @@ def main() -> int:
         "stress": lambda: asyncio.run(stress.run(size)),
         "why": lambda: asyncio.run(why.run(size)),
         "neighbour": lambda: asyncio.run(neighbour.run(size)),
+        "apart": lambda: asyncio.run(apart.run(size)),
     }
     for name in wanted:
         if name == "why" and not why.applicable():

@@ -740,6 +740,36 @@ def neighbour_section(data: dict[str, Any]) -> str:
     )
 
 
+def apart_section(data: dict[str, Any]) -> str:
+    title = "### 8. The sequential gap taken apart, the proxy alone on a core"
+    if data.get("skipped"):
+        return f"{title}\n\nNot measured: {data['skipped']}.\n"
+    summary = data["summary"]
+    labels = {
+        "mitmdump": "plain mitmdump",
+        "tooltap": "tooltap",
+        "stopped": "tooltap, its inspector stopped",
+    }
+    rows = [
+        [labels[name], f"{row['ratio']:.3f}", row["proxy_user_ms"], row["proxy_system_ms"],
+         row["inspector_cpu_ms"], f"{row['preempted_per_request']:.3f}"]
+        for name, row in summary.items()
+    ]  # fmt: skip
+    header = [
+        "variant",
+        "req/s ratio",
+        "proxy user CPU ms/req",
+        "proxy system CPU ms/req",
+        "inspector CPU ms/req",
+        "proxy preempted per request",
+    ]
+    return (
+        f"{title} ({data['settings']['rounds']} rounds of {data['settings']['requests']}"
+        " requests on one connection, taking turns; medians; each ratio against plain mitmdump"
+        " in the same round)\n\n" + _table(header, rows)
+    )
+
+
 def _code(machine: dict[str, Any]) -> str:
     code = machine.get("code", "working tree")
     return code if code.startswith("snapshot") else f"{code} at {machine.get('commit', '?')}"
@@ -785,6 +815,7 @@ def write(out: Path, here: Path, readme: bool, replace_all: bool = True) -> str 
         ("stress", stress_section),
         ("why", why_section),
         ("neighbour", neighbour_section),
+        ("apart", apart_section),
     ):
         data = _load(out, name)
         if data is not None:

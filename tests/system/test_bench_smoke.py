@@ -43,6 +43,7 @@ STEPS = tuple(
         "timing",
         "stress",
         "neighbour",
+        "apart",
     ]
 )
 SKIPPED = ("why",)
@@ -153,6 +154,13 @@ def test_in_the_smoke_run_every_exchange_arrives_and_tooltap_inspects_in_each_st
         for load in ("sequential", "c16"):
             for name in ("alone", "tooltap", "beside"):
                 assert row[f"{load}/{name}"]["rps"] > 0 and row[f"{load}/{name}"]["errors"] == 0
+    apart = smoke.result("apart")
+    for row in apart["rounds"]:  # the proxy on a core of its own, its inspector stopped or not
+        for name in ("mitmdump", "tooltap", "stopped"):
+            assert row[name]["rps"] > 0 and row[name]["errors"] == 0, name
+        for name in ("tooltap", "stopped"):  # a stopped inspector takes up its records again
+            assert row[name]["inspected"] == row[name]["requests"], name
+    assert apart["rounds"] or apart["skipped"] == "needs two CPUs"
     for scenario in smoke.result("stress")["scenarios"].values():
         runs = [run for run in scenario.values() if isinstance(run, dict)]
         assert runs and all(run["broken"] == 0 and run["intact"] > 0 for run in runs)
