@@ -6,8 +6,8 @@ all end up in one ratio. Here every thread of the proxy runs on the first CPU al
 client, the upstream and the inspector on the others. In each round, taking turns, on one
 connection: plain mitmdump; `tooltap run`; and `tooltap run` with its inspector stopped
 (SIGSTOP) for the batch, so that what is left of the gap is the proxy's own part (its hooks and
-the hand-over: the records wait in the pipe and the backlog, or are counted dropped once it is
-full, and are handled once the inspector goes on). Each is a ratio to plain mitmdump in the same
+the hand-over: the records wait in the pipe and the backlog, or are counted as dropped once that
+is full, and are handled once the inspector goes on). Each is a ratio to plain mitmdump in the same
 round, beside the proxy's and the inspector's CPU per request and how often something else took
 the proxy's core from it (involuntary context switches per request).
 
