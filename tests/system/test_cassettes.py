@@ -12,9 +12,11 @@ import gzip
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -358,7 +360,18 @@ def run(line: str, project: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def test_the_readmes_ci_section_command_for_command_on_a_temporary_project(tmp_path):
+@pytest.fixture
+def held_port() -> Iterator[int]:
+    """A loopback port kept for this test while no server listens on it: bound and not listening,
+    so a connection to it is refused as to no server, and no other process (the suite's other
+    worker) can take it meanwhile. A ReplayServer may listen on it (both reuse the address)."""
+    with socket.socket() as hold:
+        hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        hold.bind(("127.0.0.1", 0))
+        yield hold.getsockname()[1]
+
+
+def test_the_readmes_ci_section_command_for_command_on_a_temporary_project(tmp_path, held_port):
     adopt, workflow = readme_ci()
     install, *checks = workflow
     assert install.startswith("pip install") and "tooltap" in install  # this venv has both
@@ -366,8 +379,8 @@ def test_the_readmes_ci_section_command_for_command_on_a_temporary_project(tmp_p
     (project / "tests").mkdir(parents=True)
     test_file = project / "tests" / "test_agent.py"
     today = ["chat-stream-one-call", "anthropic-parallel", "chat-serialised", "responses-fanout"]
-    with ReplayServer(route) as upstream:
-        port = upstream.server_address[1]
+    # The cassettes name the upstream's address: the second recording needs the same port.
+    with ReplayServer(route, port=held_port) as upstream:
         test_file.write_text(AGENT_TESTS.format(upstream=upstream.url, names=today))
         for line in adopt:  # record once, and adopt with a baseline
             done = run(line, project)
@@ -385,7 +398,7 @@ def test_the_readmes_ci_section_command_for_command_on_a_temporary_project(tmp_p
 
     # A change makes a new fan-out under strict tools: a finding, and the exposure over budget.
     test_file.write_text(AGENT_TESTS.format(upstream=upstream.url, names=[*today, "chat-fanout"]))
-    with ReplayServer(route, port=port):  # recorded at the same address as before
+    with ReplayServer(route, port=held_port):  # recorded at the same address as before
         recorded = run("pytest --record-mode=once -k chat-fanout", project)
         assert recorded.returncode == 0, recorded.stdout[-3000:]
     results = [run(line, project) for line in checks]
