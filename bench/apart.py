@@ -1,15 +1,16 @@
 """Benchmark: the sequential gap taken apart, with the proxy alone on a core of its own.
 
 On two cores the proxy, tooltap's inspector, the bench's client and its upstream share the CPUs,
-and where the scheduler puts them, what the inspector spends and what the proxy's hooks spend
-all end up in one ratio. Here every thread of the proxy runs on the first CPU alone, and the
-client, the upstream and the inspector on the others. In each round, taking turns, on one
-connection: plain mitmdump; `tooltap run`; and `tooltap run` with its inspector stopped
-(SIGSTOP) for the batch, so that what is left of the gap is the proxy's own part (its hooks and
-the hand-over: the records wait in the pipe and the backlog, or are counted as dropped once that
-is full, and are handled once the inspector goes on). Each is a ratio to plain mitmdump in the same
-round, beside the proxy's and the inspector's CPU per request and how often something else took
-the proxy's core from it (involuntary context switches per request).
+and where the scheduler puts them, what the inspector spends and what the proxy's hooks spend all
+end up in one ratio. Here every thread of the proxy runs on the first CPU alone, and the client,
+the upstream and the inspector on the others. In each round, taking turns, on one connection: plain
+mitmdump; `tooltap run` with its flow hooks doing nothing (bench/idle_run.py: the shell alone, with
+its options, endpoints and idle inspector); `tooltap run` with its inspector stopped (SIGSTOP) for
+the batch, so that what is left of the gap is the proxy's own part (the shell, its hooks and the
+hand-over: the records wait in the pipe and the backlog, or are counted as dropped once that is
+full, and are handled once the inspector goes on); and `tooltap run` itself. Each is a ratio to
+plain mitmdump in the same round, beside the proxy's and the inspector's CPU per request and how
+often something else took the proxy's core from it (involuntary context switches per request).
 
     python -m bench --only apart [--quick | --smoke]
 """
@@ -35,7 +36,7 @@ SETTINGS: dict[Size, dict[str, int]] = {
     "quick": {"rounds": 3, "requests": 600, "warmup": 150},
     "smoke": {"rounds": 1, "requests": 8, "warmup": 8},
 }
-VARIANTS = ("mitmdump", "tooltap", "stopped")
+VARIANTS = ("mitmdump", "idle", "stopped", "tooltap")
 
 
 def cores() -> tuple[set[int], set[int]] | None:
@@ -78,10 +79,15 @@ def _cpu(process: psutil.Process) -> float:
 
 
 async def _batch(
-    proxy: targets.BenchProxy, count: int, others: set[int], *, stop: bool = False
+    proxy: targets.BenchProxy,
+    count: int,
+    others: set[int],
+    *,
+    stop: bool = False,
+    inspects: bool = True,
 ) -> dict[str, Any]:
     """One batch through a proxy pinned as this benchmark has it; stop: with its inspector
-    stopped for the batch."""
+    stopped for the batch; inspects: the proxy hands its flows over (it is waited for)."""
     process = psutil.Process(proxy.pid)
     inspectors = _inspectors(process)
     for inspector in inspectors:  # a restarted inspector starts anywhere
@@ -112,7 +118,7 @@ async def _batch(
         "inspector_cpu_ms": (spent - inspected) / n * 1e3,
         "preempted_per_request": preempted / n,
     }
-    if inspectors:  # what the batch left the inspector is done before the next one starts
+    if inspectors and inspects:  # what the batch left the inspector is done before the next
         measured["inspected"] = proxy.wait_turns(turns + len(batch.latencies)) - turns
     return measured
 
@@ -126,26 +132,27 @@ async def run(size: Size) -> dict[str, Any]:
     rounds: list[dict[str, Any]] = []
     with pinned_here(others), targets.upstream() as (url, upstream):
         pin(upstream, others)
-        plain, ours = targets.mitmdump(url), targets.tooltap(url)
-        with targets.started(plain, ours):
-            for proxy in (plain, ours):
+        plain, idle, ours = targets.mitmdump(url), targets.idle_tooltap(url), targets.tooltap(url)
+        with targets.started(plain, idle, ours):
+            for proxy in (plain, idle, ours):
                 pin(proxy.pid, mine)
-            proxies = {"mitmdump": plain, "tooltap": ours, "stopped": ours}
-            for proxy in (plain, ours):
-                await _batch(proxy, cfg["warmup"], others)
+            proxies = {"mitmdump": plain, "idle": idle, "stopped": ours, "tooltap": ours}
+            for proxy in (plain, idle, ours):
+                await _batch(proxy, cfg["warmup"], others, inspects=proxy is not idle)
             for round_ in range(cfg["rounds"]):
                 row: dict[str, Any] = {"round": round_}
-                order = VARIANTS[round_ % 3 :] + VARIANTS[: round_ % 3]
-                for name in order:
+                turn = round_ % len(VARIANTS)
+                for name in VARIANTS[turn:] + VARIANTS[:turn]:
                     row[name] = await _batch(
-                        proxies[name], cfg["requests"], others, stop=name == "stopped"
-                    )
-                for name in ("tooltap", "stopped"):
+                        proxies[name], cfg["requests"], others,
+                        stop=name == "stopped", inspects=name != "idle",
+                    )  # fmt: skip
+                for name in VARIANTS[1:]:
                     row[f"{name}/ratio"] = ratio(row[name]["rps"], row["mitmdump"]["rps"])
                 rounds.append(row)
                 print(
-                    f"  apart round {round_}: tooltap {row['tooltap/ratio']:.3f}, its inspector"
-                    f" stopped {row['stopped/ratio']:.3f}",
+                    f"  apart round {round_}: hooks doing nothing {row['idle/ratio']:.3f}, inspector"
+                    f" stopped {row['stopped/ratio']:.3f}, tooltap {row['tooltap/ratio']:.3f}",
                     flush=True,
                 )
     summary = {

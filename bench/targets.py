@@ -173,6 +173,14 @@ def tooltap(upstream_url: str, *extra: str) -> BenchProxy:
     return proxy
 
 
+def idle_tooltap(upstream_url: str) -> BenchProxy:
+    """`tooltap run` as `tooltap` starts it, its flow hooks doing nothing (bench/idle_run.py)."""
+    launcher = (sys.executable, str(ROOT / "bench" / "idle_run.py"))
+    proxy = BenchProxy.tooltap([upstream_url], "--log-format", "json", tooltap=launcher)
+    assert isinstance(proxy, BenchProxy)
+    return proxy
+
+
 def variant(upstream_url: str, name: str) -> BenchProxy:
     """mitmdump -s bench/variant_addon.py: an addon variant from bench/variants.py."""
     options = ["-s", str(ROOT / "bench" / "variant_addon.py")]
