@@ -755,7 +755,6 @@ def apart_section(data: dict[str, Any]) -> str:
         [labels[name], f"{row['ratio']:.3f}", row["proxy_user_ms"], row["proxy_system_ms"],
          row["inspector_cpu_ms"], f"{row['preempted_per_request']:.3f}"]
         for name, row in summary.items()
-        if name in labels  # a run from before the idle variant lacks it
     ]  # fmt: skip
     header = [
         "variant",
