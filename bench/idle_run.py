@@ -10,26 +10,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.variants import EmptyHooks
 from tooltap.addon.proxy.addon import Tooltap
 from tooltap.addon.web.annotate import WebAnnotations
 
 
-class Idle(Tooltap):
+class Idle(EmptyHooks, Tooltap):
     """tooltap's addon with its per-flow hooks doing nothing: no record, no hand-over."""
 
-    def request(self, flow: Any) -> None:
-        pass
-
-    def responseheaders(self, flow: Any) -> None:
-        pass
-
-    def response(self, flow: Any) -> None:
-        pass
-
-    def error(self, flow: Any) -> None:
-        pass
+    name = Tooltap.name  # as `tooltap run` has it, not the experiment's
 
 
 if __name__ == "__main__":
