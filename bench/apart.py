@@ -73,11 +73,6 @@ def _inspectors(proxy: psutil.Process) -> list[psutil.Process]:
     ]
 
 
-def _cpu(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return times.user + times.system
-
-
 async def _batch(
     proxy: targets.BenchProxy,
     count: int,
@@ -94,7 +89,7 @@ async def _batch(
         pin(inspector.pid, others)
     raw = client.build_request(proxy.url, bodies.CHAT_PATH, bodies.chat_request())
     before, switches = process.cpu_times(), process.num_ctx_switches().involuntary
-    inspected, turns = sum(map(_cpu, inspectors)), proxy.turns
+    inspected, turns = sum(map(targets.cpu_seconds, inspectors)), proxy.turns
     if stop:
         for inspector in inspectors:
             inspector.send_signal(signal.SIGSTOP)
@@ -102,7 +97,7 @@ async def _batch(
         batch = await client.run_batch(
             proxy.url, lambda _n: raw, count, 1, deadline=8.0, expect=lambda r: r.status == 200
         )
-        after, spent = process.cpu_times(), sum(map(_cpu, inspectors))
+        after, spent = process.cpu_times(), sum(map(targets.cpu_seconds, inspectors))
         preempted = process.num_ctx_switches().involuntary - switches
     finally:  # measured before a stopped inspector goes on
         for inspector in inspectors if stop else ():

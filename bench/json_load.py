@@ -74,7 +74,7 @@ async def one_batch(
     raw = client.build_request(target.url, bodies.CHAT_PATH, bodies.chat_request())
     proxy = target.proxy
     turns_before = proxy.turns if proxy else 0
-    cpu_before, up_before = target.cpu(), _cpu(upstream)
+    cpu_before, up_before = target.cpu(), targets.cpu_seconds(upstream)
     child_before = target.children_cpu()
     batch = await client.run_batch(
         target.url,
@@ -102,14 +102,9 @@ async def one_batch(
         "cpu_ms_per_req": (target.cpu() - cpu_before) / n * 1e3,
         # tooltap's inspector process, when inspection runs in one
         "child_cpu_ms_per_req": (target.children_cpu() - child_before) / n * 1e3,
-        "upstream_cpu_ms_per_req": (_cpu(upstream) - up_before) / n * 1e3,
+        "upstream_cpu_ms_per_req": (targets.cpu_seconds(upstream) - up_before) / n * 1e3,
         "latencies_ms": [round(x * 1e3, 4) for x in batch.latencies],
     }
-
-
-def _cpu(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return times.user + times.system
 
 
 def summarize(batches: list[dict[str, Any]]) -> dict[str, Any]:

@@ -63,11 +63,6 @@ def neighbour(rate: float) -> Iterator[psutil.Process]:
         yield psutil.Process(process.pid)
 
 
-def _cpu(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return times.user + times.system
-
-
 async def run(size: Size) -> dict[str, Any]:
     cfg = SETTINGS[size]
     rounds: list[dict[str, Any]] = []
@@ -90,11 +85,11 @@ async def run(size: Size) -> dict[str, Any]:
                     for name in order if round_ % 2 == 0 else order[::-1]:
                         if name == "beside":
                             with neighbour(rate[load]) as process:
-                                before = _cpu(process)
+                                before = targets.cpu_seconds(process)
                                 batch = await json_load.one_batch(
                                     alone, count, concurrency, upstream
                                 )
-                                work = _cpu(process) - before
+                                work = targets.cpu_seconds(process) - before
                         else:
                             target = alone if name == "alone" else tooltap
                             before = target.children_cpu()

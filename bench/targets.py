@@ -85,6 +85,12 @@ class BenchProxy(Proxy):
         return total
 
 
+def cpu_seconds(process: psutil.Process) -> float:
+    """CPU seconds (user + system, all threads) a process has used so far."""
+    times = process.cpu_times()
+    return times.user + times.system
+
+
 class Target:
     """One column of the results: a name, the URL the client uses, and the proxy (if any)."""
 
@@ -96,14 +102,11 @@ class Target:
 
     def cpu(self) -> float:
         """CPU seconds (user + system, all threads) the proxy process has used so far."""
-        if self.process is None:
-            return 0.0
-        times = self.process.cpu_times()
-        return times.user + times.system
+        return 0.0 if self.process is None else cpu_seconds(self.process)
 
     def children_cpu(self) -> float:
         """CPU seconds of the proxy's child processes (tooltap's inspector, if it runs in one)."""
-        return self._children_sum(lambda child: sum(child.cpu_times()[:2]))  # user + system
+        return self._children_sum(cpu_seconds)
 
     def rss(self) -> int:
         return self.process.memory_info().rss if self.process else 0
